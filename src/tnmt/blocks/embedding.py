@@ -1,0 +1,32 @@
+"""Token embeddings (section 3.4): ids -> vectors scaled by sqrt(d_model).
+
+The scale makes the embeddings comparable in size to the positional encodings they are added to:
+rows are initialised with std d_model^-0.5 (as in fairseq), so a scaled row has norm about sqrt(d_model)
+while each sinusoid is in [-1, 1]. Sharing one matrix between source, target and the pre-softmax
+projection is the paper's choice when both languages share a subword vocabulary; `Transformer` ties them.
+"""
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+
+class TokenEmbedding(nn.Module):
+    """(B, T) ids -> (B, T, D) vectors, times sqrt(D) when `scale` is set."""
+
+    def __init__(self, vocab_size: int, d_model: int, *, pad_id: int, scale: bool = True) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(vocab_size, d_model))
+        self.pad_id = pad_id
+        self.scale = math.sqrt(d_model) if scale else 1.0
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.normal_(self.weight, std=self.weight.size(1) ** -0.5)
+        if 0 <= self.pad_id < self.weight.size(0):
+            with torch.no_grad():
+                self.weight[self.pad_id].zero_()
+
+    def forward(self, ids: Tensor) -> Tensor:
+        return nn.functional.embedding(ids, self.weight) * self.scale

@@ -1,0 +1,28 @@
+"""Position-wise feed-forward network (Eq. 2, section 3.3).
+
+    FFN(x) = max(0, x W_1 + b_1) W_2 + b_2
+
+The same two linear maps are applied at every position (a 1x1 convolution). ReLU is the paper's;
+GELU and swish (SiLU) exist because pretrained MarianMT / OPUS-MT models use them.
+"""
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
+
+
+class FeedForward(nn.Module):
+    """(B, T, D) -> (B, T, F) -> activation -> (B, T, D)."""
+
+    def __init__(self, d_model: int, d_ff: int, *, activation: str = "relu", dropout: float = 0.0) -> None:
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.linear2 = nn.Linear(d_ff, d_model)
+        self.activation = ACTIVATIONS[activation]
+        self.dropout = nn.Dropout(dropout)  # on the hidden activations ("relu dropout"; 0 in the paper)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.linear2(self.dropout(self.activation(self.linear1(x))))

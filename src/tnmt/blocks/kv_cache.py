@@ -1,0 +1,75 @@
+"""The key/value cache that makes autoregressive decoding one decoder step per token.
+
+At inference the decoder's self-attention keys/values of past positions never change (they are
+causally masked from the future), so each step only computes the new position's K/V and appends it.
+The cross-attention K/V depend only on the encoder memory and are computed once per sentence.
+The cache is an explicit object that the caller creates (`Transformer.init_cache`), passes to every
+`Transformer.decode` call and reorders for beam search: no hidden state lives on the modules.
+"""
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+@dataclass
+class LayerKV:
+    """Keys/values of one decoder layer. Self-attention buffers grow; cross-attention ones are fixed."""
+
+    cross_k: Tensor  # (B, H, S, Dh)
+    cross_v: Tensor  # (B, H, S, Dh)
+    self_k: Tensor | None = None  # (B, H, capacity, Dh); positions >= KVCache.length are unused
+    self_v: Tensor | None = None
+
+    def append(self, k: Tensor, v: Tensor, start: int) -> tuple[Tensor, Tensor]:
+        """Write new keys/values (B, H, t, Dh) at positions start..start+t; return all (B, H, start+t, Dh)."""
+        end = start + k.size(2)
+        if self.self_k is None or end > self.self_k.size(2):
+            self._grow(k, end)
+        self.self_k[:, :, start:end] = k
+        self.self_v[:, :, start:end] = v
+        return self.self_k[:, :, :end], self.self_v[:, :, :end]
+
+    def _grow(self, like: Tensor, needed: int) -> None:
+        # Preallocate in chunks so a step is a copy of one position, not a concatenation of all.
+        capacity = max(needed, 2 * (0 if self.self_k is None else self.self_k.size(2)), 32)
+        b, h, _, dh = like.shape
+        new_k = like.new_empty(b, h, capacity, dh)
+        new_v = like.new_empty(b, h, capacity, dh)
+        if self.self_k is not None:
+            old = self.self_k.size(2)
+            new_k[:, :, :old] = self.self_k
+            new_v[:, :, :old] = self.self_v
+        self.self_k, self.self_v = new_k, new_v
+
+
+@dataclass
+class KVCache:
+    """Per-layer keys/values plus the source padding mask, for one batch of hypotheses."""
+
+    layers: list[LayerKV]
+    memory_mask: Tensor | None  # (B, 1, 1, S) or None when the source has no padding
+    length: int = 0  # number of target positions already decoded
+
+    @property
+    def batch_size(self) -> int:
+        return self.layers[0].cross_k.size(0)
+
+    def reorder(self, indices: Tensor) -> None:
+        """Keep rows `indices` (a LongTensor of batch positions), e.g. the surviving beams' parents.
+
+        Rows may repeat (two beams sharing a parent) and the batch may shrink (finished sentences).
+        """
+        for layer in self.layers:
+            layer.cross_k = layer.cross_k.index_select(0, indices)
+            layer.cross_v = layer.cross_v.index_select(0, indices)
+            if layer.self_k is not None:
+                layer.self_k = layer.self_k.index_select(0, indices)
+                layer.self_v = layer.self_v.index_select(0, indices)
+        if self.memory_mask is not None:
+            self.memory_mask = self.memory_mask.index_select(0, indices)
+
+    def repeat_interleave(self, n: int) -> None:
+        """Repeat every sentence n times in place (B -> B * n), e.g. to start n beams per sentence."""
+        self.reorder(torch.arange(self.batch_size, device=self.layers[0].cross_k.device).repeat_interleave(n))

@@ -1,0 +1,127 @@
+"""Encoder and decoder layers (section 3.1, Figure 1).
+
+Every sub-layer is wrapped as LayerNorm(x + Dropout(Sublayer(x))): residual connection, dropout on the
+sub-layer output (section 5.4), then layer normalisation ("post-norm", the paper's order). With
+`norm_first` the order becomes x + Dropout(Sublayer(LayerNorm(x))) ("pre-norm", which trains more
+stably for deep stacks); the stacks then end with a final LayerNorm (see model.py).
+"""
+
+from collections.abc import Callable
+
+from torch import Tensor, nn
+
+from tnmt.blocks.attention import MultiHeadAttention
+from tnmt.blocks.feed_forward import FeedForward
+from tnmt.blocks.kv_cache import LayerKV
+
+
+class Residual(nn.Module):
+    """Residual connection + dropout + LayerNorm around one sub-layer, post- or pre-norm."""
+
+    def __init__(self, d_model: int, *, dropout: float, norm_first: bool, eps: float) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model, eps=eps)
+        self.dropout = nn.Dropout(dropout)
+        self.norm_first = norm_first
+
+    def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
+        if self.norm_first:
+            return x + self.dropout(sublayer(self.norm(x)))
+        return self.norm(x + self.dropout(sublayer(x)))
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention over the source, then the feed-forward network."""
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        *,
+        dropout: float,
+        attention_dropout: float,
+        activation_dropout: float,
+        activation: str,
+        norm_first: bool,
+        eps: float,
+    ) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=attention_dropout)
+        self.ffn = FeedForward(d_model, d_ff, activation=activation, dropout=activation_dropout)
+        self.attn_block = Residual(d_model, dropout=dropout, norm_first=norm_first, eps=eps)
+        self.ffn_block = Residual(d_model, dropout=dropout, norm_first=norm_first, eps=eps)
+
+    def forward(
+        self, x: Tensor, mask: Tensor | None, *, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """x (B, S, D), mask (B, 1, 1, S) -> (B, S, D) and optionally weights (B, H, S, S)."""
+        weights = None
+
+        def attend(h: Tensor) -> Tensor:
+            nonlocal weights
+            out, weights = self.self_attn.self_attention(h, mask, need_weights=need_weights)
+            return out
+
+        x = self.attn_block(x, attend)
+        return self.ffn_block(x, self.ffn), weights
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, cross-attention to the encoder memory, then the feed-forward network."""
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        *,
+        dropout: float,
+        attention_dropout: float,
+        activation_dropout: float,
+        activation: str,
+        norm_first: bool,
+        eps: float,
+    ) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=attention_dropout)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=attention_dropout)
+        self.ffn = FeedForward(d_model, d_ff, activation=activation, dropout=activation_dropout)
+        self.self_block = Residual(d_model, dropout=dropout, norm_first=norm_first, eps=eps)
+        self.cross_block = Residual(d_model, dropout=dropout, norm_first=norm_first, eps=eps)
+        self.ffn_block = Residual(d_model, dropout=dropout, norm_first=norm_first, eps=eps)
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor | None,
+        *,
+        self_mask: Tensor | None,
+        memory_mask: Tensor | None,
+        cache: LayerKV | None = None,
+        start: int = 0,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, tuple[Tensor, Tensor] | None]:
+        """x (B, T, D) -> (B, T, D) and optionally (self weights (B, H, T, T'), cross weights (B, H, T, S)).
+
+        With a cache, x holds only the new positions starting at `start`, and memory may be None
+        because the cross-attention keys/values were computed once by `Transformer.init_cache`.
+        """
+        weights: list[Tensor | None] = [None, None]
+
+        def self_attend(h: Tensor) -> Tensor:
+            out, weights[0] = self.self_attn.self_attention(
+                h, self_mask, cache=cache, start=start, need_weights=need_weights
+            )
+            return out
+
+        def cross_attend(h: Tensor) -> Tensor:
+            out, weights[1] = self.cross_attn.cross_attention(
+                h, memory, memory_mask, cache=cache, need_weights=need_weights
+            )
+            return out
+
+        x = self.self_block(x, self_attend)
+        x = self.cross_block(x, cross_attend)
+        x = self.ffn_block(x, self.ffn)
+        return x, (weights[0], weights[1]) if need_weights else None

@@ -1,0 +1,90 @@
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from tnmt.blocks.attention import MultiHeadAttention, attention, reference_attention
+from tnmt.blocks.masks import causal_mask, padding_mask
+
+
+def qkv(b=2, h=3, tq=5, tk=6, dh=4, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (
+        torch.randn(b, h, tq, dh, generator=g),
+        torch.randn(b, h, tk, dh, generator=g),
+        torch.randn(b, h, tk, dh, generator=g),
+    )
+
+
+def test_reference_matches_hand_computed_example():
+    q = torch.tensor([[[1.0, 0.0]]])  # (1, Tq=1, Dh=2)
+    k = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])  # (1, Tk=2, 2)
+    v = torch.tensor([[[10.0, 0.0], [0.0, 20.0]]])
+    out, w = reference_attention(q, k, v)
+    s = 1 / math.sqrt(2)  # scores are [1/sqrt(2), 0]
+    w0 = math.exp(s) / (math.exp(s) + 1)
+    assert torch.allclose(w, torch.tensor([[[w0, 1 - w0]]]))
+    assert torch.allclose(out, torch.tensor([[[10 * w0, 20 * (1 - w0)]]]))
+
+
+@pytest.mark.parametrize("kind", ["none", "padding", "causal", "both"])
+def test_fast_path_equals_reference(kind):
+    q, k, v = qkv(tq=6, tk=6)
+    ids = torch.tensor([[5, 6, 7, 8, 0, 0], [5, 6, 7, 8, 9, 9]])
+    mask = {
+        "none": None,
+        "padding": padding_mask(ids, 0),
+        "causal": causal_mask(6),
+        "both": padding_mask(ids, 0) & causal_mask(6),
+    }[kind]
+    ref, weights = reference_attention(q, k, v, mask)
+    fast, none = attention(q, k, v, mask)
+    assert none is None
+    torch.testing.assert_close(fast, ref, atol=1e-6, rtol=0)
+    assert torch.allclose(weights.sum(-1), torch.ones(2, 3, 6))
+    if mask is not None:
+        assert (weights.masked_select(~mask.expand_as(weights)) == 0).all()
+
+
+def copy_to_torch(ours: MultiHeadAttention, d: int, h: int) -> nn.MultiheadAttention:
+    ref = nn.MultiheadAttention(d, h, batch_first=True)
+    with torch.no_grad():
+        ref.in_proj_weight.copy_(ours.in_proj.weight)
+        ref.in_proj_bias.copy_(ours.in_proj.bias)
+        ref.out_proj.weight.copy_(ours.out_proj.weight)
+        ref.out_proj.bias.copy_(ours.out_proj.bias)
+    return ref.eval()
+
+
+def test_self_attention_matches_torch_multihead_attention():
+    torch.manual_seed(0)
+    d, h = 16, 4
+    ours = MultiHeadAttention(d, h).eval()
+    ref = copy_to_torch(ours, d, h)
+    x = torch.randn(2, 5, d)
+    ids = torch.tensor([[1, 2, 3, 0, 0], [1, 2, 3, 4, 5]])
+    mask = padding_mask(ids, 0) & causal_mask(5)
+    out, w = ours.self_attention(x, mask, need_weights=True)
+    expected, expected_w = ref(
+        x, x, x, key_padding_mask=ids == 0, attn_mask=~causal_mask(5)[0, 0], average_attn_weights=False
+    )
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=0)
+    torch.testing.assert_close(w, expected_w, atol=1e-5, rtol=0)
+
+
+def test_cross_attention_matches_torch_multihead_attention():
+    torch.manual_seed(1)
+    d, h = 16, 2
+    ours = MultiHeadAttention(d, h).eval()
+    ref = copy_to_torch(ours, d, h)
+    x, memory = torch.randn(2, 3, d), torch.randn(2, 6, d)
+    src = torch.tensor([[4, 4, 4, 4, 0, 0], [4, 4, 4, 4, 4, 4]])
+    out, _ = ours.cross_attention(x, memory, padding_mask(src, 0))
+    expected, _ = ref(x, memory, memory, key_padding_mask=src == 0)
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=0)
+
+
+def test_heads_must_divide_d_model():
+    with pytest.raises(ValueError, match="divisible"):
+        MultiHeadAttention(10, 3)

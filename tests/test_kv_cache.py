@@ -1,0 +1,66 @@
+import torch
+
+from tnmt import ModelConfig, Transformer
+from tnmt.blocks.masks import padding_mask
+
+
+def model_and_memory():
+    torch.manual_seed(0)
+    config = ModelConfig(
+        src_vocab_size=30,
+        tgt_vocab_size=30,
+        d_model=16,
+        n_heads=2,
+        n_encoder_layers=2,
+        n_decoder_layers=3,
+        d_ff=32,
+        dropout=0.0,
+        max_len=64,
+    )
+    model = Transformer(config).eval()
+    src = torch.tensor([[5, 6, 7, 2, 0], [8, 9, 10, 11, 2], [12, 13, 2, 0, 0]])
+    src_mask = padding_mask(src, 0)
+    return model, model.encode(src, src_mask), src_mask
+
+
+def test_incremental_decoding_equals_full_recomputation_at_every_step():
+    model, memory, src_mask = model_and_memory()
+    tgt = torch.randint(3, 30, (3, 40))
+    tgt[:, 0] = 1
+    cache = model.init_cache(memory, src_mask)
+    for t in range(tgt.size(1)):  # 40 steps: crosses the cache's first growth at 32
+        step = model.decode(tgt[:, t : t + 1], None, cache=cache)
+        full = model.decode(tgt[:, : t + 1], memory, memory_mask=src_mask)
+        torch.testing.assert_close(step[:, 0], full[:, -1], atol=1e-5, rtol=0)
+    assert cache.length == 40
+
+
+def test_prefilling_several_positions_equals_stepping():
+    model, memory, src_mask = model_and_memory()
+    tgt = torch.randint(3, 30, (3, 6))
+    cache = model.init_cache(memory, src_mask)
+    block = model.decode(tgt[:, :4], None, cache=cache)
+    last = model.decode(tgt[:, 4:], None, cache=cache)
+    full = model.decode(tgt, memory, memory_mask=src_mask)
+    torch.testing.assert_close(torch.cat([block, last], 1), full, atol=1e-5, rtol=0)
+
+
+def test_reorder_follows_the_selected_rows():
+    model, memory, src_mask = model_and_memory()
+    tgt = torch.randint(3, 30, (3, 7))
+    cache = model.init_cache(memory, src_mask)
+    model.decode(tgt[:, :4], None, cache=cache)
+    order = torch.tensor([2, 2, 0, 1])  # repeated and permuted rows, as beam search produces
+    cache.reorder(order)
+    assert cache.batch_size == 4
+    steps = [model.decode(tgt[order, t : t + 1], None, cache=cache) for t in range(4, 7)]
+    full = model.decode(tgt[order], memory[order], memory_mask=src_mask[order])
+    torch.testing.assert_close(torch.cat(steps, 1), full[:, 4:], atol=1e-5, rtol=0)
+
+
+def test_repeat_interleave_starts_beams():
+    model, memory, src_mask = model_and_memory()
+    cache = model.init_cache(memory, src_mask)
+    cache.repeat_interleave(2)
+    assert cache.batch_size == 6
+    assert torch.equal(cache.layers[0].cross_k[0], cache.layers[0].cross_k[1])
