@@ -120,6 +120,97 @@ class ModelConfig:
         return cls(**data)
 
 
+@dataclass(frozen=True)
+class DataConfig:
+    """Where the parallel text comes from and how it becomes subword ids."""
+
+    corpus: str = "multi30k"  # "multi30k" (found or downloaded) or "files" (the paths below)
+    src_lang: str = "en"
+    tgt_lang: str = "de"
+    train_src: str = ""  # plain or .gz text, one sentence per line ("files" corpus)
+    train_tgt: str = ""
+    valid_src: str = ""
+    valid_tgt: str = ""
+    vocab_size: int = 8000  # joint sentencepiece vocabulary
+    tokenizer_model: str = "unigram"  # sentencepiece model type: "unigram" or "bpe"
+    max_tokens_per_sentence: int = 100  # longer training pairs are dropped (after subword encoding)
+    normalize_whitespace: bool = True  # collapse runs of spaces and strip line ends
+    max_train_pairs: int = 0  # 0 = all; a positive number keeps the first N (quick runs, tests)
+    max_valid_pairs: int = 0
+
+    def __post_init__(self) -> None:
+        _check(self, "corpus", self.corpus in ("multi30k", "files"), "'multi30k' or 'files'")
+        _check(self, "vocab_size", self.vocab_size >= 16, ">= 16")
+        _check(self, "tokenizer_model", self.tokenizer_model in ("unigram", "bpe"), "'unigram' or 'bpe'")
+        _check(self, "max_tokens_per_sentence", self.max_tokens_per_sentence > 0, "positive")
+        if self.corpus == "files":
+            for name in ("train_src", "train_tgt", "valid_src", "valid_tgt"):
+                _check(self, name, bool(getattr(self, name)), "set when corpus = 'files'")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The training loop's settings (section 5 of the paper where it has one)."""
+
+    out_dir: str = "outputs/run"
+    init_from: str = ""  # a checkpoint to start from (fine-tuning): its model and tokenizer are reused
+    seed: int = 1
+    max_steps: int = 100_000  # optimizer updates (the paper's base model: 100k); 0 = no limit
+    max_epochs: int = 0
+    max_minutes: float = 0.0  # wall-clock budget; 0 = none
+    max_tokens: int = 4096  # tokens per batch (padded, source or target, whichever is longer)
+    accum_steps: int = 1  # gradient accumulation: batches per optimizer update
+    lr_factor: float = 2.0  # lrate = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) (Eq. 3)
+    warmup_steps: int = 4000
+    adam_betas: tuple[float, float] = (0.9, 0.98)
+    adam_eps: float = 1e-9
+    label_smoothing: float = 0.1  # epsilon_ls (section 5.4)
+    clip_norm: float = 1.0  # 0 = no clipping
+    bf16: bool = False  # bfloat16 autocast on the CPU
+    eval_every: int = 0  # validate every N updates; 0 = at the end of every epoch
+    eval_beam_size: int = 1  # validation BLEU decoding (1 = greedy)
+    patience: int = 0  # stop after N validations without a better BLEU; 0 = never
+    keep_checkpoints: int = 5  # step checkpoints kept on disk (for averaging); best/last are kept too
+    log_every: int = 50  # updates between metric log lines
+    threads: int = 0  # torch threads; 0 = PyTorch's default
+
+    def __post_init__(self) -> None:
+        for name in ("max_steps", "max_epochs", "eval_every", "patience", "threads"):
+            _check(self, name, getattr(self, name) >= 0, ">= 0")
+        for name in ("max_tokens", "accum_steps", "warmup_steps", "keep_checkpoints", "log_every"):
+            _check(self, name, getattr(self, name) > 0, "positive")
+        _check(self, "label_smoothing", 0.0 <= self.label_smoothing < 1.0, "in [0, 1)")
+        _check(self, "lr_factor", self.lr_factor > 0, "positive")
+        _check(self, "eval_beam_size", self.eval_beam_size >= 1, ">= 1")
+        _check(self, "max_minutes", self.max_minutes >= 0, ">= 0")
+        _check(
+            self,
+            "adam_betas",
+            len(self.adam_betas) == 2 and all(0 <= b < 1 for b in self.adam_betas),
+            "two numbers in [0, 1)",
+        )
+        _check(
+            self,
+            "max_steps",
+            self.max_steps or self.max_epochs or self.max_minutes,
+            "set, or max_epochs or max_minutes set, so that training ends",
+        )
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """Inference settings used for validation BLEU and by default when translating."""
+
+    beam_size: int = 4  # the paper: 4 (section 6.1)
+    length_penalty: float = 0.6  # alpha of the GNMT penalty ((5 + len) / 6)^alpha
+    max_len_a: float = 1.0  # the output may be a * source length + b tokens long (the paper: + 50)
+    max_len_b: int = 50
+
+    def __post_init__(self) -> None:
+        _check(self, "beam_size", self.beam_size >= 1, ">= 1")
+        _check(self, "max_len_b", self.max_len_b >= 0, ">= 0")
+
+
 def _check(config: object, field_name: str, ok: bool, requirement: str) -> None:
     if not ok:
         value = getattr(config, field_name)

@@ -1,0 +1,178 @@
+"""The `tnmt` command: thin wrappers over the library, one function per subcommand.
+
+Bad input (a missing file, a malformed corpus line, an unknown config key) prints one line on
+stderr and exits with status 2; no traceback, nothing half-written.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+from tnmt.errors import UserError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "train":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    try:
+        return args.run(args, extra) or 0
+    except UserError as e:
+        print(f"tnmt {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"tnmt {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tnmt", description="Transformer neural machine translation")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("train", help="train a model from a TOML recipe",
+                       description="Train from a recipe; override any key with --section.key=value.")
+    p.add_argument("config", help="TOML recipe, e.g. configs/multi30k_en_de.toml")
+    p.add_argument("--resume", action="store_true", help="continue from OUT_DIR/last exactly where it stopped")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (logs still go to metrics.jsonl)")
+    p.set_defaults(run=_train)
+
+    p = sub.add_parser("translate", help="translate stdin (or -i FILE) line by line")
+    _decode_options(p)
+    p.add_argument("-i", "--input", help="input file (default: stdin)")
+    p.add_argument("-o", "--output", help="output file (default: stdout)")
+    p.set_defaults(run=_translate)
+
+    p = sub.add_parser("evaluate", help="translate a source file and score it with sacreBLEU")
+    _decode_options(p)
+    p.add_argument("--src", required=True, help="source sentences, one per line (plain or .gz)")
+    p.add_argument("--ref", required=True, help="reference translations, aligned with --src")
+    p.add_argument("--hyp-out", help="also write the translations to this file")
+    p.set_defaults(run=_evaluate)
+
+    p = sub.add_parser("average", help="average the weights of checkpoints (section 6.1)")
+    p.add_argument("checkpoints", nargs="+", type=Path)
+    p.add_argument("--out", required=True, type=Path)
+    p.set_defaults(run=_average)
+
+    p = sub.add_parser("data", help="fetch a data set")
+    p.add_argument("dataset", choices=["multi30k"])
+    p.add_argument("--out", required=True, type=Path, help="directory for the files")
+    p.add_argument("--from", dest="source", help="local copy (directory) or base URL to fetch from")
+    p.add_argument("--langs", nargs="+", default=["en", "de", "fr", "cs"])
+    p.set_defaults(run=_data)
+
+    p = sub.add_parser("quickstart", help="train, evaluate and translate end to end (Multi30k, or offline)")
+    p.add_argument("--out", type=Path, default=Path("outputs/quickstart"))
+    p.add_argument("--minutes", type=float, default=10.0, help="training budget on Multi30k")
+    p.add_argument("--offline", action="store_true", help="use the built-in number-words task")
+    p.set_defaults(run=_quickstart)
+
+    p = sub.add_parser("attention", help="draw attention heat maps for one sentence")
+    p.add_argument("--checkpoint", required=True, type=Path)
+    p.add_argument("sentence")
+    p.add_argument("--out", type=Path, default=Path("outputs/attention"))
+    p.add_argument("--beam-size", type=int, default=4)
+    p.set_defaults(run=_attention)
+    return parser
+
+
+def _decode_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--checkpoint", required=True, type=Path, help="checkpoint directory (or a best/last link)")
+    p.add_argument("--beam-size", type=int, default=4, help="1 = greedy (default: 4, the paper's)")
+    p.add_argument("--length-penalty", type=float, default=0.6, help="GNMT alpha (default: 0.6)")
+    p.add_argument("--max-len", type=int, default=None, help="absolute cap on output tokens")
+    p.add_argument("--max-len-a", type=float, default=1.0, help="output cap = a * source length + b")
+    p.add_argument("--max-len-b", type=int, default=50)
+    p.add_argument("--batch-size", type=int, default=64, help="sentences per batch")
+
+
+def _translator(args: argparse.Namespace):
+    from tnmt.decode.translator import Translator
+
+    return Translator.from_checkpoint(args.checkpoint)
+
+
+def _decode_kwargs(args: argparse.Namespace) -> dict:
+    return dict(beam_size=args.beam_size, length_penalty=args.length_penalty, max_len=args.max_len,
+                max_len_a=args.max_len_a, max_len_b=args.max_len_b, batch_size=args.batch_size)
+
+
+def _train(args: argparse.Namespace, overrides: list[str]) -> int:
+    from tnmt.recipe import load_recipe
+    from tnmt.train.loop import train
+
+    for item in overrides:
+        if not item.startswith("--") or "=" not in item:
+            raise UserError(f"unexpected argument {item!r}: overrides look like --section.key=value")
+    out = train(load_recipe(args.config, overrides), resume=args.resume, progress=not args.no_progress)
+    print(f"checkpoints in {out}: best -> {(out / 'best').resolve().name}, last -> {(out / 'last').resolve().name}")
+    return 0
+
+
+def _translate(args: argparse.Namespace, _: list[str]) -> int:
+    from tnmt.data.corpus import read_lines
+
+    translator = _translator(args)
+    lines = read_lines(args.input) if args.input else sys.stdin.read().splitlines()
+    outputs = translator.translate(lines, **_decode_kwargs(args))
+    text = "".join(line + "\n" for line in outputs)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _evaluate(args: argparse.Namespace, _: list[str]) -> int:
+    from tnmt.data.corpus import read_lines
+    from tnmt.evaluate import score
+
+    sources, references = read_lines(args.src), read_lines(args.ref)
+    if len(sources) != len(references):
+        raise UserError(f"{args.src} has {len(sources)} lines but {args.ref} has {len(references)}")
+    hypotheses = _translator(args).translate(sources, **_decode_kwargs(args))
+    if args.hyp_out:
+        Path(args.hyp_out).write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+    print(score(hypotheses, references).format())
+    return 0
+
+
+def _average(args: argparse.Namespace, _: list[str]) -> int:
+    from tnmt.train.checkpoint import average_checkpoints
+
+    out = average_checkpoints(args.checkpoints, args.out)
+    print(f"averaged {len(args.checkpoints)} checkpoints into {out}")
+    return 0
+
+
+def _data(args: argparse.Namespace, _: list[str]) -> int:
+    import os
+
+    from tnmt.data.multi30k import fetch_multi30k
+
+    source = args.source or os.environ.get("TNMT_DATA_DIR")
+    out = fetch_multi30k(args.out, source=source, langs=args.langs)
+    print(f"Multi30k ({', '.join(args.langs)}) in {out}")
+    return 0
+
+
+def _quickstart(args: argparse.Namespace, _: list[str]) -> int:
+    from tnmt.quickstart import quickstart
+
+    quickstart(args.out, minutes=args.minutes, offline=args.offline)
+    return 0
+
+
+def _attention(args: argparse.Namespace, _: list[str]) -> int:
+    from tnmt.visualize import plot_attention
+
+    translator = _translator(args)
+    src_pieces, tgt_pieces, maps = translator.attention(args.sentence, beam_size=args.beam_size)
+    paths = plot_attention(maps, src_pieces, tgt_pieces, args.out)
+    print(f"{' '.join(tgt_pieces)}\nwrote {len(paths)} pictures to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""A translation dataset: the corpus of a recipe, read and turned into subword ids.
+
+Ties together the pieces of this package for the training loop: find the text (Multi30k or the
+recipe's files), train or reuse the tokenizer, encode, and drop over-long training pairs.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tnmt.config import DataConfig
+from tnmt.data.corpus import ParallelCorpus, filter_pairs, read_parallel
+from tnmt.data.multi30k import find_multi30k, multi30k_paths
+from tnmt.data.tokenizer import Tokenizer
+from tnmt.errors import UserError
+
+
+@dataclass
+class EncodedPairs:
+    """Aligned source/target subword ids (no BOS/EOS: `collate` adds them)."""
+
+    src: list[list[int]]
+    tgt: list[list[int]]
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    def lengths(self) -> list[int]:
+        """Per-pair cost for token-budget batching: the longer side, plus its BOS/EOS."""
+        return [max(len(s), len(t)) + 1 for s, t in zip(self.src, self.tgt, strict=True)]
+
+    def pairs(self, indices: list[int]) -> list[tuple[list[int], list[int]]]:
+        return [(self.src[i], self.tgt[i]) for i in indices]
+
+
+def corpus_files(config: DataConfig, split: str) -> tuple[Path, Path]:
+    """Source and target files of `split` ("train", "val" or "test_2016_flickr" for Multi30k)."""
+    if config.corpus == "files":
+        if split not in ("train", "val"):
+            raise UserError(f"data.corpus = 'files' has only train and val splits, not {split!r}")
+        prefix = "train" if split == "train" else "valid"
+        return Path(getattr(config, f"{prefix}_src")), Path(getattr(config, f"{prefix}_tgt"))
+    root = find_multi30k(langs=(config.src_lang, config.tgt_lang))
+    if root is None:
+        raise UserError("Multi30k is not available offline: set TNMT_DATA_DIR to a local copy "
+                        "or run `tnmt data multi30k --out DIR` once with network access")
+    return multi30k_paths(root, split, config.src_lang, config.tgt_lang)
+
+
+def read_split(config: DataConfig, split: str, *, limit: int = 0) -> ParallelCorpus:
+    """The raw sentence pairs of a split, whitespace-normalised if the recipe says so."""
+    corpus = read_parallel(*corpus_files(config, split), normalize_whitespace=config.normalize_whitespace)
+    if limit:
+        corpus = ParallelCorpus(src=corpus.src[:limit], tgt=corpus.tgt[:limit])
+    return corpus
+
+
+def train_tokenizer(config: DataConfig, corpus: ParallelCorpus) -> Tokenizer:
+    """A joint source+target subword vocabulary learnt on the training text only."""
+    return Tokenizer.train(corpus.src + corpus.tgt, vocab_size=config.vocab_size, model_type=config.tokenizer_model)
+
+
+def encode(corpus: ParallelCorpus, tokenizer: Tokenizer, *, max_len: int | None = None) -> EncodedPairs:
+    """Subword ids of a corpus; with `max_len`, pairs with a side longer than that (or empty) are dropped."""
+    src = tokenizer.encode_source_batch(corpus.src)
+    tgt = tokenizer.encode_target_batch(corpus.tgt)
+    if max_len is None:
+        return EncodedPairs(src=src, tgt=tgt)
+    keep = filter_pairs(src, tgt, max_len=max_len)
+    return EncodedPairs(src=[src[i] for i in keep], tgt=[tgt[i] for i in keep])

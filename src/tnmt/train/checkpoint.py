@@ -1,0 +1,192 @@
+"""Checkpoints: a directory of safetensors + JSON, written atomically, never unpickled.
+
+    step_000800/
+      model.safetensors     weights (tied matrices stored once)
+      config.json           {"format": 1, "model": ModelConfig fields}
+      source.spm, target.spm, tokenizer.json   the subword tokenizer (see data/tokenizer.py)
+      optimizer.safetensors + trainer_state.json   only in training checkpoints: Adam moments,
+                            step, data position, RNG state and metrics, so `--resume` continues exactly
+
+A checkpoint is built in a hidden sibling directory and renamed into place, so a process killed at
+any moment leaves either no checkpoint or a complete one. The training loop then points the `last`
+and `best` symlinks at it with an atomic rename (`update_link`). Averaging (section 6.1) lives here too.
+"""
+
+import json
+import os
+import secrets
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load as load_tensors
+from safetensors.torch import save as save_tensors
+
+from tnmt.config import ModelConfig
+from tnmt.data.tokenizer import Tokenizer
+from tnmt.errors import UserError
+from tnmt.io import atomic_write_bytes, atomic_write_text
+from tnmt.model import Transformer
+
+FORMAT = 1
+
+
+@dataclass
+class Checkpoint:
+    """A loaded checkpoint: the model (in eval mode), its tokenizer and the saved training state."""
+
+    model: Transformer
+    tokenizer: Tokenizer
+    path: Path
+    trainer_state: dict[str, Any] = field(default_factory=dict)
+    optimizer_state: dict[str, Any] | None = None
+
+
+def save_checkpoint(
+    path: str | os.PathLike[str],
+    model: Transformer,
+    tokenizer: Tokenizer,
+    *,
+    optimizer: torch.optim.Optimizer | None = None,
+    trainer_state: dict[str, Any] | None = None,
+) -> Path:
+    """Write a complete checkpoint directory at `path`, replacing any previous one atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.tmp-{secrets.token_hex(4)}"
+    tmp.mkdir()
+    try:
+        atomic_write_bytes(tmp / "model.safetensors", save_tensors(_unique_tensors(model.state_dict())))
+        config = {"format": FORMAT, "model": model.config.to_dict()}
+        atomic_write_text(tmp / "config.json", json.dumps(config, indent=2) + "\n")
+        tokenizer.save(tmp)
+        if optimizer is not None:
+            tensors, structure = _flatten_optimizer(optimizer.state_dict())
+            tensors["rng.torch"] = torch.get_rng_state()
+            atomic_write_bytes(tmp / "optimizer.safetensors", save_tensors(tensors))
+            state = {"optimizer": structure, **(trainer_state or {})}
+            atomic_write_text(tmp / "trainer_state.json", json.dumps(state, indent=2) + "\n")
+        _replace_directory(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+def load_checkpoint(path: str | os.PathLike[str], *, map_location: str = "cpu") -> Checkpoint:
+    """Load a checkpoint directory (or a `last`/`best` link to one); errors name the bad file."""
+    path = Path(path)
+    if not path.is_dir():
+        raise UserError(f"{path}: no such checkpoint directory")
+    config = ModelConfig.from_dict(_read_json(path / "config.json")["model"])
+    model = Transformer(config)
+    weights = _read_tensors(path / "model.safetensors", map_location)
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    tied = {name for name in missing if _is_tied(model, name, weights)}
+    if set(missing) - tied or unexpected:
+        raise UserError(f"{path / 'model.safetensors'}: missing {sorted(set(missing) - tied)}, "
+                        f"unexpected {sorted(unexpected)} weights for this config.json")
+    model.eval()
+    checkpoint = Checkpoint(model=model, tokenizer=Tokenizer.load(path), path=path)
+    if (path / "trainer_state.json").exists():
+        state = _read_json(path / "trainer_state.json")
+        tensors = _read_tensors(path / "optimizer.safetensors", map_location)
+        checkpoint.trainer_state = state
+        checkpoint.trainer_state["rng.torch"] = tensors.pop("rng.torch")
+        checkpoint.optimizer_state = _unflatten_optimizer(tensors, state.pop("optimizer"))
+    return checkpoint
+
+
+def update_link(link: Path, target: Path) -> None:
+    """Point the symlink `link` at `target` (relative), atomically: readers never see it missing."""
+    tmp = link.parent / f".{link.name}.tmp-{secrets.token_hex(4)}"
+    tmp.symlink_to(os.path.relpath(target, link.parent))
+    os.replace(tmp, link)
+
+
+def average_checkpoints(paths: list[Path], out: Path) -> Path:
+    """Average the weights of several checkpoints of one model (section 6.1: the last 5 or 20)."""
+    if not paths:
+        raise UserError("average: give at least one checkpoint")
+    first = load_checkpoint(paths[0])
+    total = {k: v.double() for k, v in first.model.state_dict().items()}
+    for p in paths[1:]:
+        other = load_checkpoint(p)
+        if other.model.config != first.model.config:
+            raise UserError(f"{p}: config.json differs from {paths[0]}; only one model's checkpoints can be averaged")
+        for k, v in other.model.state_dict().items():
+            total[k] += v.double()
+    first.model.load_state_dict({k: (v / len(paths)).to(torch.float32) for k, v in total.items()})
+    return save_checkpoint(out, first.model, first.tokenizer)
+
+
+def _unique_tensors(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Drop aliases of tied weights (shared embeddings, tied output): safetensors stores each once."""
+    seen: set[int] = set()
+    unique = {}
+    for name, tensor in state.items():
+        if tensor.data_ptr() not in seen:
+            seen.add(tensor.data_ptr())
+            unique[name] = tensor.contiguous()
+    return unique
+
+
+def _is_tied(model: Transformer, name: str, weights: dict[str, torch.Tensor]) -> bool:
+    """Whether parameter `name` shares storage with a parameter that was loaded under another name."""
+    params = dict(model.named_parameters(remove_duplicate=False))
+    return name in params and any(
+        other in weights and params[other] is params[name] for other in params if other != name)
+
+
+def _flatten_optimizer(state: dict[str, Any]) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Split an optimizer state_dict into tensors (for safetensors) and a JSON-able structure."""
+    tensors, scalars = {}, {}
+    for index, values in state["state"].items():
+        for key, value in values.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"state.{index}.{key}"] = value.contiguous()
+            else:
+                scalars[f"{index}.{key}"] = value
+    return tensors, {"param_groups": state["param_groups"], "scalars": scalars}
+
+
+def _unflatten_optimizer(tensors: dict[str, torch.Tensor], structure: dict[str, Any]) -> dict[str, Any]:
+    state: dict[int, dict[str, Any]] = {}
+    for name, tensor in tensors.items():
+        _, index, key = name.split(".", 2)
+        state.setdefault(int(index), {})[key] = tensor
+    for name, value in structure["scalars"].items():
+        index, key = name.split(".", 1)
+        state.setdefault(int(index), {})[key] = value
+    return {"state": state, "param_groups": structure["param_groups"]}
+
+
+def _replace_directory(tmp: Path, path: Path) -> None:
+    if path.exists():
+        old = path.parent / f".{path.name}.old-{secrets.token_hex(4)}"
+        os.replace(path, old)
+        os.replace(tmp, path)
+        shutil.rmtree(old)
+    else:
+        os.replace(tmp, path)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path}: missing from the checkpoint") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: not valid JSON ({e})") from None
+
+
+def _read_tensors(path: Path, map_location: str) -> dict[str, torch.Tensor]:
+    try:
+        return {k: v.to(map_location) for k, v in load_tensors(path.read_bytes()).items()}
+    except FileNotFoundError:
+        raise UserError(f"{path}: missing from the checkpoint") from None
+    except (SafetensorError, ValueError) as e:
+        raise UserError(f"{path}: not a valid safetensors file ({e})") from None

@@ -1,0 +1,124 @@
+import json
+
+import pytest
+import torch
+
+from tnmt import ModelConfig, Transformer
+from tnmt.data.tokenizer import Tokenizer
+from tnmt.errors import UserError
+from tnmt.train.checkpoint import average_checkpoints, load_checkpoint, save_checkpoint, update_link
+
+TEXT = ["a small house", "ein kleines Haus", "the red car drives", "das rote Auto faehrt"] * 20
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return Tokenizer.train(TEXT, vocab_size=280)
+
+
+def make_model(tokenizer, seed=0, **overrides):
+    torch.manual_seed(seed)
+    v = tokenizer.vocab_size
+    options = dict(d_model=16, d_ff=32, n_heads=2) | overrides
+    config = ModelConfig.small(src_vocab_size=v, tgt_vocab_size=v, **options)
+    return Transformer(config)
+
+
+def test_round_trip_keeps_weights_config_tokenizer_and_ties(tmp_path, tokenizer):
+    model = make_model(tokenizer)
+    save_checkpoint(tmp_path / "ckpt", model, tokenizer)
+    assert {p.name for p in (tmp_path / "ckpt").iterdir()} >= {"model.safetensors", "config.json"}
+    loaded = load_checkpoint(tmp_path / "ckpt")
+    assert loaded.model.config == model.config
+    for (name, a), b in zip(model.state_dict().items(), loaded.model.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+    assert loaded.model.output.weight is loaded.model.src_embed.weight  # ties survive the round trip
+    assert loaded.tokenizer.encode_source(TEXT[0]) == tokenizer.encode_source(TEXT[0])
+    assert not loaded.model.training
+
+
+def test_optimizer_and_rng_state_restore_exactly(tmp_path, tokenizer):
+    model = make_model(tokenizer)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.98), eps=1e-9)
+    src = torch.randint(4, tokenizer.vocab_size, (2, 5))
+    model(src, src).sum().backward()
+    optimizer.step()
+    rng = torch.get_rng_state()
+    save_checkpoint(tmp_path / "c", model, tokenizer, optimizer=optimizer, trainer_state={"step": 1})
+    loaded = load_checkpoint(tmp_path / "c")
+    assert loaded.trainer_state["step"] == 1
+    assert torch.equal(loaded.trainer_state["rng.torch"], rng)
+    fresh = torch.optim.Adam(loaded.model.parameters(), lr=0.0)
+    fresh.load_state_dict(loaded.optimizer_state)
+    expected, restored = optimizer.state_dict(), fresh.state_dict()
+    assert expected["state"].keys() == restored["state"].keys()
+    for index, values in expected["state"].items():
+        for key, value in values.items():
+            assert torch.equal(value, restored["state"][index][key]), (index, key)
+    assert tuple(restored["param_groups"][0]["betas"]) == (0.9, 0.98)
+
+
+def test_nothing_is_pickled(tmp_path, tokenizer):
+    model = make_model(tokenizer)
+    optimizer = torch.optim.Adam(model.parameters())
+    save_checkpoint(tmp_path / "c", model, tokenizer, optimizer=optimizer, trainer_state={"step": 0})
+    for path in (tmp_path / "c").iterdir():
+        assert path.suffix in {".safetensors", ".json", ".spm"}, path.name
+    json.loads((tmp_path / "c" / "trainer_state.json").read_text())
+
+
+def test_a_crash_while_saving_leaves_the_previous_checkpoint(tmp_path, tokenizer, monkeypatch):
+    model = make_model(tokenizer)
+    save_checkpoint(tmp_path / "c", model, tokenizer)
+    before = (tmp_path / "c" / "model.safetensors").read_bytes()
+
+    def crash(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(Tokenizer, "save", crash)
+    with pytest.raises(OSError, match="disk full"):
+        save_checkpoint(tmp_path / "c", make_model(tokenizer, seed=1), tokenizer)
+    assert (tmp_path / "c" / "model.safetensors").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]  # no temporary directory left behind
+    load_checkpoint(tmp_path / "c")
+
+
+def test_links_are_replaced_atomically(tmp_path, tokenizer):
+    model = make_model(tokenizer)
+    a = save_checkpoint(tmp_path / "checkpoints" / "a", model, tokenizer)
+    b = save_checkpoint(tmp_path / "checkpoints" / "b", model, tokenizer)
+    update_link(tmp_path / "last", a)
+    update_link(tmp_path / "last", b)
+    assert (tmp_path / "last").resolve() == b.resolve()
+    assert load_checkpoint(tmp_path / "last").path == tmp_path / "last"
+
+
+def test_average_is_the_mean_of_the_weights(tmp_path, tokenizer):
+    paths = []
+    for seed in range(3):
+        paths.append(save_checkpoint(tmp_path / str(seed), make_model(tokenizer, seed=seed), tokenizer))
+    out = average_checkpoints(paths, tmp_path / "avg")
+    models = [load_checkpoint(p).model.state_dict() for p in paths]
+    averaged = load_checkpoint(out).model.state_dict()
+    for name, value in averaged.items():
+        expected = sum(m[name] for m in models) / 3
+        torch.testing.assert_close(value, expected)
+
+
+def test_errors_name_the_file(tmp_path, tokenizer):
+    with pytest.raises(UserError, match="no such checkpoint directory"):
+        load_checkpoint(tmp_path / "missing")
+    save_checkpoint(tmp_path / "c", make_model(tokenizer), tokenizer)
+    (tmp_path / "c" / "model.safetensors").write_bytes(b"garbage")
+    with pytest.raises(UserError, match=r"model\.safetensors: not a valid safetensors file"):
+        load_checkpoint(tmp_path / "c")
+    (tmp_path / "c" / "config.json").unlink()
+    with pytest.raises(UserError, match=r"config\.json: missing"):
+        load_checkpoint(tmp_path / "c")
+
+
+def test_averaging_different_models_is_refused(tmp_path, tokenizer):
+    a = save_checkpoint(tmp_path / "a", make_model(tokenizer), tokenizer)
+    b = save_checkpoint(tmp_path / "b", make_model(tokenizer, d_ff=64), tokenizer)
+    with pytest.raises(UserError, match="config.json differs"):
+        average_checkpoints([a, b], tmp_path / "avg")

@@ -1,0 +1,43 @@
+import pytest
+
+from tnmt.errors import UserError
+from tnmt.recipe import load_recipe
+
+
+def test_shipped_recipes_load(repo_root):
+    for path in sorted((repo_root / "configs").glob("*.toml")):
+        recipe = load_recipe(str(path))
+        assert recipe.model_config(vocab_size=100, pad_id=0, bos_id=1, eos_id=2).d_model > 0
+
+
+def test_overrides_are_typed_and_applied(repo_root):
+    recipe = load_recipe(str(repo_root / "configs" / "multi30k_en_de.toml"),
+                         ["--train.max_steps=7", "--train.out_dir=/tmp/x y", "--model.d_model=128", "--train.bf16=false"])
+    assert recipe.train.max_steps == 7 and recipe.train.out_dir == "/tmp/x y" and recipe.train.bf16 is False
+    assert recipe.model_config(vocab_size=50, pad_id=0, bos_id=1, eos_id=2).d_model == 128
+
+
+@pytest.mark.parametrize(
+    ("text", "overrides", "message"),
+    [
+        ("[train]\nmax_stpes = 3\n", [], r"\[train\]: unknown key 'max_stpes'; valid keys: \[.*'max_steps'"),
+        ("[train]\nmax_steps = 'many'\n", [], r"max_steps = 'many': expected int"),
+        ("[trian]\n", [], r"unknown section\(s\) \['trian'\]"),
+        ("[model]\nd_modle = 3\n", [], r"unknown key 'd_modle'; valid keys: \[.*'d_model'"),
+        ("[model]\nd_model = 250\nn_heads = 4\npreset = 'base'\n", [], r"ModelConfig.d_model = 250"),
+        ("[model]\nsrc_vocab_size = 3\n", [], "comes from the tokenizer"),
+        ("", ["--train.warmup_steps=0"], r"TrainConfig.warmup_steps = 0"),
+        ("", ["train.max_steps"], "expected --section.key=value"),
+        ("[data\n", [], "invalid TOML"),
+    ],
+)
+def test_errors_name_the_section_and_key(tmp_path, text, overrides, message):
+    path = tmp_path / "r.toml"
+    path.write_text(text)
+    with pytest.raises(UserError, match=message):
+        load_recipe(str(path), overrides)
+
+
+def test_missing_file():
+    with pytest.raises(UserError, match="no such recipe file"):
+        load_recipe("/nonexistent/recipe.toml")
