@@ -11,8 +11,10 @@ def test_shipped_recipes_load(repo_root):
 
 
 def test_overrides_are_typed_and_applied(repo_root):
-    recipe = load_recipe(str(repo_root / "configs" / "multi30k_en_de.toml"),
-                         ["--train.max_steps=7", "--train.out_dir=/tmp/x y", "--model.d_model=128", "--train.bf16=false"])
+    recipe = load_recipe(
+        str(repo_root / "configs" / "multi30k_en_de.toml"),
+        ["--train.max_steps=7", "--train.out_dir=/tmp/x y", "--model.d_model=128", "--train.bf16=false"],
+    )
     assert recipe.train.max_steps == 7 and recipe.train.out_dir == "/tmp/x y" and recipe.train.bf16 is False
     assert recipe.model_config(vocab_size=50, pad_id=0, bos_id=1, eos_id=2).d_model == 128
 

@@ -30,11 +30,18 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tnmt", description="Transformer neural machine translation")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("train", help="train a model from a TOML recipe",
-                       description="Train from a recipe; override any key with --section.key=value.")
+    p = sub.add_parser(
+        "train",
+        help="train a model from a TOML recipe",
+        description="Train from a recipe; override any key with --section.key=value.",
+    )
     p.add_argument("config", help="TOML recipe, e.g. configs/multi30k_en_de.toml")
-    p.add_argument("--resume", action="store_true", help="continue from OUT_DIR/last exactly where it stopped")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (logs still go to metrics.jsonl)")
+    p.add_argument(
+        "--resume", action="store_true", help="continue from OUT_DIR/last exactly where it stopped"
+    )
+    p.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (logs still go to metrics.jsonl)"
+    )
     p.set_defaults(run=_train)
 
     p = sub.add_parser("translate", help="translate stdin (or -i FILE) line by line")
@@ -66,6 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("outputs/quickstart"))
     p.add_argument("--minutes", type=float, default=10.0, help="training budget on Multi30k")
     p.add_argument("--offline", action="store_true", help="use the built-in number-words task")
+    p.add_argument("--steps", type=int, default=0, help="cap training at this many updates (smoke tests)")
     p.set_defaults(run=_quickstart)
 
     p = sub.add_parser("attention", help="draw attention heat maps for one sentence")
@@ -78,7 +86,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _decode_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--checkpoint", required=True, type=Path, help="checkpoint directory (or a best/last link)")
+    p.add_argument(
+        "--checkpoint", required=True, type=Path, help="checkpoint directory (or a best/last link)"
+    )
     p.add_argument("--beam-size", type=int, default=4, help="1 = greedy (default: 4, the paper's)")
     p.add_argument("--length-penalty", type=float, default=0.6, help="GNMT alpha (default: 0.6)")
     p.add_argument("--max-len", type=int, default=None, help="absolute cap on output tokens")
@@ -94,8 +104,14 @@ def _translator(args: argparse.Namespace):
 
 
 def _decode_kwargs(args: argparse.Namespace) -> dict:
-    return dict(beam_size=args.beam_size, length_penalty=args.length_penalty, max_len=args.max_len,
-                max_len_a=args.max_len_a, max_len_b=args.max_len_b, batch_size=args.batch_size)
+    return dict(
+        beam_size=args.beam_size,
+        length_penalty=args.length_penalty,
+        max_len=args.max_len,
+        max_len_a=args.max_len_a,
+        max_len_b=args.max_len_b,
+        batch_size=args.batch_size,
+    )
 
 
 def _train(args: argparse.Namespace, overrides: list[str]) -> int:
@@ -106,7 +122,9 @@ def _train(args: argparse.Namespace, overrides: list[str]) -> int:
         if not item.startswith("--") or "=" not in item:
             raise UserError(f"unexpected argument {item!r}: overrides look like --section.key=value")
     out = train(load_recipe(args.config, overrides), resume=args.resume, progress=not args.no_progress)
-    print(f"checkpoints in {out}: best -> {(out / 'best').resolve().name}, last -> {(out / 'last').resolve().name}")
+    print(
+        f"checkpoints in {out}: best -> {(out / 'best').resolve().name}, last -> {(out / 'last').resolve().name}"
+    )
     return 0
 
 
@@ -160,7 +178,7 @@ def _data(args: argparse.Namespace, _: list[str]) -> int:
 def _quickstart(args: argparse.Namespace, _: list[str]) -> int:
     from tnmt.quickstart import quickstart
 
-    quickstart(args.out, minutes=args.minutes, offline=args.offline)
+    quickstart(args.out, minutes=args.minutes, offline=args.offline, max_steps=args.steps)
     return 0
 
 

@@ -25,27 +25,41 @@ from tnmt.train.loop import train
 from tnmt.visualize import plot_attention
 
 EXAMPLES = {
-    "multi30k": ["A man in an orange hat starring at something.", "Two dogs are playing in the snow.",
-                 "A little girl is climbing into a wooden playhouse."],
+    "multi30k": [
+        "A man in an orange hat starring at something.",
+        "Two dogs are playing in the snow.",
+        "A little girl is climbing into a wooden playhouse.",
+    ],
     "numbers": ["three hundred and twelve", "forty-two", "nineteen thousand, eight hundred and one"],
 }
 
 
-def quickstart(out: Path, *, minutes: float = 10.0, offline: bool = False) -> float:
-    """Train, evaluate on held-out data, translate examples, draw pictures; returns test BLEU."""
+def quickstart(out: Path, *, minutes: float = 10.0, offline: bool = False, max_steps: int = 0) -> float:
+    """Train, evaluate on held-out data, translate examples, draw pictures; returns test BLEU.
+
+    `max_steps` caps training further (smoke tests); 0 keeps the recipe's budget.
+    """
     root = None if offline else find_multi30k()
     if root is None:
-        print("Multi30k is not available (no TNMT_DATA_DIR, no cache, no network): "
-              "running the offline number-words task instead.")
+        print(
+            "Multi30k is not available (no TNMT_DATA_DIR, no cache, no network): "
+            "running the offline number-words task instead."
+        )
         task, test_src, test_ref, overrides = "numbers", *write_numbers_task(out / "data")
     else:
         task = "multi30k"
         test_src, test_ref = corpus_files(DataConfig(), "test_2016_flickr")
         overrides = [f"--train.max_minutes={minutes}", "--train.max_steps=0"]
-    recipe_path = files("tnmt") / "configs" / ("multi30k_en_de.toml" if task == "multi30k" else "numbers_en_it.toml")
+    recipe_path = (
+        files("tnmt") / "configs" / ("multi30k_en_de.toml" if task == "multi30k" else "numbers_en_it.toml")
+    )
+    if max_steps:
+        overrides.append(f"--train.max_steps={max_steps}")
     recipe = load_recipe(str(recipe_path), [*overrides, f"--train.out_dir={out / 'run'}"])
-    print(f"training on {task} for up to {recipe.train.max_minutes or '-'} minutes / {recipe.train.max_steps} steps;"
-          f" checkpoints and metrics in {recipe.train.out_dir}")
+    print(
+        f"training on {task} for up to {recipe.train.max_minutes or '-'} minutes / {recipe.train.max_steps} steps;"
+        f" checkpoints and metrics in {recipe.train.out_dir}"
+    )
     run = train(recipe)
     translator = Translator.from_checkpoint(run / "best")
     test = read_parallel(test_src, test_ref, normalize_whitespace=True)
@@ -56,7 +70,9 @@ def quickstart(out: Path, *, minutes: float = 10.0, offline: bool = False) -> fl
         print(f"  {source}\n  -> {target}")
     src_pieces, tgt_pieces, maps = translator.attention(EXAMPLES[task][0])
     pictures = plot_attention(maps, src_pieces, tgt_pieces, out / "attention")
-    print(f"\nattention maps: {len(pictures)} PNGs in {out / 'attention'}; training curves: {run / 'curves.png'}")
+    print(
+        f"\nattention maps: {len(pictures)} PNGs in {out / 'attention'}; training curves: {run / 'curves.png'}"
+    )
     return scores.bleu
 
 
@@ -72,8 +88,9 @@ def write_numbers_task(directory: Path, *, seed: int = 0) -> tuple[Path, Path, l
         for lang in ("en", "it"):
             paths[split, lang] = directory / f"{split}.{lang}"
             atomic_write_text(paths[split, lang], "".join(num2words(n, lang=lang) + "\n" for n in values))
-    overrides = [f"--data.{key}_{side}={paths[split, lang]}" for key, split in (("train", "train"), ("valid", "valid"))
-                 for side, lang in (("src", "en"), ("tgt", "it"))]
+    overrides = [
+        f"--data.{key}_{side}={paths[split, lang]}"
+        for key, split in (("train", "train"), ("valid", "valid"))
+        for side, lang in (("src", "en"), ("tgt", "it"))
+    ]
     return paths["test", "en"], paths["test", "it"], overrides
-
-

@@ -41,8 +41,10 @@ def corpus_files(config: DataConfig, split: str) -> tuple[Path, Path]:
         return Path(getattr(config, f"{prefix}_src")), Path(getattr(config, f"{prefix}_tgt"))
     root = find_multi30k(langs=(config.src_lang, config.tgt_lang))
     if root is None:
-        raise UserError("Multi30k is not available offline: set TNMT_DATA_DIR to a local copy "
-                        "or run `tnmt data multi30k --out DIR` once with network access")
+        raise UserError(
+            "Multi30k is not available offline: set TNMT_DATA_DIR to a local copy "
+            "or run `tnmt data multi30k --out DIR` once with network access"
+        )
     return multi30k_paths(root, split, config.src_lang, config.tgt_lang)
 
 
@@ -56,7 +58,9 @@ def read_split(config: DataConfig, split: str, *, limit: int = 0) -> ParallelCor
 
 def train_tokenizer(config: DataConfig, corpus: ParallelCorpus) -> Tokenizer:
     """A joint source+target subword vocabulary learnt on the training text only."""
-    return Tokenizer.train(corpus.src + corpus.tgt, vocab_size=config.vocab_size, model_type=config.tokenizer_model)
+    return Tokenizer.train(
+        corpus.src + corpus.tgt, vocab_size=config.vocab_size, model_type=config.tokenizer_model
+    )
 
 
 def encode(corpus: ParallelCorpus, tokenizer: Tokenizer, *, max_len: int | None = None) -> EncodedPairs:

@@ -87,8 +87,10 @@ def load_checkpoint(path: str | os.PathLike[str], *, map_location: str = "cpu") 
     missing, unexpected = model.load_state_dict(weights, strict=False)
     tied = {name for name in missing if _is_tied(model, name, weights)}
     if set(missing) - tied or unexpected:
-        raise UserError(f"{path / 'model.safetensors'}: missing {sorted(set(missing) - tied)}, "
-                        f"unexpected {sorted(unexpected)} weights for this config.json")
+        raise UserError(
+            f"{path / 'model.safetensors'}: missing {sorted(set(missing) - tied)}, "
+            f"unexpected {sorted(unexpected)} weights for this config.json"
+        )
     model.eval()
     checkpoint = Checkpoint(model=model, tokenizer=Tokenizer.load(path), path=path)
     if (path / "trainer_state.json").exists():
@@ -116,7 +118,9 @@ def average_checkpoints(paths: list[Path], out: Path) -> Path:
     for p in paths[1:]:
         other = load_checkpoint(p)
         if other.model.config != first.model.config:
-            raise UserError(f"{p}: config.json differs from {paths[0]}; only one model's checkpoints can be averaged")
+            raise UserError(
+                f"{p}: config.json differs from {paths[0]}; only one model's checkpoints can be averaged"
+            )
         for k, v in other.model.state_dict().items():
             total[k] += v.double()
     first.model.load_state_dict({k: (v / len(paths)).to(torch.float32) for k, v in total.items()})
@@ -138,7 +142,8 @@ def _is_tied(model: Transformer, name: str, weights: dict[str, torch.Tensor]) ->
     """Whether parameter `name` shares storage with a parameter that was loaded under another name."""
     params = dict(model.named_parameters(remove_duplicate=False))
     return name in params and any(
-        other in weights and params[other] is params[name] for other in params if other != name)
+        other in weights and params[other] is params[name] for other in params if other != name
+    )
 
 
 def _flatten_optimizer(state: dict[str, Any]) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:

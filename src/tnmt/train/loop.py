@@ -57,11 +57,15 @@ def train(recipe: Recipe, *, resume: bool = False, progress: bool = True) -> Pat
     model, tokenizer, optimizer, state = _start(recipe, out, resume)
     train_raw = read_split(recipe.data, "train", limit=recipe.data.max_train_pairs)
     valid_raw = read_split(recipe.data, "val", limit=recipe.data.max_valid_pairs)
-    train_data = encode(train_raw, tokenizer, max_len=min(recipe.data.max_tokens_per_sentence, model.config.max_len - 1))
+    train_data = encode(
+        train_raw, tokenizer, max_len=min(recipe.data.max_tokens_per_sentence, model.config.max_len - 1)
+    )
     valid_data = encode(valid_raw, tokenizer)
     sampler = TokenBatchSampler(train_data.lengths(), max_tokens=cfg.max_tokens, seed=cfg.seed)
     log = _MetricsLog(out / "metrics.jsonl", after_step=state.step)
-    bar = tqdm(total=cfg.max_steps or None, initial=state.step, disable=not progress, unit="step", dynamic_ncols=True)
+    bar = tqdm(
+        total=cfg.max_steps or None, initial=state.step, disable=not progress, unit="step", dynamic_ncols=True
+    )
     ids = dict(pad_id=tokenizer.pad_id, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id)
 
     def validate_and_save() -> bool:
@@ -74,8 +78,10 @@ def train(recipe: Recipe, *, resume: bool = False, progress: bool = True) -> Pat
             state.bad_evals += 1
         log.write(step=state.step, epoch=state.epoch, **metrics)
         _save(out, model, tokenizer, optimizer, state, recipe, best=improved)
-        bar.write(f"step {state.step}: val_loss {metrics['val_loss']:.3f}  val_bleu {metrics['val_bleu']:.2f}"
-                  f"  (best {state.best_bleu:.2f} at step {state.best_step})")
+        bar.write(
+            f"step {state.step}: val_loss {metrics['val_loss']:.3f}  val_bleu {metrics['val_bleu']:.2f}"
+            f"  (best {state.best_bleu:.2f} at step {state.best_step})"
+        )
         return bool(cfg.patience) and state.bad_evals >= cfg.patience
 
     started, window_tokens, window_start = time.monotonic() - state.elapsed, 0, time.monotonic()
@@ -84,8 +90,13 @@ def train(recipe: Recipe, *, resume: bool = False, progress: bool = True) -> Pat
         batches = sampler.batches(state.epoch)
         while state.batch_index < len(batches):
             group = batches[state.batch_index : state.batch_index + cfg.accum_steps]
-            loss, nll, n_tokens = _update(model, optimizer, [collate(train_data.pairs(b), **ids) for b in group],
-                                          recipe=recipe, step=state.step + 1)
+            loss, nll, n_tokens = _update(
+                model,
+                optimizer,
+                [collate(train_data.pairs(b), **ids) for b in group],
+                recipe=recipe,
+                step=state.step + 1,
+            )
             state.step += 1
             state.batch_index += len(group)
             state.elapsed = time.monotonic() - started
@@ -93,13 +104,21 @@ def train(recipe: Recipe, *, resume: bool = False, progress: bool = True) -> Pat
             if state.step % cfg.log_every == 0:
                 rate = window_tokens / max(time.monotonic() - window_start, 1e-9)
                 lr = optimizer.param_groups[0]["lr"]
-                log.write(step=state.step, epoch=state.epoch, train_loss=loss, train_ppl=math.exp(min(nll, 50)),
-                          lr=lr, tokens_per_s=rate, elapsed=state.elapsed)
+                log.write(
+                    step=state.step,
+                    epoch=state.epoch,
+                    train_loss=loss,
+                    train_ppl=math.exp(min(nll, 50)),
+                    lr=lr,
+                    tokens_per_s=rate,
+                    elapsed=state.elapsed,
+                )
                 bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{rate:.0f}", epoch=state.epoch)
                 window_tokens, window_start = 0, time.monotonic()
             bar.update(1)
             out_of_budget = (cfg.max_steps and state.step >= cfg.max_steps) or (
-                cfg.max_minutes and state.elapsed >= 60 * cfg.max_minutes)
+                cfg.max_minutes and state.elapsed >= 60 * cfg.max_minutes
+            )
             if out_of_budget or (cfg.eval_every and state.step % cfg.eval_every == 0):
                 if validate_and_save() or out_of_budget:
                     return _finish(out, bar, state)
@@ -114,8 +133,9 @@ def train(recipe: Recipe, *, resume: bool = False, progress: bool = True) -> Pat
         model.train()
 
 
-def _update(model: Transformer, optimizer: torch.optim.Optimizer, batches: list, *, recipe: Recipe,
-            step: int) -> tuple[float, float, int]:
+def _update(
+    model: Transformer, optimizer: torch.optim.Optimizer, batches: list, *, recipe: Recipe, step: int
+) -> tuple[float, float, int]:
     """One optimizer update over (possibly several accumulated) batches; returns per-token loss, NLL, tokens."""
     cfg = recipe.train
     n_tokens = sum(b.n_tgt_tokens for b in batches)
@@ -123,12 +143,16 @@ def _update(model: Transformer, optimizer: torch.optim.Optimizer, batches: list,
     for batch in batches:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
             logits = model(batch.src, batch.tgt_in)  # (B, T, V)
-        loss, nll = label_smoothed_loss(logits, batch.tgt_out, epsilon=cfg.label_smoothing, pad_id=model.config.pad_id)
+        loss, nll = label_smoothed_loss(
+            logits, batch.tgt_out, epsilon=cfg.label_smoothing, pad_id=model.config.pad_id
+        )
         (loss / n_tokens).backward()  # every token of the update weighs the same
         total_loss, total_nll = total_loss + loss.item(), total_nll + nll.item()
     if cfg.clip_norm:
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
-    lr = inverse_sqrt_lr(step, d_model=model.config.d_model, warmup_steps=cfg.warmup_steps, factor=cfg.lr_factor)
+    lr = inverse_sqrt_lr(
+        step, d_model=model.config.d_model, warmup_steps=cfg.warmup_steps, factor=cfg.lr_factor
+    )
     for group in optimizer.param_groups:
         group["lr"] = lr
     optimizer.step()
@@ -137,8 +161,15 @@ def _update(model: Transformer, optimizer: torch.optim.Optimizer, batches: list,
 
 
 @torch.no_grad()
-def evaluate(model: Transformer, tokenizer: Tokenizer, data: EncodedPairs, sources: list[str],
-             references: list[str], *, recipe: Recipe) -> dict[str, float]:
+def evaluate(
+    model: Transformer,
+    tokenizer: Tokenizer,
+    data: EncodedPairs,
+    sources: list[str],
+    references: list[str],
+    *,
+    recipe: Recipe,
+) -> dict[str, float]:
     """Validation loss (per token, teacher-forced, no smoothing) and sacreBLEU of decoded sources."""
     model.eval()
     ids = dict(pad_id=tokenizer.pad_id, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id)
@@ -146,13 +177,20 @@ def evaluate(model: Transformer, tokenizer: Tokenizer, data: EncodedPairs, sourc
     total_nll, total_tokens = 0.0, 0
     for indices in sampler.batches(0):
         batch = collate(data.pairs(indices), **ids)
-        _, nll = label_smoothed_loss(model(batch.src, batch.tgt_in), batch.tgt_out, epsilon=0.0, pad_id=ids["pad_id"])
+        _, nll = label_smoothed_loss(
+            model(batch.src, batch.tgt_in), batch.tgt_out, epsilon=0.0, pad_id=ids["pad_id"]
+        )
         total_nll, total_tokens = total_nll + nll.item(), total_tokens + batch.n_tgt_tokens
     d = recipe.decode
     hypotheses = Translator(model, tokenizer).translate(
-        sources, beam_size=recipe.train.eval_beam_size, length_penalty=d.length_penalty)
+        sources, beam_size=recipe.train.eval_beam_size, length_penalty=d.length_penalty
+    )
     val_loss = total_nll / max(total_tokens, 1)
-    return {"val_loss": val_loss, "val_ppl": math.exp(min(val_loss, 50)), "val_bleu": score(hypotheses, references).bleu}
+    return {
+        "val_loss": val_loss,
+        "val_ppl": math.exp(min(val_loss, 50)),
+        "val_bleu": score(hypotheses, references).bleu,
+    }
 
 
 def _start(recipe: Recipe, out: Path, resume: bool):
@@ -172,7 +210,9 @@ def _start(recipe: Recipe, out: Path, resume: bool):
     if checkpoint is not None:
         model, tokenizer = checkpoint.model, checkpoint.tokenizer
     else:
-        tokenizer = train_tokenizer(recipe.data, read_split(recipe.data, "train", limit=recipe.data.max_train_pairs))
+        tokenizer = train_tokenizer(
+            recipe.data, read_split(recipe.data, "train", limit=recipe.data.max_train_pairs)
+        )
         ids = dict(pad_id=tokenizer.pad_id, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id)
         model = Transformer(recipe.model_config(vocab_size=tokenizer.vocab_size, **ids))
     optimizer = torch.optim.Adam(model.parameters(), lr=0.0, betas=cfg.adam_betas, eps=cfg.adam_eps)
@@ -184,11 +224,24 @@ def _start(recipe: Recipe, out: Path, resume: bool):
     return model, tokenizer, optimizer, state
 
 
-def _save(out: Path, model: Transformer, tokenizer: Tokenizer, optimizer: torch.optim.Optimizer,
-          state: TrainState, recipe: Recipe, *, best: bool) -> None:
+def _save(
+    out: Path,
+    model: Transformer,
+    tokenizer: Tokenizer,
+    optimizer: torch.optim.Optimizer,
+    state: TrainState,
+    recipe: Recipe,
+    *,
+    best: bool,
+) -> None:
     """A new step checkpoint, then the `last` (and maybe `best`) links, then pruning of old ones."""
-    path = save_checkpoint(out / "checkpoints" / f"step_{state.step:07d}", model, tokenizer, optimizer=optimizer,
-                           trainer_state=asdict(state))
+    path = save_checkpoint(
+        out / "checkpoints" / f"step_{state.step:07d}",
+        model,
+        tokenizer,
+        optimizer=optimizer,
+        trainer_state=asdict(state),
+    )
     update_link(out / "last", path)
     if best:
         update_link(out / "best", path)
@@ -211,7 +264,11 @@ class _MetricsLog:
     def __init__(self, path: Path, *, after_step: int) -> None:
         self.path = path
         if path.exists():
-            kept = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= after_step]
+            kept = [
+                line
+                for line in path.read_text().splitlines()
+                if line and json.loads(line)["step"] <= after_step
+            ]
             atomic_write_text(path, "".join(line + "\n" for line in kept))
 
     def write(self, **record: float) -> None:

@@ -11,7 +11,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 
-def label_smoothed_loss(logits: Tensor, target: Tensor, *, epsilon: float, pad_id: int) -> tuple[Tensor, Tensor]:
+def label_smoothed_loss(
+    logits: Tensor, target: Tensor, *, epsilon: float, pad_id: int
+) -> tuple[Tensor, Tensor]:
     """Summed smoothed loss and summed plain NLL (for perplexity) over non-pad positions.
 
     Args:
@@ -19,6 +21,8 @@ def label_smoothed_loss(logits: Tensor, target: Tensor, *, epsilon: float, pad_i
         target: (B, T) reference ids, `pad_id` where there is no token.
     """
     flat_logits, flat_target = logits.flatten(0, 1).float(), target.flatten()  # (B*T, V), (B*T,)
-    loss = F.cross_entropy(flat_logits, flat_target, ignore_index=pad_id, label_smoothing=epsilon, reduction="sum")
+    loss = F.cross_entropy(
+        flat_logits, flat_target, ignore_index=pad_id, label_smoothing=epsilon, reduction="sum"
+    )
     nll = F.cross_entropy(flat_logits, flat_target, ignore_index=pad_id, reduction="sum")
     return loss, nll.detach()

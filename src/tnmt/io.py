@@ -1,0 +1,53 @@
+"""Atomic file writes.
+
+A training run killed mid-save (Ctrl-C, OOM killer, a full disk) must never leave a half-written
+checkpoint or tokenizer behind the name of a good one. So every file tnmt writes goes to a temporary
+file in the same directory, is flushed to disk, then renamed over the target: `os.replace` is atomic
+on POSIX and Windows when both names are on one file system, so readers see the old file or the new
+one, never a mix.
+"""
+
+import os
+import secrets
+from pathlib import Path
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write `data` to `path` so that `path` holds either its old content or all of `data`.
+
+    The temporary file is created with the usual permissions (0o666 minus the umask), unlike
+    `tempfile.mkstemp`'s 0o600, so an atomically written file is as readable as a plainly written one.
+
+    Args:
+        path: Destination file; its directory must exist.
+        data: The complete new content.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_directory(path.parent)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str, *, encoding: str = "utf-8") -> None:
+    """Write `text` atomically; see `atomic_write_bytes`. No newline translation happens."""
+    atomic_write_bytes(path, text.encode(encoding))
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Persist the rename itself: on POSIX the new directory entry is durable only after this."""
+    if os.name != "posix":
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,22 @@
+"""Fixtures shared by the test files."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def multi30k_dir() -> Path:
+    """The local Multi30k copy (raw `.gz` files and `tok/`): `TNMT_DATA_DIR`, else the shared one."""
+    if local := os.environ.get("TNMT_DATA_DIR"):
+        return Path(local)
+    shared = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "multi30k"
+    if shared.is_dir():
+        return shared
+    pytest.skip("Multi30k not found: set TNMT_DATA_DIR or place ../shared/data/multi30k")
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return Path(__file__).resolve().parent.parent
