@@ -132,7 +132,7 @@ def one_line_error(result: subprocess.CompletedProcess, *fragments: str) -> None
 def test_bad_inputs_give_one_line_errors(small_corpus, tmp_path):
     recipe = str(small_corpus / "recipe.toml")
     one_line_error(tnmt("train", recipe, "--train.max_stesp=3"), "unknown key 'max_stesp'", "max_steps")
-    one_line_error(tnmt("train", recipe, "--model.d_model=30", "--train.out_dir=" + str(tmp_path)), "d_model")
+    one_line_error(tnmt("train", recipe, "--model.d_model=33", "--train.out_dir=" + str(tmp_path)), "d_model = 33")
     bad = tmp_path / "bad.en"
     bad.write_bytes(b"fine\n\xff\xfe broken\n")
     one_line_error(
