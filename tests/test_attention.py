@@ -88,3 +88,15 @@ def test_cross_attention_matches_torch_multihead_attention():
 def test_heads_must_divide_d_model():
     with pytest.raises(ValueError, match="divisible"):
         MultiHeadAttention(10, 3)
+
+
+def test_bf16_training_path_matches_the_fused_kernel_and_hides_the_weights():
+    q, k, v = (x.bfloat16().requires_grad_() for x in qkv(tq=6, tk=6))
+    mask = padding_mask(torch.tensor([[5, 6, 7, 0, 0, 0], [5, 6, 7, 8, 9, 9]]), 0) & causal_mask(6)
+    out, weights = attention(q, k, v, mask)  # requires grad in bf16 on CPU: the written-out path
+    assert weights is None
+    with torch.no_grad():
+        fused, _ = attention(q, k, v, mask)
+    torch.testing.assert_close(out.float(), fused.float(), atol=2e-2, rtol=0)
+    out.float().sum().backward()
+    assert q.grad is not None and q.grad.dtype == torch.bfloat16

@@ -2,6 +2,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from tnmt.train.loss import label_smoothed_loss
 
@@ -33,3 +34,32 @@ def test_smoothing_penalises_overconfidence():
     calibrated = torch.tensor([[[math.log(0.9 / (0.1 / 3)), 0.0, 0.0, 0.0]]])
     smoothed = lambda x: label_smoothed_loss(x, target, epsilon=0.1, pad_id=3)[0].item()  # noqa: E731
     assert smoothed(calibrated) < smoothed(confident)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gradient_matches_cross_entropy_with_label_smoothing(dtype):
+    torch.manual_seed(0)
+    logits = torch.randn(3, 4, 7).to(dtype).requires_grad_()
+    target = torch.randint(1, 7, (3, 4))
+    target[0, 2:] = 0  # padding
+    loss, nll = label_smoothed_loss(logits, target, epsilon=0.1, pad_id=0)
+    (2.0 * loss).backward()
+    reference = logits.detach().float().requires_grad_()
+    flat = reference.flatten(0, 1), target.flatten()
+    expected = F.cross_entropy(*flat, ignore_index=0, label_smoothing=0.1, reduction="sum")
+    (2.0 * expected).backward()
+    torch.testing.assert_close(loss, expected)
+    torch.testing.assert_close(nll, F.cross_entropy(*flat, ignore_index=0, reduction="sum"))
+    assert logits.grad.dtype == dtype and not nll.requires_grad
+    torch.testing.assert_close(
+        logits.grad.float(), reference.grad, atol=1e-2 if dtype == torch.bfloat16 else 1e-6, rtol=0
+    )
+    assert (logits.grad[0, 2:] == 0).all()
+
+
+def test_a_second_backward_through_the_reused_buffer_raises():
+    logits = torch.randn(1, 2, 5, requires_grad=True)
+    loss, _ = label_smoothed_loss(logits, torch.tensor([[3, 4]]), epsilon=0.1, pad_id=0)
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="inplace"):
+        loss.backward()

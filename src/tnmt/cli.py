@@ -48,6 +48,12 @@ def _parser() -> argparse.ArgumentParser:
     _decode_options(p)
     p.add_argument("-i", "--input", help="input file (default: stdin)")
     p.add_argument("-o", "--output", help="output file (default: stdout)")
+    p.add_argument(
+        "--engine",
+        choices=["tnmt", "ctranslate2"],
+        default="tnmt",
+        help="ctranslate2: --checkpoint is a directory written by `tnmt export ctranslate2`",
+    )
     p.set_defaults(run=_translate)
 
     p = sub.add_parser("evaluate", help="translate a source file and score it with sacreBLEU")
@@ -61,6 +67,24 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("checkpoints", nargs="+", type=Path)
     p.add_argument("--out", required=True, type=Path)
     p.set_defaults(run=_average)
+
+    p = sub.add_parser("import", help="convert another toolkit's model into a tnmt checkpoint")
+    p.add_argument("format", choices=["marian"], help="marian: a Hugging Face MarianMT (OPUS-MT) directory")
+    p.add_argument("source", type=Path, help="the model directory (config.json, weights, *.spm, vocab.json)")
+    p.add_argument("--out", required=True, type=Path, help="checkpoint directory to write")
+    p.set_defaults(run=_import)
+
+    p = sub.add_parser("export", help="convert a tnmt checkpoint for another inference engine")
+    p.add_argument("format", choices=["ctranslate2"])
+    p.add_argument("checkpoint", type=Path, help="checkpoint directory (or a best/last link)")
+    p.add_argument("--out", required=True, type=Path, help="directory to write (an earlier export there is replaced)")
+    p.add_argument(
+        "--quantization",
+        choices=["int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32"],
+        default=None,
+        help="weight type of the exported model (default: float32)",
+    )
+    p.set_defaults(run=_export)
 
     p = sub.add_parser("data", help="fetch a data set")
     p.add_argument("dataset", choices=["multi30k"])
@@ -131,7 +155,12 @@ def _train(args: argparse.Namespace, overrides: list[str]) -> int:
 def _translate(args: argparse.Namespace, _: list[str]) -> int:
     from tnmt.data.corpus import read_lines
 
-    translator = _translator(args)
+    if args.engine == "ctranslate2":
+        from tnmt.interop.ctranslate2 import CTranslate2Translator
+
+        translator = CTranslate2Translator(args.checkpoint)
+    else:
+        translator = _translator(args)
     lines = read_lines(args.input) if args.input else sys.stdin.read().splitlines()
     outputs = translator.translate(lines, **_decode_kwargs(args))
     text = "".join(line + "\n" for line in outputs)
@@ -161,6 +190,22 @@ def _average(args: argparse.Namespace, _: list[str]) -> int:
 
     out = average_checkpoints(args.checkpoints, args.out)
     print(f"averaged {len(args.checkpoints)} checkpoints into {out}")
+    return 0
+
+
+def _import(args: argparse.Namespace, _: list[str]) -> int:
+    from tnmt.interop.marian import import_marian
+
+    out = import_marian(args.source, args.out)
+    print(f"imported {args.source} into {out}")
+    return 0
+
+
+def _export(args: argparse.Namespace, _: list[str]) -> int:
+    from tnmt.interop.ctranslate2 import export_ctranslate2
+
+    out = export_ctranslate2(args.checkpoint, args.out, quantization=args.quantization)
+    print(f"exported {args.checkpoint} to {out} (CTranslate2)")
     return 0
 
 

@@ -10,6 +10,7 @@ cross-attention uses the Q rows on the decoder states and the K/V rows on the en
 
 import math
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -40,9 +41,16 @@ def attention(
     dropout_p: float = 0.0,
     need_weights: bool = False,
 ) -> tuple[Tensor, Tensor | None]:
-    """Eq. 1 through PyTorch's fused kernel unless the caller wants to see the weights."""
-    if need_weights:
-        return reference_attention(q, k, v, mask, dropout_p=dropout_p)
+    """Eq. 1 through PyTorch's fused kernel, or written out when that is faster or the weights are wanted.
+
+    On CPU the fused (flash) kernel's backward pass in bf16 is 4-8x slower than the written-out
+    version at translation lengths (B x 4 heads x 17..100 positions; see benchmarks/train_speed.py),
+    so bf16/fp16 training takes the written-out path; its (B, H, Tq, Tk) weights are small there.
+    """
+    slow_fused_backward = q.device.type == "cpu" and q.dtype != torch.float32 and q.requires_grad
+    if need_weights or slow_fused_backward:
+        out, weights = reference_attention(q, k, v, mask, dropout_p=dropout_p)
+        return out, weights if need_weights else None
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p), None
 
 

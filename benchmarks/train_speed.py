@@ -1,0 +1,378 @@
+"""Training throughput of tnmt against torch.nn.Transformer and Hugging Face MarianMTModel (issue 3).
+
+One training step = forward + label-smoothed loss + backward + Adam step, on the same batch of about
+4096 target tokens, for three implementations of the same architecture (d_model 256, 3+3 layers,
+FFN 1024, 4 heads, ReLU, post-norm, sinusoidal positions, one shared and tied 8000-word vocabulary,
+dropout 0.1), in fp32 and under `torch.autocast("cpu", dtype=torch.bfloat16)`. Throughput is target
+tokens per second: non-pad positions of the target, the quantity the training loop logs.
+
+Fairness: every system gets the same ids, the same loss function (`tnmt.train.loss.label_smoothed_loss`
+on its logits) and the same optimizer (Adam, betas (0.9, 0.98), eps 1e-9, as the training loop
+builds it), each used the way its own documentation trains it: nn.Transformer with key-padding masks
+and a causal `tgt_mask`, Marian with the source `attention_mask` and its built-in causal decoder mask
+(no `decoder_attention_mask`, as `labels`-style training does), tnmt with `model(src, tgt_in)`.
+The systems and precisions are interleaved step by step (so a background load slows all of them
+alike), after warm-up steps; each cell reports the median and the interquartile range.
+
+The batch: target and source lengths of real Multi30k training sentences when the corpus is found
+(`TNMT_DATA_DIR` or ../shared/data/multi30k), counted without a tokenizer as round(1.3 * whitespace
+words) + 1 (EOS), a fair stand-in for an 8k sentencepiece vocabulary; otherwise lengths drawn from a
+seeded normal fit of those statistics. "bucketed" (default) mimics `TokenBatchSampler`: sentences of
+similar length around the median, little padding. "random" draws sentences regardless of length,
+about two thirds of the positions are padding: a stress test of padding handling.
+
+MFU: model FLOPs per step / step time / measured matmul peak. FLOPs count every matmul of the forward
+pass on the real (non-pad) tokens, 2 * m * n * k each, attention scores and mixing included with full
+(not causally halved) matrices, times 3 for forward + backward (input and weight gradients). The peak
+is the best of a 2048 x 2048 matmul loop in fp32 and in bf16 on the same threads.
+
+    python benchmarks/train_speed.py [--iters 7] [--batch bucketed|random] [--out FILE]
+"""
+
+import argparse
+import gzip
+import json
+import math
+import os
+import random
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from tnmt import ModelConfig, Transformer
+from tnmt.blocks.positional import sinusoidal_table
+from tnmt.train.loss import label_smoothed_loss
+
+D, HEADS, LAYERS, FFN, VOCAB, DROPOUT = 256, 4, 3, 1024, 8000, 0.1
+PAD, BOS, EOS = 0, 1, 2
+EPSILON = 0.1
+TARGET_TOKENS = 4096
+
+
+# ----------------------------------------------------------------------------------------------- batch
+def corpus_lengths() -> list[tuple[int, int]] | None:
+    """(source, target) lengths of the Multi30k en-de training pairs, or None without the corpus."""
+    here = Path(__file__).resolve().parent
+    root = Path(os.environ.get("TNMT_DATA_DIR", here.parent.parent / "shared" / "data" / "multi30k"))
+    files = [root / "train.en.gz", root / "train.de.gz"]
+    if not all(f.exists() for f in files):
+        return None
+    src, tgt = (words_to_tokens(gzip.decompress(f.read_bytes()).decode()) for f in files)
+    return list(zip(src, tgt, strict=True))
+
+
+def words_to_tokens(text: str) -> list[int]:
+    """Subword length + EOS of every line, estimated as 1.3 tokens per whitespace-separated word."""
+    return [round(1.3 * len(line.split())) + 1 for line in text.splitlines()]
+
+
+def pick_lengths(kind: str, seed: int = 0) -> tuple[list[tuple[int, int]], str]:
+    """About TARGET_TOKENS target tokens worth of (source, target) lengths, and where they came from."""
+    rng = random.Random(seed)
+    lengths = corpus_lengths()
+    origin = "multi30k train (1.3 * words + 1)"
+    if lengths is None:  # mean/std of the corpus lengths above
+        lengths = [(max(2, round(rng.gauss(16.5, 5.8))), max(2, round(rng.gauss(15.5, 5.4)))) for _ in range(29000)]
+        origin = "seeded normal fit of multi30k lengths"
+    rng.shuffle(lengths)
+    if kind == "bucketed":  # the sampler's view: sorted by max(src, tgt), take a run around the median
+        lengths.sort(key=max)
+        start = len(lengths) // 2 - 150
+        lengths = lengths[start:]
+    picked, total = [], 0
+    for pair in lengths:
+        if total >= TARGET_TOKENS:
+            break
+        picked.append(pair)
+        total += pair[1]
+    return picked, origin
+
+
+def make_batch(lengths: list[tuple[int, int]], seed: int = 0) -> tuple[Tensor, Tensor, Tensor]:
+    """Random ids right-padded like `collate`: src (B, S), tgt_in (B, T) = BOS + y, tgt_out = y + EOS."""
+    g = torch.Generator().manual_seed(seed)
+    s_max, t_max = max(s for s, _ in lengths), max(t for _, t in lengths)
+    src = torch.full((len(lengths), s_max), PAD)
+    tgt = torch.full((len(lengths), t_max + 1), PAD)
+    for i, (s, t) in enumerate(lengths):
+        src[i, : s - 1] = torch.randint(3, VOCAB, (s - 1,), generator=g)
+        src[i, s - 1] = EOS
+        tgt[i, 0] = BOS
+        tgt[i, 1:t] = torch.randint(3, VOCAB, (t - 1,), generator=g)
+        tgt[i, t] = EOS
+    tgt_in = tgt[:, :-1].masked_fill(tgt[:, :-1] == EOS, PAD)  # (B, T): drop each row's EOS
+    return src, tgt_in, tgt[:, 1:]
+
+
+# --------------------------------------------------------------------------------------------- systems
+class TorchReference(nn.Module):
+    """torch.nn.Transformer plus what it leaves out: shared scaled embeddings, sinusoids, tied output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, D, padding_idx=PAD)
+        self.register_buffer("positions", sinusoidal_table(512, D), persistent=False)
+        self.dropout = nn.Dropout(DROPOUT)
+        self.transformer = nn.Transformer(D, HEADS, LAYERS, LAYERS, FFN, dropout=DROPOUT, batch_first=True)
+        self.output = nn.Linear(D, VOCAB, bias=False)
+        self.output.weight = self.embed.weight
+
+    def _embed(self, ids: Tensor) -> Tensor:
+        return self.dropout(self.embed(ids) * math.sqrt(D) + self.positions[: ids.size(1)])
+
+    def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
+        causal = nn.Transformer.generate_square_subsequent_mask(tgt.size(1))
+        hidden = self.transformer(
+            self._embed(src),
+            self._embed(tgt),
+            tgt_mask=causal,
+            src_key_padding_mask=src == PAD,
+            tgt_key_padding_mask=tgt == PAD,
+            memory_key_padding_mask=src == PAD,
+            tgt_is_causal=True,
+        )
+        return self.output(hidden)
+
+
+def build(system: str) -> tuple[nn.Module, Callable[[nn.Module, Tensor, Tensor], Tensor]]:
+    """A freshly initialised model and `forward(model, src, tgt_in) -> logits (B, T, V)`."""
+    torch.manual_seed(0)
+    if system == "tnmt":
+        config = ModelConfig.small(src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, dropout=DROPOUT)
+        return Transformer(config), lambda m, src, tgt: m(src, tgt)
+    if system == "torch.nn":
+        return TorchReference(), lambda m, src, tgt: m(src, tgt)
+    if system == "marian":
+        from transformers import MarianConfig, MarianMTModel
+
+        config = MarianConfig(
+            vocab_size=VOCAB,
+            d_model=D,
+            encoder_layers=LAYERS,
+            decoder_layers=LAYERS,
+            encoder_attention_heads=HEADS,
+            decoder_attention_heads=HEADS,
+            encoder_ffn_dim=FFN,
+            decoder_ffn_dim=FFN,
+            activation_function="relu",
+            dropout=DROPOUT,
+            scale_embedding=True,
+            max_position_embeddings=512,
+            pad_token_id=PAD,
+            eos_token_id=EOS,
+            decoder_start_token_id=BOS,
+            share_encoder_decoder_embeddings=True,
+            tie_word_embeddings=True,
+        )
+
+        def forward(m: nn.Module, src: Tensor, tgt: Tensor) -> Tensor:
+            out = m(input_ids=src, attention_mask=(src != PAD).long(), decoder_input_ids=tgt, use_cache=False)
+            return out.logits
+
+        return MarianMTModel(config), forward
+    raise ValueError(system)
+
+
+def busy_cpu_seconds() -> float:
+    """CPU seconds the whole machine has spent busy since boot (all processes, all cores)."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")  # minus idle, iowait
+
+
+def loss_fn(system: str) -> Callable[[Tensor, Tensor], Tensor]:
+    """tnmt's own loss; for the others the idiomatic single `F.cross_entropy` (same math, no NLL)."""
+    if system == "tnmt":
+        return lambda logits, target: label_smoothed_loss(logits, target, epsilon=EPSILON, pad_id=PAD)[0]
+    return lambda logits, target: F.cross_entropy(
+        logits.flatten(0, 1).float(), target.flatten(), ignore_index=PAD, label_smoothing=EPSILON, reduction="sum"
+    )
+
+
+@dataclass
+class Runner:
+    """One system in one precision, with its own model and optimizer state."""
+
+    name: str
+    precision: str
+    model: nn.Module
+    forward: Callable[[nn.Module, Tensor, Tensor], Tensor]
+    loss: Callable[[Tensor, Tensor], Tensor]
+    optimizer: torch.optim.Optimizer
+    times: list[float] = field(default_factory=list)  # every timed step
+    quiet_times: list[float] = field(default_factory=list)  # steps without foreign load
+
+    def step(self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, n_tokens: int) -> None:
+        """One training step, as `tnmt.train.loop._update` does it."""
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.precision == "bf16"):
+            logits = self.forward(self.model, src, tgt_in)  # (B, T, V)
+        (self.loss(logits, tgt_out) / n_tokens).backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def timed_step(self, *batch, max_foreign: float) -> None:
+        """Time one step; it counts as quiet if other processes used < max_foreign of the machine."""
+        busy, own, started = busy_cpu_seconds(), time.process_time(), time.perf_counter()
+        self.step(*batch)
+        elapsed = time.perf_counter() - started
+        foreign = (busy_cpu_seconds() - busy) - (time.process_time() - own)
+        self.times.append(elapsed)
+        if foreign < max_foreign * elapsed * os.cpu_count():
+            self.quiet_times.append(elapsed)
+
+
+def make_runner(system: str, precision: str, *, adam: str) -> Runner:
+    model, forward = build(system)
+    kind = {"fused": dict(fused=True), "foreach": dict(foreach=True), "default": {}}[adam]
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, **kind)
+    return Runner(system, precision, model.train(), forward, loss_fn(system), optimizer)
+
+
+# ------------------------------------------------------------------------------------------ MFU helpers
+def matmul_peak(dtype: torch.dtype, n: int = 2048, seconds: float = 2.0) -> float:
+    """Best GFLOP/s of an n x n matmul loop in `dtype`."""
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    for _ in range(3):
+        a @ b
+    best, deadline = 0.0, time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        started = time.perf_counter()
+        a @ b
+        best = max(best, 2 * n**3 / (time.perf_counter() - started) / 1e9)
+    return best
+
+
+def model_flops(lengths: list[tuple[int, int]]) -> float:
+    """Forward + backward FLOPs of one step on the real tokens (see the module docstring)."""
+    forward = 0
+    for s, t in lengths:
+        encoder = s * (2 * 4 * D * D + 2 * 2 * D * FFN) + 2 * 2 * s * s * D  # projections, FFN; QK^T, AV
+        decoder_self = t * (2 * 4 * D * D) + 2 * 2 * t * t * D
+        cross = t * (2 * 2 * D * D) + s * (2 * 2 * D * D) + 2 * 2 * t * s * D  # Q, W_O; K/V of memory
+        decoder_ffn = t * 2 * 2 * D * FFN
+        forward += LAYERS * (encoder + decoder_self + cross + decoder_ffn) + t * 2 * D * VOCAB
+    return 3.0 * forward
+
+
+# ------------------------------------------------------------------------------------------------ main
+def summarise(times: list[float], n_tokens: int) -> dict[str, float]:
+    rates = sorted(n_tokens / t for t in times)
+    q1, _, q3 = statistics.quantiles(rates, n=4)
+    median = statistics.median(rates)
+    return {"tokens_per_s": median, "iqr_pct": 100 * (q3 - q1) / median, "step_s": statistics.median(times)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--iters", type=int, default=7, help="quiet timed steps per system and precision")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps per system and precision")
+    parser.add_argument("--max-rounds", type=int, default=30, help="give up waiting for quiet steps after this")
+    parser.add_argument("--max-foreign", type=float, default=0.1, help="foreign CPU share of a quiet step")
+    parser.add_argument("--batch", choices=["bucketed", "random"], default="bucketed")
+    parser.add_argument("--systems", default="tnmt,torch.nn,marian")
+    parser.add_argument("--precisions", default="fp32,bf16")
+    parser.add_argument("--adam", choices=["fused", "foreach", "default"], default="fused")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "train_speed.json")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    lengths, origin = pick_lengths(args.batch)
+    src, tgt_in, tgt_out = make_batch(lengths)
+    n_tokens = int((tgt_out != PAD).sum())
+    runners = [
+        make_runner(system, precision, adam=args.adam)
+        for system in args.systems.split(",")
+        for precision in args.precisions.split(",")
+    ]
+    for _ in range(args.warmup):
+        for runner in runners:
+            runner.step(src, tgt_in, tgt_out, n_tokens)
+    rounds = 0
+    while rounds < args.max_rounds and min(len(r.quiet_times) for r in runners) < args.iters:
+        rounds += 1
+        for runner in runners:  # interleaved: a burst of background load hits every system alike
+            runner.timed_step(src, tgt_in, tgt_out, n_tokens, max_foreign=args.max_foreign)
+
+    peak = {"fp32": matmul_peak(torch.float32), "bf16": matmul_peak(torch.bfloat16)}
+    flops = model_flops(lengths)
+    results = []
+    for r in runners:
+        stats = summarise(r.quiet_times if len(r.quiet_times) >= 3 else r.times, n_tokens)
+        mfu = flops / stats["step_s"] / 1e9 / peak[r.precision]
+        every = summarise(r.times, n_tokens)["tokens_per_s"]
+        results.append(
+            {
+                "system": r.name,
+                "precision": r.precision,
+                **stats,
+                "mfu": mfu,
+                "quiet_steps": len(r.quiet_times),
+                "timed_steps": len(r.times),
+                "tokens_per_s_all_steps": every,
+            }
+        )
+    report = {
+        "batch": {
+            "kind": args.batch,
+            "lengths_from": origin,
+            "sentences": len(lengths),
+            "target_tokens": n_tokens,
+            "src_shape": list(src.shape),
+            "tgt_shape": list(tgt_in.shape),
+            "target_padding_pct": 100 * (1 - n_tokens / tgt_out.numel()),
+        },
+        "model": {"d_model": D, "heads": HEADS, "layers": f"{LAYERS}+{LAYERS}", "ffn": FFN, "vocab": VOCAB},
+        "optimizer": f"Adam(betas=(0.9, 0.98), eps=1e-9), implementation: {args.adam}",
+        "warmup": args.warmup,
+        "rounds": rounds,
+        "max_foreign": args.max_foreign,
+        "threads": args.threads,
+        "torch": torch.__version__,
+        "transformers": transformers_version(),
+        "matmul_peak_gflops": peak,
+        "model_gflop_per_step": flops / 1e9,
+        "results": results,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print_table(report)
+
+
+def transformers_version() -> str | None:
+    try:
+        import transformers
+    except ImportError:
+        return None
+    return transformers.__version__
+
+
+def print_table(report: dict) -> None:
+    b, peak = report["batch"], report["matmul_peak_gflops"]
+    print(
+        f"batch ({b['kind']}): {b['sentences']} sentences, {b['target_tokens']} target tokens, src {b['src_shape']},"
+        f" tgt {b['tgt_shape']}, {b['target_padding_pct']:.0f}% of target positions are padding"
+    )
+    print(
+        f"matmul peak: fp32 {peak['fp32']:.0f} GFLOP/s, bf16 {peak['bf16']:.0f} GFLOP/s;"
+        f" model: {report['model_gflop_per_step']:.1f} GFLOP per step; {report['optimizer']}\n"
+    )
+    marian = {r["precision"]: r["tokens_per_s"] for r in report["results"] if r["system"] == "marian"}
+    print("| system | precision | target tokens/s | IQR | step (s) | MFU | vs Marian | quiet/timed steps |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for r in report["results"]:
+        ratio = f"{r['tokens_per_s'] / marian[r['precision']]:.2f}x" if r["precision"] in marian else "-"
+        print(
+            f"| {r['system']} | {r['precision']} | {r['tokens_per_s']:.0f} | {r['iqr_pct']:.0f}% |"
+            f" {r['step_s']:.2f} | {100 * r['mfu']:.0f}% | {ratio} | {r['quiet_steps']}/{r['timed_steps']} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,221 @@
+"""Beam search with the GNMT length penalty (section 6.1: beam size 4, alpha 0.6).
+
+Every sentence keeps K open beams (`_init`). One step (`_step`) scores each beam's extensions by every
+token, takes the 2K best candidates of the sentence, moves those among the K best that end in EOS to
+its finished list, and keeps the K best others as the new beams; the KV cache follows the beams'
+parents with `reorder`. EOS is thus handled exactly once: a hypothesis that emits it is finished and
+never extended. A finished hypothesis scores log P(Y) / lp(|Y|) with
+
+    lp(|Y|) = ((5 + |Y|) / 6) ** alpha        (Wu et al., 2016)
+
+where |Y| counts the tokens whose log-probs are summed: the words and EOS. Hypotheses that reach the
+length limit are finished without EOS, |Y| counting their words.
+
+A sentence is done (`_finalize`) at its length limit, or once it has K finished hypotheses and the best
+open beam, scored as if it ended now (log P / lp(its length)), is no better than the worst of them.
+This is Hugging Face's default criterion; like fairseq's (stop at K finished) it ignores that with
+alpha > 0 a longer hypothesis could still win through the length bonus, and it makes beam size 1
+exactly greedy search. With alpha = 0 it is exact: log-probs only fall as beams grow. Done sentences
+leave the batch, so the search ends when the last one is done.
+"""
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from tnmt.blocks.kv_cache import KVCache
+from tnmt.decode.step import (
+    DEFAULT_MAX_LEN_A,
+    DEFAULT_MAX_LEN_B,
+    TokenRules,
+    next_token_logits,
+    output_limits,
+    start_decoding,
+    top_k,
+)
+from tnmt.model import Transformer
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """A finished output: ids without BOS and EOS, its length-penalised score and its log-probability."""
+
+    tokens: list[int]
+    score: float  # log_prob / lp(len); the ranking key
+    log_prob: float  # sum of the token log-probs, EOS included when it was generated
+
+
+def gnmt_length_penalty(length: int, alpha: float) -> float:
+    """GNMT's lp(|Y|) = ((5 + |Y|) / 6) ** alpha; alpha = 0 ranks by plain log-probability."""
+    return ((5 + length) / 6) ** alpha
+
+
+@dataclass
+class BeamState:
+    """The K open beams of each sentence still searched, best first, and each sentence's finished list."""
+
+    sentences: list[int]  # (Ba) index of each searched sentence in the input batch
+    limits: list[int]  # (Ba) most tokens each sentence may generate
+    log_probs: Tensor  # (Ba, K) summed log-probs of the open beams, -inf for a beam with no live path
+    tokens: Tensor  # (Ba * K, t) ids of the open beams, BOS excluded
+    worst_kept: Tensor  # (Ba,) score of the K-th best finished hypothesis, -inf while there are fewer
+    finished: list[list[Hypothesis]]  # per input sentence, best first
+    first_rows: Tensor  # (Ba, 1) cache row of each sentence's first beam: 0, K, 2K, ...
+
+    def add(self, i: int, hypothesis: Hypothesis) -> None:
+        """File a finished hypothesis of searched sentence i and update its K-th best score."""
+        hyps = self.finished[self.sentences[i]]
+        hyps.append(hypothesis)
+        hyps.sort(key=lambda h: -h.score)
+        k = self.log_probs.size(1)
+        if len(hyps) >= k:
+            self.worst_kept[i] = hyps[k - 1].score
+
+    def keep(self, keep: Tensor) -> None:
+        """Keep only sentences `keep` (indices into the Ba searched sentences)."""
+        ba, k = self.log_probs.shape
+        self.tokens = self.tokens.view(ba, k, -1)[keep].flatten(0, 1)  # (Ba', K, t) -> (Ba' * K, t)
+        self.log_probs, self.worst_kept = self.log_probs[keep], self.worst_kept[keep]
+        self.first_rows = self.first_rows[: keep.numel()]
+        indices = keep.tolist()
+        self.sentences = [self.sentences[i] for i in indices]
+        self.limits = [self.limits[i] for i in indices]
+
+
+@torch.inference_mode()
+def beam_search_nbest(
+    model: Transformer,
+    src_ids: Tensor,
+    *,
+    beam_size: int,
+    n_best: int = 1,
+    max_len: int | None = None,
+    length_penalty: float = 0.6,
+    min_len: int = 0,
+    max_len_a: float = DEFAULT_MAX_LEN_A,
+    max_len_b: int = DEFAULT_MAX_LEN_B,
+) -> list[list[Hypothesis]]:
+    """The `n_best` best hypotheses of every sentence of a batch, best first.
+
+    Args:
+        model: The Transformer (in eval mode).
+        src_ids: Right-padded source ids (B, S), each sentence ending with EOS.
+        beam_size: K, the open beams kept per sentence.
+        n_best: How many hypotheses to return per sentence (1 <= n_best <= beam_size).
+        max_len: Absolute cap on output tokens (EOS not counted); see `step.output_limits`.
+        length_penalty: alpha of lp(|Y|); 0 ranks by log-probability.
+        min_len: EOS is forbidden until this many tokens were generated.
+        max_len_a: Relative cap a * source length + b (the paper: a = 1, b = 50).
+        max_len_b: See `max_len_a`.
+
+    Raises:
+        ValueError: beam_size < 1 or n_best outside [1, beam_size].
+    """
+    if beam_size < 1 or not 1 <= n_best <= beam_size:
+        raise ValueError(f"need beam_size >= 1 and 1 <= n_best <= beam_size, got {beam_size} and {n_best}")
+    c, device, batch, k = model.config, src_ids.device, src_ids.size(0), beam_size
+    lengths = dict(max_len=max_len, max_len_a=max_len_a, max_len_b=max_len_b)
+    limits = output_limits(src_ids, pad_id=c.pad_id, model_max_len=c.max_len, **lengths)
+    rules = TokenRules.of(model, min_len=min_len, device=device)
+    state, cache = _init(model, src_ids, limits.tolist(), beam_size=k)
+    inputs = torch.full((batch * k,), c.bos_id, dtype=torch.long, device=device)  # (Ba * K,)
+    while True:
+        log_probs = next_token_logits(model, inputs, cache).log_softmax(dim=-1)  # (Ba * K, V)
+        rules.apply_(log_probs, state.tokens.size(1))
+        parents = _step(state, log_probs, eos_id=c.eos_id, alpha=length_penalty)
+        done = _finalize(state, alpha=length_penalty)  # (Ba,)
+        n_done = int(done.sum())
+        if n_done == done.numel():
+            return [hyps[:n_best] for hyps in state.finished]
+        if n_done:
+            keep = (~done).nonzero().view(-1)  # (Ba',)
+            parents = parents.view(-1, k)[keep].view(-1)  # (Ba, K) -> (Ba' * K,)
+            state.keep(keep)
+        cache.reorder(parents)
+        inputs = state.tokens[:, -1]
+
+
+def beam_search(
+    model: Transformer,
+    src_ids: Tensor,
+    *,
+    beam_size: int,
+    max_len: int | None = None,
+    length_penalty: float = 0.6,
+    min_len: int = 0,
+    max_len_a: float = DEFAULT_MAX_LEN_A,
+    max_len_b: int = DEFAULT_MAX_LEN_B,
+) -> list[list[int]]:
+    """The best hypothesis of every sentence as ids without BOS and EOS; see `beam_search_nbest`."""
+    nbest = beam_search_nbest(
+        model,
+        src_ids,
+        beam_size=beam_size,
+        max_len=max_len,
+        length_penalty=length_penalty,
+        min_len=min_len,
+        max_len_a=max_len_a,
+        max_len_b=max_len_b,
+    )
+    return [hyps[0].tokens for hyps in nbest]
+
+
+def _init(model: Transformer, src_ids: Tensor, limits: list[int], *, beam_size: int) -> tuple[BeamState, KVCache]:
+    """Encode the sources and start K beams per sentence, of which only the first is alive."""
+    batch, k, device = src_ids.size(0), beam_size, src_ids.device
+    cache = start_decoding(model, src_ids)
+    cache.repeat_interleave(k)  # (B * K) rows
+    log_probs = torch.full((batch, k), float("-inf"), device=device)
+    log_probs[:, 0] = 0.0  # so the first step expands one beam per sentence, not K copies of it
+    state = BeamState(
+        sentences=list(range(batch)),
+        limits=limits,
+        log_probs=log_probs,
+        tokens=torch.empty(batch * k, 0, dtype=torch.long, device=device),
+        worst_kept=torch.full((batch,), float("-inf"), device=device),
+        finished=[[] for _ in range(batch)],
+        first_rows=torch.arange(0, batch * k, k, device=device)[:, None],
+    )
+    return state, cache
+
+
+def _step(state: BeamState, log_probs: Tensor, *, eos_id: int, alpha: float) -> Tensor:
+    """One step: extend the beams by next-token log-probs (Ba * K, V); return the parents' cache rows."""
+    ba, k = state.log_probs.shape
+    vocab = log_probs.size(-1)
+    scores = state.log_probs[:, :, None] + log_probs.view(ba, k, vocab)  # (Ba, K, V)
+    top, index = top_k(scores.view(ba, k * vocab), min(2 * k, k * vocab))  # (Ba, 2K), best first
+    rows = index // vocab + state.first_rows  # (Ba, 2K) cache row of each candidate's parent
+    tokens = index % vocab  # (Ba, 2K)
+    is_eos = tokens == eos_id
+    ended = is_eos[:, :k] & (top[:, :k] > float("-inf"))  # EOS among the K best: a finished hypothesis
+    if bool(ended.any()):
+        length = state.tokens.size(1) + 1  # the words and EOS
+        for i, j in ended.nonzero().tolist():
+            log_prob = float(top[i, j])
+            ids = state.tokens[rows[i, j]].tolist()
+            state.add(i, Hypothesis(ids, log_prob / gnmt_length_penalty(length, alpha), log_prob))
+    pick = is_eos.to(torch.uint8).argsort(dim=1, stable=True)[:, :k]  # (Ba, K): best non-EOS candidates
+    state.log_probs = top.gather(1, pick)
+    parents = rows.gather(1, pick).view(-1)  # (Ba * K,)
+    new = tokens.gather(1, pick).view(-1, 1)  # (Ba * K, 1)
+    state.tokens = torch.cat([state.tokens.index_select(0, parents), new], dim=1)  # (Ba * K, t + 1)
+    return parents
+
+
+def _finalize(state: BeamState, *, alpha: float) -> Tensor:
+    """Finish open beams at the length limit and tell which sentences are done: (Ba,) bool."""
+    k = state.log_probs.size(1)
+    length = state.tokens.size(1)
+    at_limit = [i for i, limit in enumerate(state.limits) if limit == length]
+    for i in at_limit:
+        for j, log_prob in enumerate(state.log_probs[i].tolist()):
+            if log_prob > float("-inf"):
+                ids = state.tokens[i * k + j].tolist()
+                state.add(i, Hypothesis(ids, log_prob / gnmt_length_penalty(length, alpha), log_prob))
+    best_open = state.log_probs[:, 0] / gnmt_length_penalty(length, alpha)  # (Ba,) if it ended now
+    done = best_open <= state.worst_kept
+    if at_limit:
+        done[at_limit] = True
+    return done

@@ -1,0 +1,264 @@
+"""Export a tnmt checkpoint to CTranslate2, and translate text with the exported model.
+
+CTranslate2 runs encoder-decoder Transformers with optimised CPU kernels and optional int8 weights.
+Its `TransformerSpec` declares the weights of the same model tnmt builds, so export sets each one
+from the tnmt module of the same role (`ENCODER_LAYER`, `DECODER_LAYER`). The position vectors are
+written out as an explicit table, so the paper's interleaved sinusoids, MarianMT's [sin | cos] and
+learned positions all export exactly; post-norm or pre-norm (with its final LayerNorms), the
+activation, a final logits bias and shared or separate embeddings map onto spec options.
+
+An exported directory holds CTranslate2's model.bin, config.json and vocabulary files (pieces by
+id), plus tnmt's tokenizer files and `tnmt_model.json`, so `CTranslate2Translator` tokenises exactly
+like tnmt and applies tnmt's length limits per sentence. Greedy search then gives tnmt's ids, and so
+does beam search with length_penalty 0 (tests/test_ctranslate2.py): like tnmt, CTranslate2 keeps
+the 2K best candidates, finishes the EOS ones among the best K, and stops a sentence once its best
+candidate ends. With alpha > 0 it differs: CTranslate2 ranks by log P / |Y|^alpha (EOS not counted)
+where tnmt uses the GNMT penalty ((5 + |Y|) / 6)^alpha, and it stops after K finished hypotheses.
+"""
+
+import json
+import math
+import os
+import shutil
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import sentencepiece as spm
+from torch import Tensor, nn
+
+from tnmt.config import ModelConfig
+from tnmt.data.tokenizer import Tokenizer
+from tnmt.decode.step import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B
+from tnmt.errors import UserError
+from tnmt.interop import require
+from tnmt.model import Transformer
+
+MODEL_FILE = "tnmt_model.json"  # the ModelConfig, beside CTranslate2's own config.json
+
+# CTranslate2 spec attribute in every layer  <- tnmt module; "q"/"kv" = those rows of the stacked in_proj
+ENCODER_LAYER = (
+    ("self_attention.linear.0", "self_attn.in_proj", None),  # fused [W_Q; W_K; W_V]
+    ("self_attention.linear.1", "self_attn.out_proj", None),
+    ("self_attention.layer_norm", "attn_block.norm", None),
+    ("ffn.linear_0", "ffn.linear1", None),
+    ("ffn.linear_1", "ffn.linear2", None),
+    ("ffn.layer_norm", "ffn_block.norm", None),
+)
+DECODER_LAYER = (
+    ("self_attention.linear.0", "self_attn.in_proj", None),
+    ("self_attention.linear.1", "self_attn.out_proj", None),
+    ("self_attention.layer_norm", "self_block.norm", None),
+    ("attention.linear.0", "cross_attn.in_proj", "q"),  # queries from the decoder states
+    ("attention.linear.1", "cross_attn.in_proj", "kv"),  # keys and values from the encoder memory
+    ("attention.linear.2", "cross_attn.out_proj", None),
+    ("attention.layer_norm", "cross_block.norm", None),
+    ("ffn.linear_0", "ffn.linear1", None),
+    ("ffn.linear_1", "ffn.linear2", None),
+    ("ffn.layer_norm", "ffn_block.norm", None),
+)
+
+
+def export_ctranslate2(
+    checkpoint: str | os.PathLike[str], out: str | os.PathLike[str], *, quantization: str | None = None
+) -> Path:
+    """Write a CTranslate2 model of a tnmt checkpoint, with vocabularies and tokenizer, to `out`.
+
+    Args:
+        checkpoint: A tnmt checkpoint directory.
+        out: Directory to write; an existing export there is replaced, any other directory refused.
+        quantization: CTranslate2 weight type ("int8", "int16", "float16" ...); None keeps float32.
+
+    Raises:
+        UserError: ctranslate2 is not installed, the checkpoint is unreadable, or `out` is in use.
+    """
+    from tnmt.train.checkpoint import load_checkpoint
+
+    ct2 = require("ctranslate2", purpose="exporting to CTranslate2")
+    out = Path(out)
+    if out.exists() and not (out / "model.bin").exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserError(f"{out}: exists and is not a CTranslate2 export; choose another --out")
+    loaded = load_checkpoint(checkpoint)
+    spec = _spec(loaded.model, ct2.specs)
+    source, target = _vocabularies(Path(checkpoint), loaded.tokenizer)
+    spec.register_source_vocabulary(source)
+    spec.register_target_vocabulary(target)
+    c, tok = loaded.model.config, loaded.tokenizer
+    spec.config.unk_token, spec.config.eos_token = target[tok.unk_id], target[tok.eos_id]
+    spec.config.bos_token = spec.config.decoder_start_token = target[tok.bos_id]
+    spec.config.add_source_eos = True  # tnmt's sources end with EOS; raw CTranslate2 users get it too
+    spec.config.layer_norm_epsilon = c.layer_norm_eps
+    try:
+        spec.validate()
+        spec.optimize(quantization=quantization)
+    except ValueError as err:
+        raise UserError(f"cannot export {checkpoint}: {err}") from None
+    tmp = out.parent / f".{out.name}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    spec.save(str(tmp))
+    tok.save(tmp)
+    (tmp / MODEL_FILE).write_text(json.dumps({"model": c.to_dict()}, indent=2) + "\n", encoding="utf-8")
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    return out
+
+
+def _spec(model: Transformer, specs: Any) -> Any:
+    """The `TransformerSpec` of a tnmt model, every weight set."""
+    c = model.config
+    activation = {"relu": "RELU", "gelu": "GELU", "swish": "SWISH"}[c.activation]
+    spec = specs.TransformerSpec.from_config(
+        (c.n_encoder_layers, c.n_decoder_layers),
+        c.n_heads,
+        pre_norm=c.norm_first,  # pre-norm also adds the final LayerNorms tnmt has then
+        activation=getattr(specs.Activation, activation),
+    )
+    positions = model.positions.table if model.positions.learned is None else model.positions.learned.weight
+    for side in (spec.encoder, spec.decoder):
+        side.scale_embeddings = math.sqrt(c.d_model) if c.scale_embeddings else 1.0
+        side.position_encodings.encodings = _array(positions)  # (max_len, D), position 0 first
+    spec.encoder.embeddings[0].weight = _array(model.src_embed.weight)
+    spec.decoder.embeddings.weight = _array(model.tgt_embed.weight)
+    if c.norm_first:
+        _set(spec.encoder.layer_norm, model.encoder_norm)
+        _set(spec.decoder.layer_norm, model.decoder_norm)
+    for layer_specs, layers, table in (
+        (spec.encoder.layer, model.encoder_layers, ENCODER_LAYER),
+        (spec.decoder.layer, model.decoder_layers, DECODER_LAYER),
+    ):
+        for layer_spec, layer in zip(layer_specs, layers, strict=True):
+            for spec_path, module_path, rows in table:
+                _set(_attribute(layer_spec, spec_path), layer.get_submodule(module_path), rows)
+    spec.decoder.projection.weight = _array(model.output.weight)
+    if model.logits_bias is not None:
+        spec.decoder.projection.bias = _array(model.logits_bias)
+    return spec
+
+
+def _set(spec: Any, module: nn.Module, rows: str | None = None) -> None:
+    """Copy a Linear (optionally its Q or K/V rows) or a LayerNorm into a LinearSpec / LayerNormSpec."""
+    if isinstance(module, nn.LayerNorm):
+        spec.gamma, spec.beta = _array(module.weight), _array(module.bias)
+        return
+    d = module.in_features
+    part = {None: slice(None), "q": slice(0, d), "kv": slice(d, None)}[rows]
+    spec.weight = _array(module.weight[part])
+    spec.bias = _array(module.bias[part])
+
+
+def _attribute(spec: Any, path: str) -> Any:
+    for name in path.split("."):
+        spec = spec[int(name)] if name.isdigit() else getattr(spec, name)
+    return spec
+
+
+def _array(tensor: Tensor) -> Any:
+    return tensor.detach().float().cpu().contiguous().numpy()
+
+
+def _vocabularies(checkpoint: Path, tokenizer: Tokenizer) -> tuple[list[str], list[str]]:
+    """Source and target pieces by id: the explicit vocabulary, or each sentencepiece model's pieces."""
+    target = tokenizer.target_pieces(range(tokenizer.vocab_size))
+    if (checkpoint / "vocab.json").exists():  # ids from one explicit vocabulary (MarianMT)
+        return target, target
+    source = spm.SentencePieceProcessor(model_file=str(checkpoint / "source.spm"))
+    return [source.id_to_piece(i) for i in range(source.get_piece_size())], target
+
+
+class CTranslate2Translator:
+    """Text in, text out with an exported model: tnmt's tokenizer around `ctranslate2.Translator`."""
+
+    def __init__(self, path: str | os.PathLike[str], *, compute_type: str = "default", threads: int = 0) -> None:
+        """Load a directory written by `export_ctranslate2`.
+
+        Raises:
+            UserError: ctranslate2 is not installed, or `path` is not an export.
+        """
+        ct2 = require("ctranslate2", purpose="translating with CTranslate2")
+        path = Path(path)
+        if not (path / "model.bin").exists() or not (path / MODEL_FILE).exists():
+            raise UserError(f"{path}: not a CTranslate2 export; write one with `tnmt export ctranslate2`")
+        self.config = ModelConfig.from_dict(json.loads((path / MODEL_FILE).read_text(encoding="utf-8"))["model"])
+        self.tokenizer = Tokenizer.load(path)
+        self.translator = ct2.Translator(str(path), device="cpu", compute_type=compute_type, intra_threads=threads)
+        self.source_pieces, self.target_pieces = _vocabularies(path, self.tokenizer)
+        self._target_ids = {piece: i for i, piece in enumerate(self.target_pieces)}
+        banned = {self.config.pad_id, self.config.bos_id} - {self.config.eos_id}  # as decode.step.TokenRules
+        self._suppressed = [[self.target_pieces[i]] for i in sorted(banned)]
+
+    def translate(
+        self,
+        texts: Sequence[str],
+        *,
+        beam_size: int = 4,
+        length_penalty: float = 0.6,
+        max_len: int | None = None,
+        max_len_a: float = DEFAULT_MAX_LEN_A,
+        max_len_b: int = DEFAULT_MAX_LEN_B,
+        min_len: int = 0,
+        batch_size: int = 64,
+    ) -> list[str]:
+        """The translation of each text, in input order; empty texts give empty lines."""
+        kept = [i for i, text in enumerate(texts) if text.strip()]
+        sources = [self.tokenizer.encode_source(texts[i]) for i in kept]
+        outputs = self.translate_ids(
+            sources,
+            beam_size=beam_size,
+            length_penalty=length_penalty,
+            max_len=max_len,
+            max_len_a=max_len_a,
+            max_len_b=max_len_b,
+            min_len=min_len,
+            batch_size=batch_size,
+        )
+        results = [""] * len(texts)
+        for i, ids in zip(kept, outputs, strict=True):
+            results[i] = self.tokenizer.decode_target(ids)
+        return results
+
+    def translate_ids(
+        self,
+        sources: Sequence[Sequence[int]],
+        *,
+        beam_size: int = 4,
+        length_penalty: float = 0.6,
+        max_len: int | None = None,
+        max_len_a: float = DEFAULT_MAX_LEN_A,
+        max_len_b: int = DEFAULT_MAX_LEN_B,
+        min_len: int = 0,
+        batch_size: int = 64,
+    ) -> list[list[int]]:
+        """Output ids (no BOS/EOS) for source ids without EOS, with tnmt's length limits (`step.output_limits`)."""
+        if not sources:
+            return []
+        keep = self.config.max_len - 1  # as Translator: the first max_len - 1 tokens, then EOS
+        if too_long := sum(len(ids) > keep for ids in sources):
+            warnings.warn(
+                f"{too_long} input(s) exceed the model's max_len ({self.config.max_len} positions, EOS "
+                f"included); translating their first {keep} tokens",
+                stacklevel=2,
+            )
+        pieces = [[self.source_pieces[i] for i in ids[:keep]] for ids in sources]
+        cap = self.config.max_len - 1 if max_len is None else min(max_len, self.config.max_len - 1)
+        limits = [max(1, min(cap, math.floor(max_len_a * (len(p) + 1) + max_len_b))) for p in pieces]
+        by_limit: dict[int, list[int]] = {}  # CTranslate2 has one length limit per call
+        for i, limit in enumerate(limits):
+            by_limit.setdefault(limit, []).append(i)
+        outputs: list[list[int]] = [[] for _ in sources]
+        unk = self.tokenizer.unk_id
+        for limit, indices in by_limit.items():
+            results = self.translator.translate_batch(
+                [pieces[i] for i in indices],
+                max_batch_size=batch_size,
+                beam_size=beam_size,
+                length_penalty=length_penalty,
+                max_decoding_length=limit,
+                min_decoding_length=min_len,
+                max_input_length=0,  # truncated above
+                suppress_sequences=self._suppressed or None,
+            )
+            for i, result in zip(indices, results, strict=True):
+                outputs[i] = [self._target_ids.get(piece, unk) for piece in result.hypotheses[0]]
+        return outputs

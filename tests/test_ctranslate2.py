@@ -1,0 +1,175 @@
+"""CTranslate2 export: the exported model decodes exactly like tnmt.
+
+Tiny models with random weights (drawn so that outputs depend on the source) are exported in three
+architectures: the paper's (interleaved sinusoids, post-norm, ReLU, tied embeddings), MarianMT's
+([sin | cos], swish, logits bias) and a pre-norm one (learned positions, GELU, separate embeddings
+and output). CTranslate2's float32 greedy search must return tnmt's ids on 50 Multi30k sentences,
+with tnmt's per-sentence length limits; beam search with length_penalty 0 must too.
+"""
+
+import json
+import sys
+
+import pytest
+import torch
+
+from tnmt.cli import main
+from tnmt.config import ModelConfig
+from tnmt.data.corpus import read_lines
+from tnmt.data.tokenizer import Tokenizer
+from tnmt.decode import beam_search, greedy_search
+from tnmt.errors import UserError
+from tnmt.interop.ctranslate2 import CTranslate2Translator, export_ctranslate2
+from tnmt.model import Transformer
+from tnmt.train.checkpoint import save_checkpoint
+
+pytest.importorskip("ctranslate2")
+
+ARCHITECTURES = {
+    "paper": dict(share_embeddings=True, tie_output=True),
+    "marian": dict(positional_layout="concat", activation="swish", final_logits_bias=True, share_embeddings=True),
+    "pre-norm": dict(
+        norm_first=True,
+        positional="learned",
+        activation="gelu",
+        final_logits_bias=True,
+        scale_embeddings=False,
+        tie_output=False,
+    ),
+}
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(multi30k_dir) -> Tokenizer:
+    texts = read_lines(multi30k_dir / "train.en.gz")[:2000] + read_lines(multi30k_dir / "train.de.gz")[:2000]
+    return Tokenizer.train(texts, vocab_size=500)
+
+
+@pytest.fixture(scope="module")
+def sources(multi30k_dir, tokenizer) -> list[list[int]]:
+    return [tokenizer.encode_source(text) for text in read_lines(multi30k_dir / "val.en.gz")[:50]]
+
+
+def random_model(tokenizer: Tokenizer, **overrides) -> Transformer:
+    """Random weights with peaked attention and strong sub-layers, so that the source matters."""
+    config = ModelConfig(
+        src_vocab_size=tokenizer.vocab_size,
+        tgt_vocab_size=tokenizer.vocab_size,
+        d_model=64,
+        n_heads=4,
+        n_encoder_layers=2,
+        n_decoder_layers=1,
+        d_ff=128,
+        max_len=128,
+        pad_id=tokenizer.pad_id,
+        bos_id=tokenizer.bos_id,
+        eos_id=tokenizer.eos_id,
+        **overrides,
+    )
+    model = Transformer(config).eval()
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=generator)
+            if p.dim() == 1:  # biases and LayerNorm parameters
+                p.copy_(0.1 * noise + (1.0 if "norm.weight" in name else 0.0))
+            elif "embed" in name or "learned" in name or name == "output.weight":
+                p.copy_(noise)
+            else:
+                gain = 4.0 if "out_proj" in name or "linear2" in name else 1.0
+                p.copy_(noise * gain / p.size(1) ** 0.5)
+                if "in_proj" in name:
+                    p[: 2 * p.size(1)] *= 2.0  # Q and K rows
+        if model.logits_bias is not None:
+            model.logits_bias[tokenizer.eos_id] = 10.0
+    return model
+
+
+@pytest.fixture(scope="module", params=list(ARCHITECTURES))
+def exported(request, tokenizer, tmp_path_factory):
+    """(tnmt model, checkpoint directory, CTranslate2 directory) of one architecture."""
+    directory = tmp_path_factory.mktemp(request.param)
+    model = random_model(tokenizer, **ARCHITECTURES[request.param])
+    save_checkpoint(directory / "ckpt", model, tokenizer)
+    assert main(["export", "ctranslate2", str(directory / "ckpt"), "--out", str(directory / "ct2")]) == 0
+    return model, directory / "ckpt", directory / "ct2"
+
+
+def batch(sources: list[list[int]], tokenizer: Tokenizer) -> torch.Tensor:
+    width = max(map(len, sources)) + 1
+    return torch.tensor([s + [tokenizer.eos_id] + [tokenizer.pad_id] * (width - len(s) - 1) for s in sources])
+
+
+def test_greedy_ids_equal_tnmts(exported, sources, tokenizer):
+    """With tnmt's default length limit (source length + 50), different for every sentence."""
+    model, _, ct2_dir = exported
+    ours = greedy_search(model, batch(sources, tokenizer))
+    theirs = CTranslate2Translator(ct2_dir, threads=1).translate_ids(sources, beam_size=1)
+    assert theirs == ours
+    assert len({tuple(ids) for ids in ours}) >= 30
+
+
+def test_beam_ids_equal_tnmts_without_length_penalty(exported, sources, tokenizer):
+    model, _, ct2_dir = exported
+    limits = dict(max_len=30, max_len_a=0.0, max_len_b=30)
+    ours = beam_search(model, batch(sources, tokenizer), beam_size=4, length_penalty=0.0, **limits)
+    theirs = CTranslate2Translator(ct2_dir, threads=1).translate_ids(sources, beam_size=4, length_penalty=0.0, **limits)
+    assert theirs == ours
+
+
+def test_export_writes_vocabularies_and_tokenizer(exported, tokenizer):
+    _, _, ct2_dir = exported
+    pieces = json.loads((ct2_dir / "shared_vocabulary.json").read_text(encoding="utf-8"))
+    assert pieces == tokenizer.target_pieces(range(tokenizer.vocab_size))
+    config = json.loads((ct2_dir / "config.json").read_text())
+    assert config["decoder_start_token"] == "<s>" and config["eos_token"] == "</s>" and config["add_source_eos"]
+    assert Tokenizer.load(ct2_dir).encode_source("A dog runs.") == tokenizer.encode_source("A dog runs.")
+
+
+def test_cli_translates_with_ctranslate2(exported, multi30k_dir, tmp_path):
+    _, checkpoint, ct2_dir = exported
+    lines = read_lines(multi30k_dir / "val.en.gz")[:20] + [""]
+    (tmp_path / "in.en").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    outputs = {}
+    for engine, path in (("tnmt", checkpoint), ("ctranslate2", ct2_dir)):
+        out = tmp_path / f"{engine}.de"
+        args = ["translate", "--engine", engine, "--checkpoint", str(path), "-i", str(tmp_path / "in.en")]
+        assert main([*args, "-o", str(out), "--beam-size", "1"]) == 0
+        outputs[engine] = out.read_text(encoding="utf-8")
+    assert outputs["ctranslate2"] == outputs["tnmt"]
+    assert outputs["tnmt"].endswith("\n\n")  # the empty line stays empty
+
+
+def test_int8_export_translates(tokenizer, sources, tmp_path):
+    model = random_model(tokenizer)
+    save_checkpoint(tmp_path / "ckpt", model, tokenizer)
+    export_ctranslate2(tmp_path / "ckpt", tmp_path / "f32")
+    export_ctranslate2(tmp_path / "ckpt", tmp_path / "int8", quantization="int8")
+    assert (tmp_path / "int8" / "model.bin").stat().st_size < (tmp_path / "f32" / "model.bin").stat().st_size / 2
+    outputs = CTranslate2Translator(tmp_path / "int8", threads=1).translate_ids(sources[:10], beam_size=1)
+    assert len(outputs) == 10 and any(outputs)
+
+
+def test_export_refuses_an_unrelated_directory(exported, tmp_path, capsys):
+    _, checkpoint, _ = exported
+    (tmp_path / "notes.txt").write_text("mine")
+    assert main(["export", "ctranslate2", str(checkpoint), "--out", str(tmp_path)]) == 2
+    assert "is not a CTranslate2 export" in capsys.readouterr().err
+    assert (tmp_path / "notes.txt").exists()
+    with pytest.raises(UserError, match="not a CTranslate2 export"):
+        CTranslate2Translator(checkpoint)
+
+
+def test_missing_ctranslate2_is_explained(exported, monkeypatch, tmp_path):
+    _, checkpoint, _ = exported
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)  # makes `import ctranslate2` fail
+    with pytest.raises(UserError, match=r"needs the 'ctranslate2' package: pip install 'tnmt\[interop\]'"):
+        export_ctranslate2(checkpoint, tmp_path / "out")

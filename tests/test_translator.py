@@ -1,0 +1,128 @@
+import pytest
+import torch
+
+from tnmt import ModelConfig, Transformer
+from tnmt.decode import TranslationResult, Translator, beam_search
+from tnmt.decode.translator import EMPTY
+
+VOCAB = 24
+
+
+class WordTokenizer:
+    """A stand-in for the sentencepiece tokenizer: one id per whitespace-separated word."""
+
+    pad_id, bos_id, eos_id = 0, 1, 2
+
+    def encode_source(self, text: str) -> list[int]:
+        return [3 + sum(map(ord, word)) % (VOCAB - 3) for word in text.split()]
+
+    def decode_target(self, ids) -> str:
+        return " ".join(f"t{i}" for i in ids if i > 2)
+
+    def source_pieces(self, text: str) -> list[str]:
+        return text.split()
+
+    def target_pieces(self, ids) -> list[str]:
+        return [{1: "<s>", 2: "</s>"}.get(i, f"t{i}") for i in ids]
+
+
+@pytest.fixture(scope="module")
+def model() -> Transformer:
+    torch.manual_seed(4)
+    config = ModelConfig(
+        src_vocab_size=VOCAB,
+        tgt_vocab_size=VOCAB,
+        d_model=16,
+        n_heads=2,
+        n_encoder_layers=1,
+        n_decoder_layers=2,
+        d_ff=32,
+        dropout=0.0,
+        max_len=16,
+    )
+    model = Transformer(config).eval()
+    with torch.no_grad():
+        model.output.weight.mul_(3.0)  # peakier distributions: outputs end at various lengths
+    return model
+
+
+@pytest.fixture(scope="module")
+def translator(model) -> Translator:
+    return Translator(model, WordTokenizer())
+
+
+TEXTS = ["a dog runs", "", "two men play ball on the grass", "  ", "hello", "a cat sleeps on a mat"]
+
+
+def test_translate_keeps_order_and_line_alignment(translator, model):
+    out = translator.translate(TEXTS, beam_size=3, batch_size=2)
+    assert len(out) == len(TEXTS) and out[1] == "" and out[3] == ""
+    tokenizer = translator.tokenizer
+    for text, translation in zip(TEXTS, out, strict=True):
+        if text.strip():
+            src = torch.tensor([tokenizer.encode_source(text) + [tokenizer.eos_id]])
+            assert translation == tokenizer.decode_target(beam_search(model, src, beam_size=3)[0])
+    assert len(set(out)) > 2
+
+
+def test_empty_lines_do_not_run_the_model(translator, monkeypatch):
+    def fail(*args, **kwargs):
+        raise AssertionError("the model ran")
+
+    monkeypatch.setattr(translator.model, "encode", fail)
+    assert translator.translate(["", " ", "\t"]) == ["", "", ""]
+    assert translator.translate([]) == []
+    assert translator.translate_nbest([""], n_best=2) == [[EMPTY]]
+
+
+def test_overlong_input_is_truncated_with_a_warning(translator):
+    words = [f"w{i}" for i in range(30)]  # 30 tokens + EOS > max_len = 16 positions
+    with pytest.warns(UserWarning, match="exceed the model's max_len"):
+        long = translator.translate([" ".join(words)], beam_size=2)
+    assert long == translator.translate([" ".join(words[:15])], beam_size=2)
+
+
+def test_nbest_lists_are_sorted_and_consistent(translator):
+    nbest = translator.translate_nbest(TEXTS, n_best=3, beam_size=3)
+    assert nbest[1] == [EMPTY]
+    for results in nbest:
+        assert 1 <= len(results) <= 3
+        assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
+        for r in results:
+            assert isinstance(r, TranslationResult) and r.text == translator.tokenizer.decode_target(r.tokens)
+    assert [r[0].text for r in nbest] == translator.translate(TEXTS, beam_size=3)
+
+
+def test_beam_size_one_runs_greedy_with_the_same_result(translator):
+    nbest = translator.translate_nbest(TEXTS, n_best=1, beam_size=1)
+    assert translator.translate(TEXTS, beam_size=1) == [r[0].text for r in nbest]
+
+
+def test_attention_labels_match_the_maps(translator, model):
+    src_pieces, tgt_pieces, maps = translator.attention("a dog runs")
+    assert src_pieces == ["a", "dog", "runs", "</s>"] and tgt_pieces[0] == "<s>"
+    assert maps.encoder[0].shape == (1, 2, 4, 4)
+    assert maps.cross[-1].shape == (1, 2, len(tgt_pieces), 4)
+    assert tgt_pieces[1:] == translator.tokenizer.target_pieces(
+        beam_search(model, torch.tensor([[*translator.tokenizer.encode_source("a dog runs"), 2]]), beam_size=1)[0]
+    )
+    with pytest.raises(ValueError, match="empty"):
+        translator.attention(" ")
+
+
+def test_from_checkpoint_round_trip(tmp_path):
+    from tnmt.data.tokenizer import Tokenizer
+    from tnmt.train.checkpoint import save_checkpoint
+
+    phrases = ["a dog runs in the park", "two men play ball on grass", "ein hund läuft", "zwei männer spielen"]
+    words = " ".join(phrases).split()
+    texts = [" ".join(words[(i * 7 + j * 3) % len(words)] for j in range(3 + i % 5)) for i in range(200)]
+    tokenizer = Tokenizer.train(texts, vocab_size=300)
+    torch.manual_seed(0)
+    config = ModelConfig(src_vocab_size=300, tgt_vocab_size=300, d_model=16, n_heads=2, d_ff=32, max_len=32)
+    config = config.replace(n_encoder_layers=1, n_decoder_layers=1)
+    model = Transformer(config).eval()
+    save_checkpoint(tmp_path / "ckpt", model, tokenizer)
+    loaded = Translator.from_checkpoint(tmp_path / "ckpt")
+    sentences = ["a dog runs in the park", "", "zwei männer"]
+    assert loaded.translate(sentences) == Translator(model, tokenizer).translate(sentences)

@@ -1,0 +1,88 @@
+import json
+
+import pytest
+import torch
+
+from tnmt import ModelConfig, Transformer
+from tnmt.visualize import attention_figures, plot_attention, plot_curves
+
+
+@pytest.fixture(scope="module")
+def attention():
+    torch.manual_seed(0)
+    config = ModelConfig(
+        src_vocab_size=20,
+        tgt_vocab_size=20,
+        d_model=16,
+        n_heads=2,
+        n_encoder_layers=1,
+        n_decoder_layers=2,
+        d_ff=32,
+        dropout=0.0,
+        max_len=16,
+    )
+    model = Transformer(config).eval()
+    src, tgt = torch.tensor([[5, 6, 7, 2]]), torch.tensor([[1, 8, 9]])
+    _, maps = model.attention_maps(src, tgt)
+    return model, src, tgt, maps, ["▁a", "▁dog", "▁runs", "</s>"], ["<s>", "▁ein", "▁Hund"]
+
+
+def drawn(figure) -> list[torch.Tensor]:
+    """The matrices of a figure's heat maps, one per head."""
+    return [torch.as_tensor(axes.images[0].get_array().data) for axes in figure.axes if axes.images]
+
+
+def test_plotted_weights_are_the_models_own(attention):
+    model, src, tgt, maps, src_pieces, tgt_pieces = attention
+    _, fresh = model.attention_maps(src, tgt)  # recomputed: the figures must show the model's weights
+    figures = dict(attention_figures(maps, src_pieces, tgt_pieces))
+    assert sorted(figures) == [
+        "cross_layer0",
+        "cross_layer1",
+        "decoder_self_layer0",
+        "decoder_self_layer1",
+        "encoder_layer0",
+    ]
+    for stem, figure in figures.items():
+        kind, layer = stem.rsplit("_layer", 1)
+        expected = getattr(fresh, kind)[int(layer)][0]  # (H, Tq, Tk)
+        heads = drawn(figure)
+        assert len(heads) == 2
+        for head, matrix in enumerate(heads):
+            torch.testing.assert_close(matrix, expected[head], atol=1e-6, rtol=0)
+            torch.testing.assert_close(matrix.sum(-1), torch.ones(matrix.size(0)), atol=1e-5, rtol=0)
+            if kind == "decoder_self":  # causal: nothing above the diagonal
+                assert (matrix.triu(diagonal=1) == 0).all()
+        labels = [tick.get_text() for tick in figure.axes[0].get_xticklabels()]
+        assert labels == (tgt_pieces if kind == "decoder_self" else src_pieces)
+
+
+def test_plot_attention_writes_one_png_per_kind_and_layer(attention, tmp_path):
+    _, _, _, maps, src_pieces, tgt_pieces = attention
+    paths = plot_attention(maps, src_pieces, tgt_pieces, tmp_path / "pictures")
+    assert len(paths) == 5
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in paths)
+
+
+def test_labels_must_match_the_maps(attention):
+    _, _, _, maps, src_pieces, tgt_pieces = attention
+    with pytest.raises(ValueError, match="labels"):
+        list(attention_figures(maps, src_pieces[:-1], tgt_pieces))
+
+
+def test_plot_curves_tolerates_missing_keys_and_broken_lines(tmp_path):
+    records = [
+        {"step": 100, "train_loss": 5.0},
+        {"step": 200, "train_loss": 4.0, "lr": 1e-3},
+        {"step": 200, "val_loss": 4.5},  # no BLEU yet
+        {"step": 400, "train_loss": 3.0},
+        {"step": 400, "val_loss": 3.5, "val_bleu": 12.5},
+        {"note": "no step"},
+    ]
+    log = tmp_path / "metrics.jsonl"
+    log.write_text("\n".join(map(json.dumps, records)) + '\n{"step": 500, "train_l')  # cut mid-write
+    out = plot_curves(log, tmp_path / "plots" / "curves.png")
+    assert out.read_bytes()[:4] == b"\x89PNG"
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert plot_curves(empty, tmp_path / "empty.png").exists()
