@@ -4,6 +4,10 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
+
+# Test tensors are tiny: one thread avoids oversubscription and makes timings steadier.
+torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")

@@ -181,10 +181,10 @@ def _init(model: Transformer, src_ids: Tensor, limits: list[int], *, beam_size: 
 
 
 def _step(state: BeamState, log_probs: Tensor, *, eos_id: int, alpha: float) -> Tensor:
-    """One step: extend the beams by next-token log-probs (Ba * K, V); return the parents' cache rows."""
+    """One step: extend the beams by next-token log-probs (Ba * K, V, overwritten); return parents' cache rows."""
     ba, k = state.log_probs.shape
     vocab = log_probs.size(-1)
-    scores = state.log_probs[:, :, None] + log_probs.view(ba, k, vocab)  # (Ba, K, V)
+    scores = log_probs.view(ba, k, vocab).add_(state.log_probs[:, :, None])  # (Ba, K, V), in place
     top, index = top_k(scores.view(ba, k * vocab), min(2 * k, k * vocab))  # (Ba, 2K), best first
     rows = index // vocab + state.first_rows  # (Ba, 2K) cache row of each candidate's parent
     tokens = index % vocab  # (Ba, 2K)

@@ -36,7 +36,7 @@ def greedy_search(
         model: The Transformer (in eval mode; dropout would make the search random).
         src_ids: Right-padded source ids (B, S), each sentence ending with EOS.
         max_len: Absolute cap on output tokens (EOS not counted).
-        max_len_a: Relative cap a * source length + b (the paper: a = 1, b = 50); see `output_limits`.
+        max_len_a: Relative cap a * source length + b (the paper: a = 1, b = 50); see `step.output_limits`.
         max_len_b: See `max_len_a`.
         min_len: EOS is forbidden until this many tokens were generated.
 

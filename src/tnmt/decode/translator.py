@@ -51,7 +51,7 @@ EMPTY = TranslationResult(text="", tokens=[], score=0.0, log_prob=0.0)
 
 
 class Translator:
-    """Translate lists of sentences with a model and its tokenizer."""
+    """Translate lists of sentences with a model and its tokenizer (the model is put in eval mode)."""
 
     def __init__(self, model: Transformer, tokenizer: TextTokenizer) -> None:
         self.model = model.eval()
@@ -79,7 +79,19 @@ class Translator:
         max_len_b: int = DEFAULT_MAX_LEN_B,
         batch_size: int = 64,
     ) -> list[str]:
-        """The best translation of each text, in input order. Beam size 1 runs greedy search."""
+        """The best translation of each text, in input order.
+
+        Args:
+            texts: One sentence per item; an empty or all-whitespace item gives "".
+            beam_size: K of beam search (section 6.1: 4); 1 runs greedy search, with the same result
+                as a beam of 1.
+            max_len: Absolute cap on output tokens; see `tnmt.decode.step.output_limits`.
+            length_penalty: alpha of the GNMT length penalty (section 6.1: 0.6).
+            min_len: Output tokens before EOS is allowed.
+            max_len_a: Relative cap a * source length + b (the paper: a = 1, b = 50).
+            max_len_b: See `max_len_a`.
+            batch_size: Sentences decoded together; more is faster per sentence, up to memory.
+        """
         limits = dict(max_len=max_len, min_len=min_len, max_len_a=max_len_a, max_len_b=max_len_b)
         if beam_size == 1:
             outputs = self._batched(texts, batch_size, lambda src: greedy_search(self.model, src, **limits))
@@ -101,7 +113,10 @@ class Translator:
         max_len_b: int = DEFAULT_MAX_LEN_B,
         batch_size: int = 64,
     ) -> list[list[TranslationResult]]:
-        """The `n_best` translations of each text with scores, best first; `[EMPTY]` for an empty text."""
+        """The `n_best` translations of each text with scores, best first; `[EMPTY]` for an empty text.
+
+        Arguments as for `translate`; `n_best` is at most `beam_size`.
+        """
 
         def search(src: Tensor) -> list[list[Hypothesis]]:
             return beam_search_nbest(

@@ -143,7 +143,8 @@ def marian_model_config(marian: dict[str, Any], *, where: str | os.PathLike[str]
             raise UserError(f"{where}: {f.key} = {json.dumps(value)} is not supported: {err}") from None
         if f.field:
             values[f.field] = converted
-    values["share_embeddings"] &= values["tie_output"]  # Hugging Face ties nothing without tie_word_embeddings
+    # transformers 5 ties no embedding at all without tie_word_embeddings, even when they are "shared"
+    values["share_embeddings"] &= values["tie_output"]
     try:
         return ModelConfig(**values)
     except ValueError as err:
