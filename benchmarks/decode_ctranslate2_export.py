@@ -104,7 +104,11 @@ def main() -> None:
         batch_size=BATCH_SIZE,
         threads=args.threads,
         runs=args.runs,
-        machine=dict(processor=platform.processor() or platform.machine(), cpus=os.cpu_count()),
+        machine=dict(
+            processor=platform.processor() or platform.machine(),
+            cpus=os.cpu_count(),
+            load_average=os.getloadavg(),  # other processes on a shared machine slow every system
+        ),
         versions={name: version(name) for name in ("torch", "ctranslate2")},
         results=rows,
     )

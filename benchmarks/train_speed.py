@@ -6,20 +6,29 @@ FFN 1024, 4 heads, ReLU, post-norm, sinusoidal positions, one shared and tied 80
 dropout 0.1), in fp32 and under `torch.autocast("cpu", dtype=torch.bfloat16)`. Throughput is target
 tokens per second: non-pad positions of the target, the quantity the training loop logs.
 
-Fairness: every system gets the same ids, the same loss function (`tnmt.train.loss.label_smoothed_loss`
-on its logits) and the same optimizer (Adam, betas (0.9, 0.98), eps 1e-9, as the training loop
-builds it), each used the way its own documentation trains it: nn.Transformer with key-padding masks
-and a causal `tgt_mask`, Marian with the source `attention_mask` and its built-in causal decoder mask
-(no `decoder_attention_mask`, as `labels`-style training does), tnmt with `model(src, tgt_in)`.
-The systems and precisions are interleaved step by step (so a background load slows all of them
-alike), after warm-up steps; each cell reports the median and the interquartile range.
+Fairness: every system gets the same ids and the same optimizer (Adam, betas (0.9, 0.98), eps 1e-9;
+`--adam fused` by default, which is what the Hugging Face Trainer uses since torch 2.8 and what
+tnmt's loop should build, see the report in BENCHMARKS.md; `--adam default` is the per-parameter
+loop torch picks on CPU), and each is used the way its own documentation trains it: nn.Transformer
+with key-padding masks and a causal `tgt_mask`, Marian with the source `attention_mask` and its
+built-in causal decoder mask (no `decoder_attention_mask`, as `labels`-style training does), tnmt
+with `model(src, tgt_in)` and its `label_smoothed_loss`. The other two get the idiomatic
+`F.cross_entropy(..., label_smoothing=0.1, ignore_index=pad)`: the same loss, without the extra NLL
+tnmt also returns for perplexity.
+
+Timing on a shared machine: the systems and precisions are interleaved step by step after warm-up
+steps, so a burst of background load hits all of them alike. Each timed step also reads /proc/stat:
+a step during which other processes used more than `--max-foreign` of the machine's CPU time is kept
+in `tokens_per_s_all_steps` but not in the headline median, and rounds continue (up to
+`--max-rounds`) until every cell has `--iters` quiet steps. Each cell reports the median and the
+interquartile range as a percentage of the median.
 
 The batch: target and source lengths of real Multi30k training sentences when the corpus is found
 (`TNMT_DATA_DIR` or ../shared/data/multi30k), counted without a tokenizer as round(1.3 * whitespace
 words) + 1 (EOS), a fair stand-in for an 8k sentencepiece vocabulary; otherwise lengths drawn from a
 seeded normal fit of those statistics. "bucketed" (default) mimics `TokenBatchSampler`: sentences of
-similar length around the median, little padding. "random" draws sentences regardless of length,
-about two thirds of the positions are padding: a stress test of padding handling.
+similar length around the median, about 10% padding. "random" draws sentences regardless of length,
+about half of the target positions are padding: a stress test of padding handling.
 
 MFU: model FLOPs per step / step time / measured matmul peak. FLOPs count every matmul of the forward
 pass on the real (non-pad) tokens, 2 * m * n * k each, attention scores and mixing included with full
@@ -78,13 +87,12 @@ def pick_lengths(kind: str, seed: int = 0) -> tuple[list[tuple[int, int]], str]:
     lengths = corpus_lengths()
     origin = "multi30k train (1.3 * words + 1)"
     if lengths is None:  # mean/std of the corpus lengths above
-        lengths = [(max(2, round(rng.gauss(16.5, 5.8))), max(2, round(rng.gauss(15.5, 5.4)))) for _ in range(29000)]
+        lengths = [(max(2, round(rng.gauss(16.5, 5.0))), max(2, round(rng.gauss(15.5, 5.0)))) for _ in range(29000)]
         origin = "seeded normal fit of multi30k lengths"
     rng.shuffle(lengths)
-    if kind == "bucketed":  # the sampler's view: sorted by max(src, tgt), take a run around the median
+    if kind == "bucketed":  # neighbours in the order TokenBatchSampler sorts by, max(src, tgt)
         lengths.sort(key=max)
-        start = len(lengths) // 2 - 150
-        lengths = lengths[start:]
+        lengths = lengths[len(lengths) // 2 - 150 :]  # about half of the batch below the median
     picked, total = [], 0
     for pair in lengths:
         if total >= TARGET_TOKENS:
@@ -127,7 +135,7 @@ class TorchReference(nn.Module):
         return self.dropout(self.embed(ids) * math.sqrt(D) + self.positions[: ids.size(1)])
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
-        causal = nn.Transformer.generate_square_subsequent_mask(tgt.size(1))
+        causal = torch.ones(tgt.size(1), tgt.size(1), dtype=torch.bool).triu(1)  # True = masked, as nn wants
         hidden = self.transformer(
             self._embed(src),
             self._embed(tgt),

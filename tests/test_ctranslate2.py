@@ -39,14 +39,6 @@ ARCHITECTURES = {
 }
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def tokenizer(multi30k_dir) -> Tokenizer:
     texts = read_lines(multi30k_dir / "train.en.gz")[:2000] + read_lines(multi30k_dir / "train.de.gz")[:2000]

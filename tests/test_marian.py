@@ -32,15 +32,6 @@ transformers = pytest.importorskip("transformers")
 D_MODEL, MAX_LEN, OUTPUT_CAP = 64, 128, 30
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Small models decode several times faster on one thread than on two busy cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def marian_tokenizer_dir(multi30k_dir, tmp_path_factory) -> Path:
     """source.spm (en), target.spm (de) and vocab.json as Marian builds it: </s> = 0, <unk> = 1, the pieces
