@@ -63,9 +63,7 @@ def train(recipe: Recipe, *, resume: bool = False, progress: bool = True) -> Pat
     valid_data = encode(valid_raw, tokenizer)
     sampler = TokenBatchSampler(train_data.lengths(), max_tokens=cfg.max_tokens, seed=cfg.seed)
     log = _MetricsLog(out / "metrics.jsonl", after_step=state.step)
-    bar = tqdm(
-        total=cfg.max_steps or None, initial=state.step, disable=not progress, unit="step", dynamic_ncols=True
-    )
+    bar = tqdm(total=cfg.max_steps or None, initial=state.step, disable=not progress, unit="step", dynamic_ncols=True)
     ids = dict(pad_id=tokenizer.pad_id, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id)
 
     def validate_and_save() -> bool:
@@ -84,7 +82,8 @@ def train(recipe: Recipe, *, resume: bool = False, progress: bool = True) -> Pat
         )
         return bool(cfg.patience) and state.bad_evals >= cfg.patience
 
-    started, window_tokens, window_start = time.monotonic() - state.elapsed, 0, time.monotonic()
+    started, window_start = time.monotonic() - state.elapsed, time.monotonic()
+    window_tokens = window_loss = window_nll = 0.0  # sums since the last log line
     model.train()
     while True:
         batches = sampler.batches(state.epoch)
@@ -100,10 +99,11 @@ def train(recipe: Recipe, *, resume: bool = False, progress: bool = True) -> Pat
             state.step += 1
             state.batch_index += len(group)
             state.elapsed = time.monotonic() - started
-            window_tokens += n_tokens
+            window_tokens, window_loss, window_nll = window_tokens + n_tokens, window_loss + loss, window_nll + nll
             if state.step % cfg.log_every == 0:
                 rate = window_tokens / max(time.monotonic() - window_start, 1e-9)
                 lr = optimizer.param_groups[0]["lr"]
+                loss, nll = window_loss / window_tokens, window_nll / window_tokens  # per token, whole window
                 log.write(
                     step=state.step,
                     epoch=state.epoch,
@@ -114,7 +114,8 @@ def train(recipe: Recipe, *, resume: bool = False, progress: bool = True) -> Pat
                     elapsed=state.elapsed,
                 )
                 bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{rate:.0f}", epoch=state.epoch)
-                window_tokens, window_start = 0, time.monotonic()
+                window_tokens = window_loss = window_nll = 0.0
+                window_start = time.monotonic()
             bar.update(1)
             out_of_budget = (cfg.max_steps and state.step >= cfg.max_steps) or (
                 cfg.max_minutes and state.elapsed >= 60 * cfg.max_minutes
@@ -136,28 +137,24 @@ def train(recipe: Recipe, *, resume: bool = False, progress: bool = True) -> Pat
 def _update(
     model: Transformer, optimizer: torch.optim.Optimizer, batches: list, *, recipe: Recipe, step: int
 ) -> tuple[float, float, int]:
-    """One optimizer update over (possibly several accumulated) batches; returns per-token loss, NLL, tokens."""
+    """One optimizer update over (possibly several accumulated) batches; returns summed loss, NLL, tokens."""
     cfg = recipe.train
     n_tokens = sum(b.n_tgt_tokens for b in batches)
     total_loss = total_nll = 0.0
     for batch in batches:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
             logits = model(batch.src, batch.tgt_in)  # (B, T, V)
-        loss, nll = label_smoothed_loss(
-            logits, batch.tgt_out, epsilon=cfg.label_smoothing, pad_id=model.config.pad_id
-        )
+        loss, nll = label_smoothed_loss(logits, batch.tgt_out, epsilon=cfg.label_smoothing, pad_id=model.config.pad_id)
         (loss / n_tokens).backward()  # every token of the update weighs the same
         total_loss, total_nll = total_loss + loss.item(), total_nll + nll.item()
     if cfg.clip_norm:
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
-    lr = inverse_sqrt_lr(
-        step, d_model=model.config.d_model, warmup_steps=cfg.warmup_steps, factor=cfg.lr_factor
-    )
+    lr = inverse_sqrt_lr(step, d_model=model.config.d_model, warmup_steps=cfg.warmup_steps, factor=cfg.lr_factor)
     for group in optimizer.param_groups:
         group["lr"] = lr
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    return total_loss / n_tokens, total_nll / n_tokens, n_tokens
+    return total_loss, total_nll, n_tokens
 
 
 @torch.no_grad()
@@ -177,9 +174,7 @@ def evaluate(
     total_nll, total_tokens = 0.0, 0
     for indices in sampler.batches(0):
         batch = collate(data.pairs(indices), **ids)
-        _, nll = label_smoothed_loss(
-            model(batch.src, batch.tgt_in), batch.tgt_out, epsilon=0.0, pad_id=ids["pad_id"]
-        )
+        _, nll = label_smoothed_loss(model(batch.src, batch.tgt_in), batch.tgt_out, epsilon=0.0, pad_id=ids["pad_id"])
         total_nll, total_tokens = total_nll + nll.item(), total_tokens + batch.n_tgt_tokens
     d = recipe.decode
     hypotheses = Translator(model, tokenizer).translate(
@@ -210,9 +205,7 @@ def _start(recipe: Recipe, out: Path, resume: bool):
     if checkpoint is not None:
         model, tokenizer = checkpoint.model, checkpoint.tokenizer
     else:
-        tokenizer = train_tokenizer(
-            recipe.data, read_split(recipe.data, "train", limit=recipe.data.max_train_pairs)
-        )
+        tokenizer = train_tokenizer(recipe.data, read_split(recipe.data, "train", limit=recipe.data.max_train_pairs))
         ids = dict(pad_id=tokenizer.pad_id, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id)
         model = Transformer(recipe.model_config(vocab_size=tokenizer.vocab_size, **ids))
     optimizer = torch.optim.Adam(model.parameters(), lr=0.0, betas=cfg.adam_betas, eps=cfg.adam_eps)
@@ -264,11 +257,7 @@ class _MetricsLog:
     def __init__(self, path: Path, *, after_step: int) -> None:
         self.path = path
         if path.exists():
-            kept = [
-                line
-                for line in path.read_text().splitlines()
-                if line and json.loads(line)["step"] <= after_step
-            ]
+            kept = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= after_step]
             atomic_write_text(path, "".join(line + "\n" for line in kept))
 
     def write(self, **record: float) -> None:
