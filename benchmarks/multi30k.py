@@ -1,10 +1,12 @@
 """Train the Multi30k en->de recipe from scratch and measure BLEU against wall-clock time.
 
     python benchmarks/multi30k.py --minutes 45 120
+    python benchmarks/multi30k.py --minutes 45 && python benchmarks/multi30k.py --minutes 120 --resume
 
 Trains until the first budget, evaluates on test_2016_flickr, resumes (exactly: see train/loop.py)
-until the next budget, evaluates again. Each evaluation reports, for the best checkpoint (greedy and
-beam 4) and for the average of the last checkpoints (beam 4):
+until the next budget, evaluates again. `--resume` continues an earlier invocation's run and adds its
+phases to the existing results, so other jobs can use the CPU between phases. Each evaluation reports,
+for the best checkpoint (greedy and beam 4) and for the average of the last checkpoints (beam 4):
   * sacreBLEU on detokenised cased text, with its signature;
   * BLEU on lower-cased Moses-tokenised text against ../shared/data/multi30k/tok/ (the number
     Multi30k papers report), hypotheses normalised and tokenised with sacremoses the same way.
@@ -71,6 +73,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "outputs" / "bench_multi30k")
     parser.add_argument("--average", type=int, default=5, help="average this many last checkpoints")
     parser.add_argument("--result", type=Path, default=REPO / "benchmarks" / "results" / "multi30k.json")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out, keep earlier phases")
     args = parser.parse_args()
     root = find_multi30k()
     if root is None:
@@ -81,7 +84,7 @@ def main() -> None:
     results = {
         "recipe": args.recipe,
         "machine": {"cpu": platform.processor(), "threads": torch.get_num_threads()},
-        "phases": [],
+        "phases": json.loads(args.result.read_text())["phases"] if args.resume else [],
     }
     for i, minutes in enumerate(sorted(args.minutes)):
         recipe = load_recipe(
@@ -93,7 +96,7 @@ def main() -> None:
                 f"--train.keep_checkpoints={args.average}",
             ],
         )
-        train(recipe, resume=i > 0, progress=False)
+        train(recipe, resume=args.resume or i > 0, progress=False)
         log = [json.loads(line) for line in (args.out / "metrics.jsonl").read_text().splitlines()]
         speeds = sorted(r["tokens_per_s"] for r in log if "tokens_per_s" in r)
         steps = sorted((args.out / "checkpoints").glob("step_*"))[-args.average :]
@@ -108,7 +111,7 @@ def main() -> None:
             "best_beam4": evaluate_checkpoint(args.out / "best", test.src, test.tgt, tok_refs, 4),
             "averaged_beam4": evaluate_checkpoint(averaged, test.src, test.tgt, tok_refs, 4),
         }
-        results["phases"].append(phase)
+        results["phases"] = [p for p in results["phases"] if p["minutes"] != minutes] + [phase]
         print(json.dumps(phase, indent=1, ensure_ascii=False))
         args.result.parent.mkdir(parents=True, exist_ok=True)
         args.result.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")

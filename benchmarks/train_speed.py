@@ -1,41 +1,43 @@
 """Training throughput of tnmt against torch.nn.Transformer and Hugging Face MarianMTModel (issue 3).
 
-One training step = forward + label-smoothed loss + backward + Adam step, on the same batch of about
-4096 target tokens, for three implementations of the same architecture (d_model 256, 3+3 layers,
-FFN 1024, 4 heads, ReLU, post-norm, sinusoidal positions, one shared and tied 8000-word vocabulary,
-dropout 0.1), in fp32 and under `torch.autocast("cpu", dtype=torch.bfloat16)`. Throughput is target
-tokens per second: non-pad positions of the target, the quantity the training loop logs.
+One training step = forward + label-smoothed loss + backward + Adam step (no gradient clipping, fixed
+learning rate), on the same batch of about 4096 target tokens, for three implementations of one
+architecture (d_model 256, 3+3 layers, FFN 1024, 4 heads, ReLU, post-norm, sinusoidal positions, one
+shared and tied 8000-word vocabulary, dropout 0.1), in fp32 and under
+`torch.autocast("cpu", dtype=torch.bfloat16)`. Throughput is in target tokens per second: non-pad
+positions of the target, the quantity the training loop logs.
 
-Fairness: every system gets the same ids and the same optimizer (Adam, betas (0.9, 0.98), eps 1e-9;
-`--adam fused` by default, which is what the Hugging Face Trainer uses since torch 2.8 and what
-tnmt's loop should build, see the report in BENCHMARKS.md; `--adam default` is the per-parameter
-loop torch picks on CPU), and each is used the way its own documentation trains it: nn.Transformer
-with key-padding masks and a causal `tgt_mask`, Marian with the source `attention_mask` and its
-built-in causal decoder mask (no `decoder_attention_mask`, as `labels`-style training does), tnmt
-with `model(src, tgt_in)` and its `label_smoothed_loss`. The other two get the idiomatic
-`F.cross_entropy(..., label_smoothing=0.1, ignore_index=pad)`: the same loss, without the extra NLL
-tnmt also returns for perplexity.
+Fairness: all systems get the same ids and the same optimizer: Adam with betas (0.9, 0.98) and eps 1e-9,
+by default with `fused=True`, which is what the Hugging Face Trainer builds since torch 2.8 and what
+tnmt's loop should build (`--adam default` gives the per-parameter loop PyTorch picks on CPU).
+Each system is used the way its own documentation trains it: nn.Transformer with key-padding masks
+and a causal `tgt_mask`; Marian with the source `attention_mask` and its built-in causal decoder mask
+(no `decoder_attention_mask`, as `labels`-style training does); tnmt with `model(src, tgt_in)` and
+its `label_smoothed_loss`. The other two get the idiomatic single
+`F.cross_entropy(..., label_smoothing=0.1, ignore_index=pad)`: the same loss, without the NLL that
+tnmt also computes for perplexity.
 
-Timing on a shared machine: the systems and precisions are interleaved step by step after warm-up
-steps, so a burst of background load hits all of them alike. Each timed step also reads /proc/stat:
-a step during which other processes used more than `--max-foreign` of the machine's CPU time is kept
-in `tokens_per_s_all_steps` but not in the headline median, and rounds continue (up to
-`--max-rounds`) until every cell has `--iters` quiet steps. Each cell reports the median and the
-interquartile range as a percentage of the median.
+Timing on a shared machine: systems and precisions are interleaved step by step after warm-up steps,
+so a burst of background load hits all of them alike. Each timed step also reads /proc/stat: a step
+during which other processes used more than `--max-foreign` of the machine's CPU time counts in
+`tokens_per_s_all_steps` but not in the headline median, and rounds continue (up to `--max-rounds`)
+until every cell has `--iters` quiet steps. Each cell reports the median and the interquartile range
+(as a percentage of the median).
 
-The batch: target and source lengths of real Multi30k training sentences when the corpus is found
+The batch: source and target lengths of real Multi30k training sentences when the corpus is found
 (`TNMT_DATA_DIR` or ../shared/data/multi30k), counted without a tokenizer as round(1.3 * whitespace
 words) + 1 (EOS), a fair stand-in for an 8k sentencepiece vocabulary; otherwise lengths drawn from a
-seeded normal fit of those statistics. "bucketed" (default) mimics `TokenBatchSampler`: sentences of
-similar length around the median, about 10% padding. "random" draws sentences regardless of length,
-about half of the target positions are padding: a stress test of padding handling.
+seeded normal fit of those statistics. "bucketed" (default) is what `TokenBatchSampler` produces:
+neighbours in length order, around the median, about 10% padding. "random" ignores length, so about
+half of the target positions are padding: a stress test of padding handling.
 
-MFU: model FLOPs per step / step time / measured matmul peak. FLOPs count every matmul of the forward
+MFU = model FLOPs per step / step time / matmul peak. Model FLOPs count every matmul of the forward
 pass on the real (non-pad) tokens, 2 * m * n * k each, attention scores and mixing included with full
 (not causally halved) matrices, times 3 for forward + backward (input and weight gradients). The peak
-is the best of a 2048 x 2048 matmul loop in fp32 and in bf16 on the same threads.
+is the best 2048 x 2048 matmul of a 2-second loop on the same threads, measured before and after the
+timed steps in each precision.
 
-    python benchmarks/train_speed.py [--iters 7] [--batch bucketed|random] [--out FILE]
+    python benchmarks/train_speed.py [--iters 7] [--batch bucketed|random] [--adam fused|default]
 """
 
 import argparse
@@ -62,6 +64,7 @@ D, HEADS, LAYERS, FFN, VOCAB, DROPOUT = 256, 4, 3, 1024, 8000, 0.1
 PAD, BOS, EOS = 0, 1, 2
 EPSILON = 0.1
 TARGET_TOKENS = 4096
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
 # ----------------------------------------------------------------------------------------------- batch
@@ -213,11 +216,15 @@ class Runner:
     forward: Callable[[nn.Module, Tensor, Tensor], Tensor]
     loss: Callable[[Tensor, Tensor], Tensor]
     optimizer: torch.optim.Optimizer
-    times: list[float] = field(default_factory=list)  # every timed step
-    quiet_times: list[float] = field(default_factory=list)  # steps without foreign load
+    times: list[float] = field(default_factory=list)  # one timed step per round
+    quiet: list[bool] = field(default_factory=list)  # whether that step ran without foreign load
+
+    @property
+    def quiet_times(self) -> list[float]:
+        return [t for t, q in zip(self.times, self.quiet, strict=True) if q]
 
     def step(self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, n_tokens: int) -> None:
-        """One training step, as `tnmt.train.loop._update` does it."""
+        """One training step, as `tnmt.train.loop._update` does it (minus clipping and schedule)."""
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.precision == "bf16"):
             logits = self.forward(self.model, src, tgt_in)  # (B, T, V)
         (self.loss(logits, tgt_out) / n_tokens).backward()
@@ -231,8 +238,7 @@ class Runner:
         elapsed = time.perf_counter() - started
         foreign = (busy_cpu_seconds() - busy) - (time.process_time() - own)
         self.times.append(elapsed)
-        if foreign < max_foreign * elapsed * os.cpu_count():
-            self.quiet_times.append(elapsed)
+        self.quiet.append(foreign < max_foreign * elapsed * os.cpu_count())
 
 
 def make_runner(system: str, precision: str, *, adam: str) -> Runner:
@@ -277,20 +283,9 @@ def summarise(times: list[float], n_tokens: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--iters", type=int, default=7, help="quiet timed steps per system and precision")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed steps per system and precision")
-    parser.add_argument("--max-rounds", type=int, default=30, help="give up waiting for quiet steps after this")
-    parser.add_argument("--max-foreign", type=float, default=0.1, help="foreign CPU share of a quiet step")
-    parser.add_argument("--batch", choices=["bucketed", "random"], default="bucketed")
-    parser.add_argument("--systems", default="tnmt,torch.nn,marian")
-    parser.add_argument("--precisions", default="fp32,bf16")
-    parser.add_argument("--adam", choices=["fused", "foreach", "default"], default="fused")
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "train_speed.json")
-    args = parser.parse_args()
+    args = parse_args()
     torch.set_num_threads(args.threads)
-
+    peak = {name: matmul_peak(dtype) for name, dtype in DTYPES.items()}  # GFLOP/s
     lengths, origin = pick_lengths(args.batch)
     src, tgt_in, tgt_out = make_batch(lengths)
     n_tokens = int((tgt_out != PAD).sum())
@@ -307,25 +302,8 @@ def main() -> None:
         rounds += 1
         for runner in runners:  # interleaved: a burst of background load hits every system alike
             runner.timed_step(src, tgt_in, tgt_out, n_tokens, max_foreign=args.max_foreign)
+    peak = {name: max(peak[name], matmul_peak(dtype)) for name, dtype in DTYPES.items()}
 
-    peak = {"fp32": matmul_peak(torch.float32), "bf16": matmul_peak(torch.bfloat16)}
-    flops = model_flops(lengths)
-    results = []
-    for r in runners:
-        stats = summarise(r.quiet_times if len(r.quiet_times) >= 3 else r.times, n_tokens)
-        mfu = flops / stats["step_s"] / 1e9 / peak[r.precision]
-        every = summarise(r.times, n_tokens)["tokens_per_s"]
-        results.append(
-            {
-                "system": r.name,
-                "precision": r.precision,
-                **stats,
-                "mfu": mfu,
-                "quiet_steps": len(r.quiet_times),
-                "timed_steps": len(r.times),
-                "tokens_per_s_all_steps": every,
-            }
-        )
     report = {
         "batch": {
             "kind": args.batch,
@@ -345,12 +323,52 @@ def main() -> None:
         "torch": torch.__version__,
         "transformers": transformers_version(),
         "matmul_peak_gflops": peak,
-        "model_gflop_per_step": flops / 1e9,
-        "results": results,
+        "model_gflop_per_step": model_flops(lengths) / 1e9,
+        "results": [result(r, n_tokens, model_flops(lengths), peak, runners) for r in runners],
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print_table(report)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--iters", type=int, default=7, help="quiet timed steps per system and precision")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps per system and precision")
+    parser.add_argument("--max-rounds", type=int, default=30, help="give up waiting for quiet steps after this")
+    parser.add_argument("--max-foreign", type=float, default=0.1, help="foreign CPU share of a quiet step")
+    parser.add_argument("--batch", choices=["bucketed", "random"], default="bucketed")
+    parser.add_argument("--systems", default="tnmt,torch.nn,marian")
+    parser.add_argument("--precisions", default="fp32,bf16")
+    parser.add_argument("--adam", choices=["fused", "foreach", "default"], default="fused")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "train_speed.json")
+    return parser.parse_args()
+
+
+def result(runner: Runner, n_tokens: int, flops: float, peak: dict[str, float], runners: list[Runner]) -> dict:
+    """One cell of the table: quiet-step statistics (all steps if fewer than 3 were quiet), MFU, and
+    the speed relative to Marian in the same precision as the median of per-round ratios: the two steps
+    of a round ran seconds apart, so a slow drift of the machine cancels out."""
+    stats = summarise(runner.quiet_times if len(runner.quiet_times) >= 3 else runner.times, n_tokens)
+    marian = next((r for r in runners if r.name == "marian" and r.precision == runner.precision), None)
+    ratios = [] if marian is None else paired_ratios(marian, runner)
+    return {
+        "system": runner.name,
+        "precision": runner.precision,
+        **stats,
+        "mfu": flops / stats["step_s"] / 1e9 / peak[runner.precision],
+        "quiet_steps": len(runner.quiet_times),
+        "timed_steps": len(runner.times),
+        "tokens_per_s_all_steps": summarise(runner.times, n_tokens)["tokens_per_s"],
+        "vs_marian_paired": statistics.median(ratios) if ratios else None,
+    }
+
+
+def paired_ratios(reference: Runner, runner: Runner) -> list[float]:
+    """reference step time / runner step time, for every round in which both steps were quiet."""
+    pairs = zip(reference.times, reference.quiet, runner.times, runner.quiet, strict=True)
+    return [ref / own for ref, ref_quiet, own, own_quiet in pairs if ref_quiet and own_quiet]
 
 
 def transformers_version() -> str | None:
@@ -372,10 +390,12 @@ def print_table(report: dict) -> None:
         f" model: {report['model_gflop_per_step']:.1f} GFLOP per step; {report['optimizer']}\n"
     )
     marian = {r["precision"]: r["tokens_per_s"] for r in report["results"] if r["system"] == "marian"}
-    print("| system | precision | target tokens/s | IQR | step (s) | MFU | vs Marian | quiet/timed steps |")
+    print("| system | precision | target tokens/s | IQR | step (s) | MFU | vs Marian (medians; paired) | quiet steps |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for r in report["results"]:
-        ratio = f"{r['tokens_per_s'] / marian[r['precision']]:.2f}x" if r["precision"] in marian else "-"
+        ratio = "-"
+        if r["precision"] in marian:
+            ratio = f"{r['tokens_per_s'] / marian[r['precision']]:.2f}x; {r['vs_marian_paired']:.2f}x"
         print(
             f"| {r['system']} | {r['precision']} | {r['tokens_per_s']:.0f} | {r['iqr_pct']:.0f}% |"
             f" {r['step_s']:.2f} | {100 * r['mfu']:.0f}% | {ratio} | {r['quiet_steps']}/{r['timed_steps']} |"

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from tnmt.blocks.dropout import Dropout
 from tnmt.blocks.embedding import TokenEmbedding
 from tnmt.blocks.kv_cache import KVCache, LayerKV
 from tnmt.blocks.layers import DecoderLayer, EncoderLayer
@@ -43,18 +44,14 @@ class Transformer(nn.Module):
             norm_first=c.norm_first,
             eps=c.layer_norm_eps,
         )
-        self.src_embed = TokenEmbedding(
-            c.src_vocab_size, c.d_model, pad_id=c.pad_id, scale=c.scale_embeddings
-        )
+        self.src_embed = TokenEmbedding(c.src_vocab_size, c.d_model, pad_id=c.pad_id, scale=c.scale_embeddings)
         self.tgt_embed = (
             self.src_embed
             if c.share_embeddings
             else TokenEmbedding(c.tgt_vocab_size, c.d_model, pad_id=c.pad_id, scale=c.scale_embeddings)
         )
-        self.positions = PositionalEncoding(
-            c.max_len, c.d_model, kind=c.positional, layout=c.positional_layout
-        )
-        self.embed_dropout = nn.Dropout(c.dropout)  # on the sums of embeddings and positions (section 5.4)
+        self.positions = PositionalEncoding(c.max_len, c.d_model, kind=c.positional, layout=c.positional_layout)
+        self.embed_dropout = Dropout(c.dropout)  # on the sums of embeddings and positions (section 5.4)
         self.encoder_layers = nn.ModuleList(
             EncoderLayer(c.d_model, c.n_heads, c.d_ff, **layer_args) for _ in range(c.n_encoder_layers)
         )

@@ -43,9 +43,10 @@ def attention(
 ) -> tuple[Tensor, Tensor | None]:
     """Eq. 1 through PyTorch's fused kernel, or written out when that is faster or the weights are wanted.
 
-    On CPU the fused (flash) kernel's backward pass in bf16 is 4-8x slower than the written-out
-    version at translation lengths (B x 4 heads x 17..100 positions; see benchmarks/train_speed.py),
-    so bf16/fp16 training takes the written-out path; its (B, H, Tq, Tk) weights are small there.
+    On CPU, PyTorch's fused (flash) kernel is 5-9x slower than the written-out version for a bf16
+    forward + backward pass at translation lengths (17 to 100 positions, measured with torch 2.13 for
+    benchmarks/train_speed.py), so half-precision training takes the written-out path; the
+    (B, H, Tq, Tk) weights it materialises are small at those lengths. fp32 and inference keep the kernel.
     """
     slow_fused_backward = q.device.type == "cpu" and q.dtype != torch.float32 and q.requires_grad
     if need_weights or slow_fused_backward:

@@ -9,6 +9,8 @@ GELU and swish (SiLU) exist because pretrained MarianMT / OPUS-MT models use the
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from tnmt.blocks.dropout import Dropout
+
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
 
 
@@ -22,7 +24,7 @@ class FeedForward(nn.Module):
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
         self.activation = ACTIVATIONS[activation]
-        self.dropout = nn.Dropout(dropout)  # on the hidden activations ("relu dropout"; 0 in the paper)
+        self.dropout = Dropout(dropout)  # on the hidden activations ("relu dropout"; 0 in the paper)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.linear2(self.dropout(self.activation(self.linear1(x))))

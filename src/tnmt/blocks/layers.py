@@ -11,6 +11,7 @@ from collections.abc import Callable
 from torch import Tensor, nn
 
 from tnmt.blocks.attention import MultiHeadAttention
+from tnmt.blocks.dropout import Dropout
 from tnmt.blocks.feed_forward import FeedForward
 from tnmt.blocks.kv_cache import LayerKV
 
@@ -21,7 +22,7 @@ class Residual(nn.Module):
     def __init__(self, d_model: int, *, dropout: float, norm_first: bool, eps: float) -> None:
         super().__init__()
         self.norm = nn.LayerNorm(d_model, eps=eps)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.norm_first = norm_first
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
@@ -52,9 +53,7 @@ class EncoderLayer(nn.Module):
         self.attn_block = Residual(d_model, dropout=dropout, norm_first=norm_first, eps=eps)
         self.ffn_block = Residual(d_model, dropout=dropout, norm_first=norm_first, eps=eps)
 
-    def forward(
-        self, x: Tensor, mask: Tensor | None, *, need_weights: bool = False
-    ) -> tuple[Tensor, Tensor | None]:
+    def forward(self, x: Tensor, mask: Tensor | None, *, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
         """x (B, S, D), mask (B, 1, 1, S) -> (B, S, D) and optionally weights (B, H, S, S)."""
         weights = None
 

@@ -50,9 +50,7 @@ class PositionalEncoding(nn.Module):
     def forward(self, x: Tensor, *, start: int = 0) -> Tensor:
         end = start + x.size(1)
         if end > self.max_len:
-            raise ValueError(
-                f"sequence of {end} positions exceeds max_len={self.max_len} (ModelConfig.max_len)"
-            )
+            raise ValueError(f"sequence of {end} positions exceeds max_len={self.max_len} (ModelConfig.max_len)")
         if self.learned is not None:
             return x + self.learned.weight[start:end]
         return x + self.table[start:end]
