@@ -12,8 +12,8 @@ length = 32, so EOS never ends it early) and a configuration's speed is sentence
 its searches (encoder included, tokenisation excluded), median of `--runs` runs after one warm-up.
 Each system runs in its own process with 2 threads (`--threads`); the processes take turns, run by run.
 
-Systems: `tnmt` (KV cache), `tnmt-int8` (torch.ao dynamic int8 quantisation of the Linear layers the
-model calls as modules), `textbook` (tnmt's model, re-running the decoder over the whole prefix every
+Systems: `tnmt` (KV cache), `tnmt-int8` (`tnmt.decode.quantize.quantize_int8`: torch.ao dynamic int8
+quantisation of the Linear layers), `textbook` (tnmt's model, re-running the decoder over the whole prefix every
 step; greedy only), `hf` (MarianMTModel.generate), `ct2` / `ct2-int8` (CTranslate2 float32 / int8).
 Results go to benchmarks/results/decode.json and a markdown table on stdout.
 """
@@ -28,7 +28,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import warnings
 from importlib.metadata import version
 from pathlib import Path
 
@@ -122,9 +121,9 @@ def prepare_marian(work: Path) -> None:
 
 def tnmt_model(*, quantize: bool):
     import torch
-    from torch import nn
 
     from tnmt import ModelConfig, Transformer
+    from tnmt.decode.quantize import quantize_int8
 
     torch.manual_seed(0)
     config = ModelConfig(
@@ -141,14 +140,7 @@ def tnmt_model(*, quantize: bool):
         eos_id=EOS,
     )
     model = Transformer(config).eval()
-    if not quantize:
-        return model
-    # Cross-attention slices `in_proj.weight` instead of calling the module, which a quantised
-    # Linear does not support: those layers stay float32.
-    names = {n for n, m in model.named_modules() if isinstance(m, nn.Linear) and not n.endswith("cross_attn.in_proj")}
-    with warnings.catch_warnings():  # torch.ao's deprecation notices (it moves to torchao)
-        warnings.simplefilter("ignore")
-        return torch.ao.quantization.quantize_dynamic(model, names, dtype=torch.qint8)
+    return quantize_int8(model) if quantize else model
 
 
 def system_runner(system: str, work: Path, threads: int):

@@ -1,10 +1,11 @@
-"""A trained checkpoint decoded by tnmt and by its CTranslate2 export: speed, agreement and BLEU.
+"""A trained checkpoint decoded by tnmt (float32, int8) and by its CTranslate2 export: speed, agreement, BLEU.
 
     python benchmarks/decode_ctranslate2_export.py CHECKPOINT [--sentences 1000] [--runs 3] [--threads 2]
 
 Exports CHECKPOINT (e.g. outputs/multi30k_en_de/best) with `tnmt export ctranslate2`, in float32 and
 int8, then translates the first `--sentences` lines of Multi30k test_2016_flickr.en (`TNMT_DATA_DIR`,
-else ../shared/data/multi30k) with tnmt's `Translator` and with `CTranslate2Translator`: greedy, and
+else ../shared/data/multi30k) with tnmt's `Translator` (float32, and int8: `quantize="int8"`, torch.ao
+dynamic quantisation) and with `CTranslate2Translator`: greedy, and
 beam 4 with the recipe's GNMT alpha 0.6. Both get the same text, tokeniser, batches of 64 sentences
 and length limits (source length + 50). Reported per system and search: sentences and output tokens
 per second (median wall time of `--runs` runs after one warm-up, tokenisation included), the share of
@@ -71,7 +72,10 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     tnmt = Translator.from_checkpoint(args.checkpoint)
     with tempfile.TemporaryDirectory() as work:
-        systems = {"tnmt": tnmt.translate}
+        systems = {
+            "tnmt": tnmt.translate,
+            "tnmt-int8": Translator.from_checkpoint(args.checkpoint, quantize="int8").translate,
+        }
         for quantization in ("float32", "int8"):
             out = export_ctranslate2(args.checkpoint, Path(work) / quantization, quantization=quantization)
             systems[f"ct2-{quantization}"] = CTranslate2Translator(out, threads=args.threads).translate

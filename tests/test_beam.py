@@ -17,7 +17,9 @@ class ScriptedCache:
         self.rows = [(s, ()) for s in sentences]
         self.length = 0
 
-    def reorder(self, indices: torch.Tensor) -> None:
+    def reorder(self, indices: torch.Tensor, *, same_sources: bool = False) -> None:
+        if same_sources:  # the promise beam search makes: every row keeps a parent of its own sentence
+            assert all(self.rows[i][0] == row[0] for i, row in zip(indices.tolist(), self.rows, strict=True))
         self.rows = [self.rows[i] for i in indices.tolist()]
 
     def repeat_interleave(self, n: int) -> None:

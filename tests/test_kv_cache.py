@@ -58,6 +58,33 @@ def test_reorder_follows_the_selected_rows():
     torch.testing.assert_close(torch.cat(steps, 1), full[:, 4:], atol=1e-5, rtol=0)
 
 
+@torch.no_grad()  # the buffer-swapping path; with autograd on, `select` copies like index_select
+def test_reordering_every_step_like_beam_search_equals_recomputation():
+    """Beams reordered within their sentence at every step (cross K/V untouched, spare buffers swapped),
+    then a sentence dropped, across the cache's growth at 32 positions: the last step's logits equal a
+    full decoder pass over each row's token history."""
+    model, memory, src_mask = model_and_memory()
+    generator = torch.Generator().manual_seed(1)
+    cache = model.init_cache(memory, src_mask)
+    cache.repeat_interleave(2)  # rows: sentence 0, 0, 1, 1, 2, 2
+    sources = torch.arange(3).repeat_interleave(2)  # (N,) the sentence of each row
+    history = torch.ones(6, 1, dtype=torch.long)  # BOS
+    for t in range(36):
+        model.decode(history[:, -1:], None, cache=cache)
+        rows = torch.arange(sources.numel())
+        parents = rows // 2 * 2 + torch.randint(0, 2, rows.shape, generator=generator)  # a beam of the same sentence
+        same = t != 20
+        if not same:
+            parents = parents[sources[parents] != 1]  # sentence 1 finishes: its rows leave
+        cache.reorder(parents, same_sources=same)
+        sources = sources[parents]
+        history = torch.cat([history[parents], torch.randint(3, 30, (parents.numel(), 1), generator=generator)], 1)
+    step = model.decode(history[:, -1:], None, cache=cache)
+    full = model.decode(history, memory[sources], memory_mask=src_mask[sources])
+    assert cache.batch_size == 4
+    torch.testing.assert_close(step[:, 0], full[:, -1], atol=1e-5, rtol=0)
+
+
 def test_repeat_interleave_starts_beams():
     model, memory, src_mask = model_and_memory()
     cache = model.init_cache(memory, src_mask)

@@ -126,3 +126,8 @@ def test_from_checkpoint_round_trip(tmp_path):
     loaded = Translator.from_checkpoint(tmp_path / "ckpt")
     sentences = ["a dog runs in the park", "", "zwei männer"]
     assert loaded.translate(sentences) == Translator(model, tokenizer).translate(sentences)
+
+
+def test_from_checkpoint_rejects_unknown_quantization(tmp_path):
+    with pytest.raises(ValueError, match="quantize must be None or 'int8'"):
+        Translator.from_checkpoint(tmp_path / "missing", quantize="int4")

@@ -21,6 +21,7 @@ class LayerKV:
     cross_v: Tensor  # (B, H, S, Dh)
     self_k: Tensor | None = None  # (B, H, capacity, Dh); positions >= KVCache.length are unused
     self_v: Tensor | None = None
+    spare: tuple[Tensor, Tensor] | None = None  # buffers of self_k/self_v's shape that `select` fills next
 
     def append(self, k: Tensor, v: Tensor, start: int) -> tuple[Tensor, Tensor]:
         """Write new keys/values (B, H, t, Dh) at positions start..start+t; return all (B, H, start+t, Dh)."""
@@ -43,6 +44,26 @@ class LayerKV:
             new_v[:, :, :old] = self.self_v
         self.self_k, self.self_v = new_k, new_v
 
+    def select(self, indices: Tensor, length: int) -> None:
+        """Keep rows `indices` of the self-attention keys/values, copying only the `length` filled positions.
+
+        Beam search reorders every step, so the copy goes into a spare pair of buffers that are swapped
+        with the current ones instead of allocating: fresh memory costs page faults on every step.
+        """
+        if self.self_k is None:
+            return
+        if self.self_k.requires_grad:  # autograd cannot follow out=; only decoding outside no_grad gets here
+            self.self_k, self.self_v = self.self_k.index_select(0, indices), self.self_v.index_select(0, indices)
+            return
+        n, rest = indices.numel(), self.self_k.shape[1:]
+        if self.spare is None or self.spare[0].size(0) < n or self.spare[0].shape[1:] != rest:
+            self.spare = (self.self_k.new_empty(n, *rest), self.self_v.new_empty(n, *rest))
+        new_k, new_v = self.spare[0][:n], self.spare[1][:n]
+        torch.index_select(self.self_k[:, :, :length], 0, indices, out=new_k[:, :, :length])
+        torch.index_select(self.self_v[:, :, :length], 0, indices, out=new_v[:, :, :length])
+        self.spare = (self.self_k, self.self_v)
+        self.self_k, self.self_v = new_k, new_v
+
 
 @dataclass
 class KVCache:
@@ -56,18 +77,20 @@ class KVCache:
     def batch_size(self) -> int:
         return self.layers[0].cross_k.size(0)
 
-    def reorder(self, indices: Tensor) -> None:
+    def reorder(self, indices: Tensor, *, same_sources: bool = False) -> None:
         """Keep rows `indices` (a LongTensor of batch positions), e.g. the surviving beams' parents.
 
         Rows may repeat (two beams sharing a parent) and the batch may shrink (finished sentences).
+        `same_sources=True` promises that every row i keeps a row with the same source sentence (beam
+        search reordering among the beams of each sentence, none removed): the cross-attention K/V and
+        the memory mask are then unchanged and are not copied.
         """
         for layer in self.layers:
-            layer.cross_k = layer.cross_k.index_select(0, indices)
-            layer.cross_v = layer.cross_v.index_select(0, indices)
-            if layer.self_k is not None:
-                layer.self_k = layer.self_k.index_select(0, indices)
-                layer.self_v = layer.self_v.index_select(0, indices)
-        if self.memory_mask is not None:
+            layer.select(indices, self.length)
+            if not same_sources:
+                layer.cross_k = layer.cross_k.index_select(0, indices)
+                layer.cross_v = layer.cross_v.index_select(0, indices)
+        if self.memory_mask is not None and not same_sources:
             self.memory_mask = self.memory_mask.index_select(0, indices)
 
     def repeat_interleave(self, n: int) -> None:

@@ -132,7 +132,7 @@ def beam_search_nbest(
             keep = (~done).nonzero().view(-1)  # (Ba',)
             parents = parents.view(-1, k)[keep].view(-1)  # (Ba, K) -> (Ba' * K,)
             state.keep(keep)
-        cache.reorder(parents)
+        cache.reorder(parents, same_sources=not n_done)  # parents are beams of the same sentence
         inputs = state.tokens[:, -1]
 
 

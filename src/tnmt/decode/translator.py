@@ -18,6 +18,7 @@ from torch import Tensor
 
 from tnmt.decode.beam import Hypothesis, beam_search_nbest
 from tnmt.decode.greedy import greedy_search
+from tnmt.decode.quantize import quantize_int8
 from tnmt.decode.step import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B
 from tnmt.model import AttentionMaps, Transformer
 
@@ -59,13 +60,21 @@ class Translator:
         self.device = next(model.parameters()).device
 
     @classmethod
-    def from_checkpoint(cls, path: str | os.PathLike[str], *, device: str = "cpu") -> "Translator":
-        """Load a checkpoint directory written by training (or a `best`/`last` link to one)."""
+    def from_checkpoint(
+        cls, path: str | os.PathLike[str], *, device: str = "cpu", quantize: str | None = None
+    ) -> "Translator":
+        """Load a checkpoint directory written by training (or a `best`/`last` link to one).
+
+        `quantize="int8"` runs the Linear layers in int8 on the CPU (see `tnmt.decode.quantize`).
+        """
         # Imported here: the checkpoint module pulls in training code that translating never needs.
         from tnmt.train.checkpoint import load_checkpoint
 
+        if quantize not in (None, "int8") or (quantize and device != "cpu"):
+            raise ValueError(f"quantize must be None or 'int8' (CPU only), got {quantize!r} on {device}")
         checkpoint = load_checkpoint(path, map_location=device)
-        return cls(checkpoint.model.to(device), checkpoint.tokenizer)
+        model = checkpoint.model.to(device)
+        return cls(quantize_int8(model) if quantize else model, checkpoint.tokenizer)
 
     def translate(
         self,

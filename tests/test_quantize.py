@@ -1,0 +1,52 @@
+import pytest
+import torch
+from torch import nn
+
+from tnmt import ModelConfig, Transformer
+from tnmt.decode import greedy_search
+from tnmt.decode.quantize import quantize_int8
+
+
+@pytest.fixture(scope="module")
+def model() -> Transformer:
+    torch.manual_seed(0)
+    config = ModelConfig(
+        src_vocab_size=64,
+        tgt_vocab_size=64,
+        d_model=32,
+        n_heads=4,
+        n_encoder_layers=2,
+        n_decoder_layers=2,
+        d_ff=64,
+        dropout=0.0,
+        share_embeddings=True,
+        tie_output=True,
+    )
+    return Transformer(config).eval()
+
+
+def test_every_linear_but_cross_attention_in_proj_is_quantized_and_the_original_is_untouched(model):
+    quantized = quantize_int8(model)
+    dynamic = torch.ao.nn.quantized.dynamic.Linear
+    kinds = {name: type(m) for name, m in quantized.named_modules() if isinstance(m, nn.Linear | dynamic)}
+    assert len(kinds) == 2 * 4 + 2 * 6 + 1  # encoder: in, out, 2 FFN; decoder: + cross in, out; output
+    assert all(kind is nn.Linear for name, kind in kinds.items() if name.endswith("cross_attn.in_proj"))
+    assert all(kind is dynamic for name, kind in kinds.items() if not name.endswith("cross_attn.in_proj"))
+    assert type(quantized.output) is dynamic
+    assert all(type(m) is nn.Linear for name, m in model.named_modules() if name.endswith(("proj", "output")))
+    assert model.output.weight is model.tgt_embed.weight  # still tied in the float model
+
+
+def test_quantized_logits_stay_close_and_decoding_still_works(model):
+    torch.manual_seed(1)
+    src = torch.randint(3, 64, (4, 9))
+    src[:, -1] = model.config.eos_id
+    tgt = torch.randint(3, 64, (4, 7))
+    tgt[:, 0] = model.config.bos_id
+    quantized = quantize_int8(model)
+    with torch.no_grad():
+        exact, approx = model(src, tgt), quantized(src, tgt)
+    error = (approx - exact).abs().max() / exact.std()
+    assert 0 < error < 0.25  # int8 changes the numbers, by little (BLEU on Multi30k: BENCHMARKS.md)
+    outputs = greedy_search(quantized, src, max_len=6)
+    assert len(outputs) == 4 and all(len(ids) <= 6 for ids in outputs)
