@@ -159,7 +159,7 @@ def build(system: str) -> tuple[nn.Module, Callable[[nn.Module, Tensor, Tensor],
         return Transformer(config), lambda m, src, tgt: m(src, tgt)
     if system == "torch.nn":
         return TorchReference(), lambda m, src, tgt: m(src, tgt)
-    if system == "marian":
+    if system in ("marian", "marian-eager"):
         from transformers import MarianConfig, MarianMTModel
 
         config = MarianConfig(
@@ -186,7 +186,9 @@ def build(system: str) -> tuple[nn.Module, Callable[[nn.Module, Tensor, Tensor],
             out = m(input_ids=src, attention_mask=(src != PAD).long(), decoder_input_ids=tgt, use_cache=False)
             return out.logits
 
-        return MarianMTModel(config), forward
+        # "marian" uses the library's default attention (PyTorch SDPA); "marian-eager" its plain matmul path
+        attention = "eager" if system == "marian-eager" else "sdpa"
+        return MarianMTModel._from_config(config, attn_implementation=attention), forward
     raise ValueError(system)
 
 

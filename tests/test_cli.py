@@ -101,6 +101,9 @@ def test_train_kill_resume_translate_evaluate_average(small_corpus, tmp_path):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.split("\n")
     assert len(lines) == 4 and lines[1] == "" and lines[3] == ""  # alignment kept, empty line stays empty
+    result = tnmt("translate", "--checkpoint", str(out / "best"), "--quantize", "int8", stdin="A man is sleeping.\n\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("\n") == 2 and result.stdout.endswith("\n\n")
 
     result = tnmt(
         "evaluate",

@@ -88,6 +88,14 @@ def test_outputs_links_metrics_and_curves(corpus, tmp_path):
     assert kept == {(out / "best").resolve().name, (out / "last").resolve().name}
 
 
+def test_best_follows_the_chosen_validation_metric(corpus, tmp_path):
+    out = train(recipe(corpus, tmp_path / "chrf", "--train.max_steps=12", "--train.best_metric=chrf"), progress=False)
+    evals = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if "val_chrf" in line]
+    best = max(evals, key=lambda r: r["val_chrf"])  # the first of equals: only a strictly better score moves best
+    assert load_checkpoint(out / "best").trainer_state["step"] == best["step"]
+    assert load_checkpoint(out / "best").trainer_state["best_score"] == best["val_chrf"]
+
+
 def test_resume_without_a_checkpoint_is_a_clear_error(corpus, tmp_path):
     with pytest.raises(UserError, match="nothing to resume"):
         train(recipe(corpus, tmp_path / "none", "--train.max_steps=2"), resume=True, progress=False)

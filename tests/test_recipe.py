@@ -29,6 +29,7 @@ def test_overrides_are_typed_and_applied(repo_root):
         ("[model]\nd_model = 250\nn_heads = 4\npreset = 'base'\n", [], r"ModelConfig.d_model = 250"),
         ("[model]\nsrc_vocab_size = 3\n", [], "comes from the tokenizer"),
         ("", ["--train.warmup_steps=0"], r"TrainConfig.warmup_steps = 0"),
+        ("", ["--train.best_metric=ter"], r"TrainConfig.best_metric = 'ter'.*\"bleu\" or \"chrf\""),
         ("", ["train.max_steps"], "expected --section.key=value"),
         ("[data\n", [], "invalid TOML"),
     ],

@@ -119,12 +119,17 @@ def _decode_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-len-a", type=float, default=1.0, help="output cap = a * source length + b")
     p.add_argument("--max-len-b", type=int, default=50)
     p.add_argument("--batch-size", type=int, default=64, help="sentences per batch")
+    p.add_argument(
+        "--quantize",
+        choices=["int8"],
+        help="int8 dynamic quantisation of the Linear layers (CPU; see benchmarks/BENCHMARKS.md for its cost)",
+    )
 
 
 def _translator(args: argparse.Namespace):
     from tnmt.decode.translator import Translator
 
-    return Translator.from_checkpoint(args.checkpoint)
+    return Translator.from_checkpoint(args.checkpoint, quantize=args.quantize)
 
 
 def _decode_kwargs(args: argparse.Namespace) -> dict:
@@ -158,6 +163,8 @@ def _translate(args: argparse.Namespace, _: list[str]) -> int:
     if args.engine == "ctranslate2":
         from tnmt.interop.ctranslate2 import CTranslate2Translator
 
+        if args.quantize:
+            raise UserError("--quantize is for the torch engine; for CTranslate2 export with --quantization int8")
         translator = CTranslate2Translator(args.checkpoint)
     else:
         translator = _translator(args)

@@ -169,7 +169,8 @@ class TrainConfig:
     bf16: bool = False  # bfloat16 autocast on the CPU
     eval_every: int = 0  # validate every N updates; 0 = at the end of every epoch
     eval_beam_size: int = 1  # validation BLEU decoding (1 = greedy)
-    patience: int = 0  # stop after N validations without a better BLEU; 0 = never
+    best_metric: str = "bleu"  # validation metric that picks `best` and drives early stopping: "bleu" | "chrf"
+    patience: int = 0  # stop after N validations without a better best_metric; 0 = never
     keep_checkpoints: int = 5  # step checkpoints kept on disk (for averaging); best/last are kept too
     log_every: int = 50  # updates between metric log lines
     threads: int = 0  # torch threads; 0 = PyTorch's default
@@ -182,6 +183,7 @@ class TrainConfig:
         _check(self, "label_smoothing", 0.0 <= self.label_smoothing < 1.0, "in [0, 1)")
         _check(self, "lr_factor", self.lr_factor > 0, "positive")
         _check(self, "eval_beam_size", self.eval_beam_size >= 1, ">= 1")
+        _check(self, "best_metric", self.best_metric in ("bleu", "chrf"), '"bleu" or "chrf"')
         _check(self, "max_minutes", self.max_minutes >= 0, ">= 0")
         _check(
             self,

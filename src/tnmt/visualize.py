@@ -62,12 +62,17 @@ def plot_attention(
 
 
 def plot_curves(metrics_jsonl: str | os.PathLike[str], out: str | os.PathLike[str]) -> Path:
-    """Plot training/validation loss and validation BLEU against the step from a JSON-lines log.
+    """Plot training/validation loss and validation BLEU/chrF against the step from a JSON-lines log.
 
     Records look like {"step": 100, "train_loss": 4.2} or {"step": 500, "val_loss": 3.1,
-    "val_bleu": 12.3}; missing keys and unreadable lines (a log cut mid-write) are skipped.
+    "val_bleu": 12.3, "val_chrf": 40.1}; missing keys and unreadable lines (a log cut mid-write) are skipped.
     """
-    series: dict[str, list[tuple[float, float]]] = {"train_loss": [], "val_loss": [], "val_bleu": []}
+    series: dict[str, list[tuple[float, float]]] = {
+        "train_loss": [],
+        "val_loss": [],
+        "val_bleu": [],
+        "val_chrf": [],
+    }
     for line in Path(metrics_jsonl).read_text(encoding="utf-8").splitlines():
         try:
             record = json.loads(line)
@@ -83,9 +88,10 @@ def plot_curves(metrics_jsonl: str | os.PathLike[str], out: str | os.PathLike[st
     for key, label, marker in (("train_loss", "training loss", ""), ("val_loss", "validation loss", "o")):
         if series[key]:
             loss_axes.plot(*zip(*series[key], strict=True), marker=marker, label=label)
-    if series["val_bleu"]:
-        bleu_axes.plot(*zip(*series["val_bleu"], strict=True), marker="o", label="validation BLEU")
-    for axes, ylabel in ((loss_axes, "loss"), (bleu_axes, "BLEU")):
+    for key, label in (("val_bleu", "validation BLEU"), ("val_chrf", "validation chrF")):
+        if series[key]:
+            bleu_axes.plot(*zip(*series[key], strict=True), marker="o", label=label)
+    for axes, ylabel in ((loss_axes, "loss"), (bleu_axes, "BLEU / chrF")):
         axes.set_xlabel("step")
         axes.set_ylabel(ylabel)
         if axes.lines:

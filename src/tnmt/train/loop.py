@@ -42,9 +42,9 @@ class TrainState:
     step: int = 0  # optimizer updates done
     epoch: int = 0
     batch_index: int = 0  # next batch of `epoch`
-    best_bleu: float = -1.0
+    best_score: float = -1.0  # of TrainConfig.best_metric
     best_step: int = 0
-    bad_evals: int = 0  # validations since the best BLEU (early stopping)
+    bad_evals: int = 0  # validations since the best score (early stopping)
     elapsed: float = 0.0  # training seconds, carried over resumes for max_minutes
 
 
@@ -67,18 +67,20 @@ def train(recipe: Recipe, *, resume: bool = False, progress: bool = True) -> Pat
     ids = dict(pad_id=tokenizer.pad_id, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id)
 
     def validate_and_save() -> bool:
-        """Validation loss and BLEU, checkpoint, early-stopping bookkeeping; True = stop now."""
+        """Validation loss, BLEU and chrF, checkpoint, early-stopping bookkeeping; True = stop now."""
         metrics = evaluate(model, tokenizer, valid_data, valid_raw.src, valid_raw.tgt, recipe=recipe)
-        improved = metrics["val_bleu"] > state.best_bleu
+        current = metrics[f"val_{cfg.best_metric}"]
+        improved = current > state.best_score
         if improved:
-            state.best_bleu, state.best_step, state.bad_evals = metrics["val_bleu"], state.step, 0
+            state.best_score, state.best_step, state.bad_evals = current, state.step, 0
         else:
             state.bad_evals += 1
         log.write(step=state.step, epoch=state.epoch, **metrics)
         _save(out, model, tokenizer, optimizer, state, recipe, best=improved)
         bar.write(
             f"step {state.step}: val_loss {metrics['val_loss']:.3f}  val_bleu {metrics['val_bleu']:.2f}"
-            f"  (best {state.best_bleu:.2f} at step {state.best_step})"
+            f"  val_chrf {metrics['val_chrf']:.2f}  (best {cfg.best_metric} {state.best_score:.2f} at step"
+            f" {state.best_step})"
         )
         return bool(cfg.patience) and state.bad_evals >= cfg.patience
 
@@ -167,7 +169,7 @@ def evaluate(
     *,
     recipe: Recipe,
 ) -> dict[str, float]:
-    """Validation loss (per token, teacher-forced, no smoothing) and sacreBLEU of decoded sources."""
+    """Validation loss (per token, teacher-forced, no smoothing), sacreBLEU and chrF of decoded sources."""
     model.eval()
     ids = dict(pad_id=tokenizer.pad_id, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id)
     sampler = TokenBatchSampler(data.lengths(), max_tokens=recipe.train.max_tokens, seed=0, shuffle=False)
@@ -181,10 +183,12 @@ def evaluate(
         sources, beam_size=recipe.train.eval_beam_size, length_penalty=d.length_penalty
     )
     val_loss = total_nll / max(total_tokens, 1)
+    scores = score(hypotheses, references)
     return {
         "val_loss": val_loss,
         "val_ppl": math.exp(min(val_loss, 50)),
-        "val_bleu": score(hypotheses, references).bleu,
+        "val_bleu": scores.bleu,
+        "val_chrf": scores.chrf,
     }
 
 
