@@ -40,15 +40,11 @@ REPO = Path(__file__).resolve().parent.parent
 def tokenized_lowercase_bleu(hypotheses: list[str], tok_refs: list[str]) -> float:
     """BLEU on `lc.norm.tok` text: Moses punctuation normalisation, lower-casing, Moses tokenisation."""
     normalizer, tokenizer = MosesPunctNormalizer(lang="de"), MosesTokenizer(lang="de")
-    tokenized = [
-        tokenizer.tokenize(normalizer.normalize(h).lower(), return_str=True, escape=True) for h in hypotheses
-    ]
+    tokenized = [tokenizer.tokenize(normalizer.normalize(h).lower(), return_str=True, escape=True) for h in hypotheses]
     return sacrebleu.corpus_bleu(tokenized, [tok_refs], tokenize="none", force=True).score
 
 
-def evaluate_checkpoint(
-    path: Path, test_src: list[str], refs: list[str], tok_refs: list[str], beam: int
-) -> dict:
+def evaluate_checkpoint(path: Path, test_src: list[str], refs: list[str], tok_refs: list[str], beam: int) -> dict:
     translator = Translator.from_checkpoint(path)
     start = time.monotonic()
     hypotheses = translator.translate(test_src, beam_size=beam)

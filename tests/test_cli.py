@@ -84,9 +84,7 @@ def test_train_kill_resume_translate_evaluate_average(small_corpus, tmp_path):
     assert saved >= 5
 
     target = saved + 5
-    result = tnmt(
-        "train", recipe, "--resume", f"--train.max_steps={target}", f"--train.out_dir={out}", "--no-progress"
-    )
+    result = tnmt("train", recipe, "--resume", f"--train.max_steps={target}", f"--train.out_dir={out}", "--no-progress")
     assert result.returncode == 0, result.stderr
     assert load_checkpoint(out / "last").trainer_state["step"] == target
 
@@ -142,9 +140,7 @@ def test_bad_inputs_give_one_line_errors(small_corpus, tmp_path):
         tnmt("train", recipe, f"--data.train_src={bad}", f"--train.out_dir={tmp_path / 'x'}"),
         f"{bad}:2: invalid UTF-8",
     )
-    one_line_error(
-        tnmt("train", recipe, f"--train.out_dir={tmp_path / 'y'}", "--resume"), "nothing to resume"
-    )
+    one_line_error(tnmt("train", recipe, f"--train.out_dir={tmp_path / 'y'}", "--resume"), "nothing to resume")
     one_line_error(tnmt("translate", "--checkpoint", str(tmp_path / "nope")), "no such checkpoint directory")
 
 
@@ -174,9 +170,7 @@ def test_evaluate_line_count_mismatch(small_corpus, tmp_path):
 
 
 def test_data_multi30k_copies_a_local_mirror(multi30k_dir, tmp_path):
-    result = tnmt(
-        "data", "multi30k", "--out", str(tmp_path / "m"), "--from", str(multi30k_dir), "--langs", "en", "de"
-    )
+    result = tnmt("data", "multi30k", "--out", str(tmp_path / "m"), "--from", str(multi30k_dir), "--langs", "en", "de")
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "m" / "train.de.gz").read_bytes() == (multi30k_dir / "train.de.gz").read_bytes()
 

@@ -25,9 +25,7 @@ def test_permissions_follow_the_umask(tmp_path: Path) -> None:
     assert (tmp_path / "f").stat().st_mode & 0o777 == 0o644
 
 
-def test_failed_write_keeps_old_content_and_no_temporary(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_failed_write_keeps_old_content_and_no_temporary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "checkpoint.pt"
     io.atomic_write_bytes(path, b"good")
 

@@ -74,9 +74,7 @@ def test_a_resumed_run_ends_with_the_same_weights(corpus, tmp_path):
 
 
 def test_outputs_links_metrics_and_curves(corpus, tmp_path):
-    out = train(
-        recipe(corpus, tmp_path / "run", "--train.max_steps=12", "--train.keep_checkpoints=1"), progress=False
-    )
+    out = train(recipe(corpus, tmp_path / "run", "--train.max_steps=12", "--train.keep_checkpoints=1"), progress=False)
     assert (out / "best").is_symlink() and (out / "last").is_symlink()
     assert (out / "curves.png").stat().st_size > 0
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]

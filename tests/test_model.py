@@ -85,6 +85,7 @@ def to_torch_transformer(model: Transformer) -> nn.Transformer:
     return ref.train()
 
 
+@pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")  # torch's note on its own pre-norm fast path
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_equals_torch_nn_transformer_with_the_same_weights(norm_first):
     model = tiny(norm_first=norm_first)

@@ -36,9 +36,7 @@ class Server:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self._httpd = http.server.ThreadingHTTPServer(
-            ("127.0.0.1", 0), functools.partial(Handler, directory=str(root))
-        )
+        self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()
@@ -82,9 +80,7 @@ def closed_port_url() -> str:
     return f"http://127.0.0.1:{port}"
 
 
-def test_download_checks_gzips_tok_and_is_idempotent(
-    server: Server, multi30k_dir: Path, tmp_path: Path
-) -> None:
+def test_download_checks_gzips_tok_and_is_idempotent(server: Server, multi30k_dir: Path, tmp_path: Path) -> None:
     server.requests.clear()
     out = fetch_multi30k(tmp_path / "m30k", source=f"{server.url}/good")
     assert sorted(server.requests) == sorted(
@@ -145,9 +141,7 @@ def test_silent_server_times_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         sock.listen()  # the kernel completes the connection, nobody ever answers
         start = time.monotonic()
         with pytest.raises(UserError, match="val.en.gz: the server sent nothing for 0.5 s; set TNMT_"):
-            fetch_multi30k(
-                tmp_path, source=f"http://127.0.0.1:{sock.getsockname()[1]}", langs=("en",), splits=("val",)
-            )
+            fetch_multi30k(tmp_path, source=f"http://127.0.0.1:{sock.getsockname()[1]}", langs=("en",), splits=("val",))
     assert time.monotonic() - start < 5
 
 
@@ -191,9 +185,7 @@ def test_multi30k_paths(tmp_path: Path) -> None:
     assert multi30k_paths(tmp_path, "val", "de", "en") == (tmp_path / "val.de.gz", tmp_path / "val.en.gz")
 
 
-def test_find_prefers_tnmt_data_dir(
-    multi30k_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_find_prefers_tnmt_data_dir(multi30k_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TNMT_DATA_DIR", str(multi30k_dir))
     assert find_multi30k(download=False) == multi30k_dir
     broken = tmp_path / "broken"

@@ -7,9 +7,7 @@ def test_values_follow_equation_3():
     d, warmup = 512, 4000
     assert inverse_sqrt_lr(1, d_model=d, warmup_steps=warmup) == pytest.approx(512**-0.5 * 4000**-1.5)
     assert inverse_sqrt_lr(4000, d_model=d, warmup_steps=warmup) == pytest.approx(512**-0.5 * 4000**-0.5)
-    assert inverse_sqrt_lr(16000, d_model=d, warmup_steps=warmup) == pytest.approx(
-        512**-0.5 / 126.49111, rel=1e-6
-    )
+    assert inverse_sqrt_lr(16000, d_model=d, warmup_steps=warmup) == pytest.approx(512**-0.5 / 126.49111, rel=1e-6)
     assert inverse_sqrt_lr(100, d_model=d, warmup_steps=warmup, factor=2.0) == pytest.approx(
         2 * 512**-0.5 * 100 * 4000**-1.5
     )

@@ -31,9 +31,7 @@ def test_special_ids_and_size(tokenizer: Tokenizer) -> None:
 
 
 @pytest.mark.parametrize("lang", ["en", "de"])
-def test_whole_validation_set_round_trips_exactly(
-    tokenizer: Tokenizer, multi30k_dir: Path, lang: str
-) -> None:
+def test_whole_validation_set_round_trips_exactly(tokenizer: Tokenizer, multi30k_dir: Path, lang: str) -> None:
     lines = read_lines(multi30k_dir / f"val.{lang}.gz")
     assert len(lines) == 1014
     # No val line has leading, trailing or repeated spaces, so none needs normalising (val.de has a
@@ -44,9 +42,7 @@ def test_whole_validation_set_round_trips_exactly(
     assert tokenizer.unk_id not in {i for sentence in ids for i in sentence}
 
 
-def test_french_validation_set_round_trips_up_to_space_normalisation(
-    tokenizer: Tokenizer, multi30k_dir: Path
-) -> None:
+def test_french_validation_set_round_trips_up_to_space_normalisation(tokenizer: Tokenizer, multi30k_dir: Path) -> None:
     lines = read_lines(multi30k_dir / "val.fr.gz")  # a language the model never saw: byte fallback
     decoded = tokenizer.decode_target_batch(tokenizer.encode_source_batch(lines))
     assert decoded == [sentencepiece_normalization(line) for line in lines]
@@ -118,8 +114,9 @@ def test_load_errors_name_the_file(tokenizer: Tokenizer, tmp_path: Path) -> None
     tokenizer.save(directory)
     (directory / "target.spm").unlink()
     with pytest.raises(UserError, match="target.spm: no such file"):
-        Tokenizer.from_files(directory / "source.spm", directory / "target.spm", vocab=None,
-                             pad_id=0, bos_id=1, eos_id=2, unk_id=3)
+        Tokenizer.from_files(
+            directory / "source.spm", directory / "target.spm", vocab=None, pad_id=0, bos_id=1, eos_id=2, unk_id=3
+        )
     (directory / "tokenizer.json").write_text('{"format_version": 1,\n "pad_id": }')
     with pytest.raises(UserError, match=f"^{re.escape(str(directory / 'tokenizer.json'))}:2: invalid JSON"):
         Tokenizer.load(directory)
@@ -163,5 +160,12 @@ def test_explicit_vocabulary_renumbers_ids(tokenizer: Tokenizer, tmp_path: Path)
 def test_special_ids_must_be_in_the_vocabulary(tokenizer: Tokenizer, tmp_path: Path) -> None:
     tokenizer.save(tmp_path)
     with pytest.raises(ValueError, match="pad_id=7 is outside the vocabulary of 3 pieces"):
-        Tokenizer.from_files(tmp_path / "source.spm", tmp_path / "target.spm", vocab=["a", "b", "c"],
-                             pad_id=7, bos_id=1, eos_id=2, unk_id=0)
+        Tokenizer.from_files(
+            tmp_path / "source.spm",
+            tmp_path / "target.spm",
+            vocab=["a", "b", "c"],
+            pad_id=7,
+            bos_id=1,
+            eos_id=2,
+            unk_id=0,
+        )

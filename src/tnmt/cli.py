@@ -36,12 +36,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Train from a recipe; override any key with --section.key=value.",
     )
     p.add_argument("config", help="TOML recipe, e.g. configs/multi30k_en_de.toml")
-    p.add_argument(
-        "--resume", action="store_true", help="continue from OUT_DIR/last exactly where it stopped"
-    )
-    p.add_argument(
-        "--no-progress", action="store_true", help="no progress bar (logs still go to metrics.jsonl)"
-    )
+    p.add_argument("--resume", action="store_true", help="continue from OUT_DIR/last exactly where it stopped")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (logs still go to metrics.jsonl)")
     p.set_defaults(run=_train)
 
     p = sub.add_parser("translate", help="translate stdin (or -i FILE) line by line")
@@ -110,9 +106,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _decode_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--checkpoint", required=True, type=Path, help="checkpoint directory (or a best/last link)"
-    )
+    p.add_argument("--checkpoint", required=True, type=Path, help="checkpoint directory (or a best/last link)")
     p.add_argument("--beam-size", type=int, default=4, help="1 = greedy (default: 4, the paper's)")
     p.add_argument("--length-penalty", type=float, default=0.6, help="GNMT alpha (default: 0.6)")
     p.add_argument("--max-len", type=int, default=None, help="absolute cap on output tokens")
@@ -151,9 +145,7 @@ def _train(args: argparse.Namespace, overrides: list[str]) -> int:
         if not item.startswith("--") or "=" not in item:
             raise UserError(f"unexpected argument {item!r}: overrides look like --section.key=value")
     out = train(load_recipe(args.config, overrides), resume=args.resume, progress=not args.no_progress)
-    print(
-        f"checkpoints in {out}: best -> {(out / 'best').resolve().name}, last -> {(out / 'last').resolve().name}"
-    )
+    print(f"checkpoints in {out}: best -> {(out / 'best').resolve().name}, last -> {(out / 'last').resolve().name}")
     return 0
 
 

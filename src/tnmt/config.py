@@ -100,9 +100,7 @@ class ModelConfig:
     def small(cls, *, src_vocab_size: int, tgt_vocab_size: int, **overrides: Any) -> "ModelConfig":
         """Sized for a 2-core CPU and a 30k-sentence corpus: 3+3 layers, d_model 256, 4 heads, d_ff 1024."""
         small = dict(d_model=256, n_heads=4, n_encoder_layers=3, n_decoder_layers=3, d_ff=1024, dropout=0.1)
-        return cls.base(
-            src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, **{**small, **overrides}
-        )
+        return cls.base(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, **{**small, **overrides})
 
     def replace(self, **changes: Any) -> "ModelConfig":
         return replace(self, **changes)

@@ -25,9 +25,7 @@ class Scores:
 def score(hypotheses: list[str], references: list[str]) -> Scores:
     """Corpus-level BLEU and chrF of detokenised hypotheses against one reference each."""
     if len(hypotheses) != len(references):
-        raise UserError(
-            f"{len(hypotheses)} hypotheses but {len(references)} references: they must align line by line"
-        )
+        raise UserError(f"{len(hypotheses)} hypotheses but {len(references)} references: they must align line by line")
     bleu, chrf = sacrebleu.BLEU(), sacrebleu.CHRF()
     bleu_score = bleu.corpus_score(hypotheses, [references])
     chrf_score = chrf.corpus_score(hypotheses, [references])

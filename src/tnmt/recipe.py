@@ -59,12 +59,8 @@ def load_recipe(path: str | None, overrides: Sequence[str] = ()) -> Recipe:
     where = path or "command line"
     unknown = sorted(set(data) - {*RECIPE_SECTIONS, "model"})
     if unknown:
-        raise UserError(
-            f"{where}: unknown section(s) {unknown}; valid: {sorted([*RECIPE_SECTIONS, 'model'])}"
-        )
-    sections = {
-        name: _build(cls, data.get(name, {}), f"{where} [{name}]") for name, cls in RECIPE_SECTIONS.items()
-    }
+        raise UserError(f"{where}: unknown section(s) {unknown}; valid: {sorted([*RECIPE_SECTIONS, 'model'])}")
+    sections = {name: _build(cls, data.get(name, {}), f"{where} [{name}]") for name, cls in RECIPE_SECTIONS.items()}
     model = data.get("model", {})
     for key, value in model.items():
         if key in MODEL_FROM_TOKENIZER:

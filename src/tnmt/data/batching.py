@@ -89,9 +89,7 @@ class TokenBatchSampler:
         return batches
 
 
-def collate(
-    pairs: Sequence[tuple[list[int], list[int]]], *, pad_id: int, bos_id: int, eos_id: int
-) -> Batch:
+def collate(pairs: Sequence[tuple[list[int], list[int]]], *, pad_id: int, bos_id: int, eos_id: int) -> Batch:
     """Pad (source ids, target ids) pairs into a `Batch`.
 
     The source gets EOS and no BOS (the encoder needs no start symbol, as in fairseq and MarianMT).

@@ -65,9 +65,7 @@ def read_lines(path: str | Path) -> list[str]:
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
-def read_parallel(
-    src_path: str | Path, tgt_path: str | Path, *, normalize_whitespace: bool = False
-) -> ParallelCorpus:
+def read_parallel(src_path: str | Path, tgt_path: str | Path, *, normalize_whitespace: bool = False) -> ParallelCorpus:
     """Read two line-aligned files.
 
     Args:
@@ -110,9 +108,7 @@ def read_tsv(path: str | Path, *, normalize_whitespace: bool = False) -> Paralle
     return ParallelCorpus(src=src, tgt=tgt)
 
 
-def filter_pairs(
-    src_ids: list[list[int]], tgt_ids: list[list[int]], *, max_len: int, min_len: int = 1
-) -> list[int]:
+def filter_pairs(src_ids: list[list[int]], tgt_ids: list[list[int]], *, max_len: int, min_len: int = 1) -> list[int]:
     """Indices of the pairs whose both sides have between `min_len` and `max_len` tokens.
 
     Filtering happens on subword ids, not characters or words, because the token count is what

@@ -58,9 +58,7 @@ def read_split(config: DataConfig, split: str, *, limit: int = 0) -> ParallelCor
 
 def train_tokenizer(config: DataConfig, corpus: ParallelCorpus) -> Tokenizer:
     """A joint source+target subword vocabulary learnt on the training text only."""
-    return Tokenizer.train(
-        corpus.src + corpus.tgt, vocab_size=config.vocab_size, model_type=config.tokenizer_model
-    )
+    return Tokenizer.train(corpus.src + corpus.tgt, vocab_size=config.vocab_size, model_type=config.tokenizer_model)
 
 
 def encode(corpus: ParallelCorpus, tokenizer: Tokenizer, *, max_len: int | None = None) -> EncodedPairs:

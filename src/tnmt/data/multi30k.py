@@ -128,9 +128,7 @@ def fetch_multi30k(
     return out_dir
 
 
-def find_multi30k(
-    *, download: bool = True, langs: Sequence[str] = ("en", "de"), tok: bool = True
-) -> Path | None:
+def find_multi30k(*, download: bool = True, langs: Sequence[str] = ("en", "de"), tok: bool = True) -> Path | None:
     """Where a command finds Multi30k, without the user having to say.
 
     In order: the local copy named by `TNMT_DATA_DIR` (verified, used in place), the cache

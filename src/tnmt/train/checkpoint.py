@@ -118,9 +118,7 @@ def average_checkpoints(paths: list[Path], out: Path) -> Path:
     for p in paths[1:]:
         other = load_checkpoint(p)
         if other.model.config != first.model.config:
-            raise UserError(
-                f"{p}: config.json differs from {paths[0]}; only one model's checkpoints can be averaged"
-            )
+            raise UserError(f"{p}: config.json differs from {paths[0]}; only one model's checkpoints can be averaged")
         for k, v in other.model.state_dict().items():
             total[k] += v.double()
     first.model.load_state_dict({k: (v / len(paths)).to(torch.float32) for k, v in total.items()})
