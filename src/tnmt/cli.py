@@ -5,6 +5,7 @@ stderr and exits with status 2; no traceback, nothing half-written.
 """
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -24,6 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"tnmt {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader stopped early (`tnmt translate ... | head`): not our error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit-time flush stays quiet
+        return 0
 
 
 def _parser() -> argparse.ArgumentParser:
