@@ -138,6 +138,7 @@ def tnmt_model(*, quantize: bool):
         pad_id=PAD,
         bos_id=BOS,
         eos_id=EOS,
+        tie_output=False,
     )
     model = Transformer(config).eval()
     return quantize_int8(model) if quantize else model
@@ -191,6 +192,7 @@ def system_runner(system: str, work: Path, threads: int):
 
         return padded, run_hf
 
+    from tnmt.config import DecodeConfig
     from tnmt.decode import beam_search, greedy_search
 
     model = tnmt_model(quantize=system == "tnmt-int8")
@@ -199,9 +201,9 @@ def system_runner(system: str, work: Path, threads: int):
 
     def run_tnmt(src, beam):
         if beam == 1:
-            out = greedy_search(model, src, max_len=STEPS, min_len=STEPS)
+            out = greedy_search(model, src, DecodeConfig(max_len=STEPS, min_len=STEPS))
         else:
-            out = beam_search(model, src, beam_size=beam, max_len=STEPS, min_len=STEPS)
+            out = beam_search(model, src, DecodeConfig(beam_size=beam, max_len=STEPS, min_len=STEPS))
         return [len(ids) for ids in out]
 
     return padded, run_tnmt

@@ -23,6 +23,7 @@ import platform
 import statistics
 import tempfile
 import time
+from dataclasses import asdict
 from importlib.metadata import version
 from pathlib import Path
 
@@ -103,7 +104,7 @@ def main() -> None:
                 print(rows[-1], flush=True)
     result = dict(
         checkpoint=str(args.checkpoint),
-        model=tnmt.model.config.to_dict(),
+        model=asdict(tnmt.model.config),
         sentences=len(sources),
         batch_size=BATCH_SIZE,
         threads=args.threads,

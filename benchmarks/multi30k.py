@@ -24,6 +24,7 @@ import sacrebleu
 import torch
 from sacremoses import MosesPunctNormalizer, MosesTokenizer
 
+from tnmt.checkpoint import average_checkpoints
 from tnmt.config import DataConfig
 from tnmt.data.corpus import read_parallel
 from tnmt.data.dataset import corpus_files
@@ -31,7 +32,6 @@ from tnmt.data.multi30k import find_multi30k
 from tnmt.decode.translator import Translator
 from tnmt.evaluate import score
 from tnmt.recipe import load_recipe
-from tnmt.train.checkpoint import average_checkpoints
 from tnmt.train.loop import train
 
 REPO = Path(__file__).resolve().parent.parent

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from tnmt import ModelConfig, Transformer
+from tnmt.config import DecodeConfig
 from tnmt.decode import Hypothesis, beam_search, beam_search_nbest, gnmt_length_penalty, greedy_search
 
 PAD, BOS, EOS, A, B, C = range(6)
@@ -78,9 +79,9 @@ def assert_hypotheses(found: list[Hypothesis], expected: list[Hypothesis]) -> No
     assert [h.log_prob for h in found] == pytest.approx([h.log_prob for h in expected], abs=1e-6)
 
 
-def search(model, sentences: list[int], **options) -> list[list[Hypothesis]]:
+def search(model, sentences: list[int], *, n_best: int, **options) -> list[list[Hypothesis]]:
     src = torch.tensor([[s, EOS] for s in sentences])
-    return beam_search_nbest(model, src, **options)
+    return beam_search_nbest(model, src, DecodeConfig(**options), n_best=n_best)
 
 
 def test_length_penalty_is_gnmt():
@@ -128,9 +129,9 @@ def test_a_batch_shrinks_as_sentences_finish_and_matches_single_runs():
 
 def test_beam_search_returns_the_best_tokens_and_checks_its_arguments():
     src = torch.tensor([[3, EOS]])
-    assert beam_search(ScriptedModel({3: SCRIPT}, DEFAULT), src, beam_size=2) == [[B]]
+    assert beam_search(ScriptedModel({3: SCRIPT}, DEFAULT), src, DecodeConfig(beam_size=2)) == [[B]]
     with pytest.raises(ValueError, match="n_best"):
-        beam_search_nbest(ScriptedModel({3: SCRIPT}, DEFAULT), src, beam_size=2, n_best=3)
+        beam_search_nbest(ScriptedModel({3: SCRIPT}, DEFAULT), src, DecodeConfig(beam_size=2), n_best=3)
 
 
 # --- a real (random, tiny) Transformer ---
@@ -149,6 +150,7 @@ def model() -> Transformer:
         d_ff=32,
         dropout=0.0,
         max_len=24,
+        tie_output=False,
     )
     model = Transformer(config).eval()
     with torch.no_grad():
@@ -176,23 +178,23 @@ def unpadded(i: int) -> torch.Tensor:
 
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
 def test_beam_size_one_is_greedy(model, alpha):
-    greedy = greedy_search(model, SOURCES, max_len=12)
-    assert beam_search(model, SOURCES, beam_size=1, max_len=12, length_penalty=alpha) == greedy
+    greedy = greedy_search(model, SOURCES, DecodeConfig(max_len=12))
+    assert beam_search(model, SOURCES, DecodeConfig(beam_size=1, max_len=12, length_penalty=alpha)) == greedy
     assert len({len(out) for out in greedy}) > 2  # the case is not trivial
 
 
 def test_a_batch_equals_its_sentences_one_at_a_time(model):
-    batch = beam_search_nbest(model, SOURCES, beam_size=3, n_best=3, max_len=12)
+    batch = beam_search_nbest(model, SOURCES, DecodeConfig(beam_size=3, max_len=12), n_best=3)
     for i in range(len(SOURCES)):
-        alone = beam_search_nbest(model, unpadded(i), beam_size=3, n_best=3, max_len=12)[0]
+        alone = beam_search_nbest(model, unpadded(i), DecodeConfig(beam_size=3, max_len=12), n_best=3)[0]
         assert [h.tokens for h in batch[i]] == [h.tokens for h in alone]
         assert [h.score for h in batch[i]] == pytest.approx([h.score for h in alone], abs=1e-4)
 
 
 def test_scores_are_the_models_log_probs_and_beat_greedy(model):
     limit = 12
-    nbest = beam_search_nbest(model, SOURCES, beam_size=4, n_best=4, max_len=limit, length_penalty=0.0)
-    greedy = greedy_search(model, SOURCES, max_len=limit)
+    nbest = beam_search_nbest(model, SOURCES, DecodeConfig(beam_size=4, max_len=limit, length_penalty=0.0), n_best=4)
+    greedy = greedy_search(model, SOURCES, DecodeConfig(max_len=limit))
     for i, hyps in enumerate(nbest):
         src = unpadded(i)
         assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
@@ -204,8 +206,8 @@ def test_scores_are_the_models_log_probs_and_beat_greedy(model):
 
 
 def test_empty_and_overlong_requests(model):
-    [hyps] = beam_search_nbest(model, torch.tensor([[2]]), beam_size=2, n_best=2)  # source = just EOS
+    [hyps] = beam_search_nbest(model, torch.tensor([[2]]), DecodeConfig(beam_size=2), n_best=2)  # source = just EOS
     assert 1 <= len(hyps) <= 2 and all(len(h.tokens) <= model.config.max_len - 1 for h in hyps)
     # A cap beyond the model's positions is clamped rather than overflowing the positional encoding.
-    out = beam_search(model, SOURCES, beam_size=2, max_len=1000, min_len=1000)
+    out = beam_search(model, SOURCES, DecodeConfig(beam_size=2, max_len=1000, min_len=1000))
     assert all(len(ids) == model.config.max_len - 1 for ids in out)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tnmt.train.checkpoint import load_checkpoint
+from tnmt.checkpoint import load_checkpoint
 
 
 def tnmt(*args: str, stdin: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -1,6 +1,10 @@
+from dataclasses import asdict
+
 import pytest
 
 from tnmt import ModelConfig
+from tnmt.config import PRESETS, DecodeConfig, TrainConfig, parse
+from tnmt.errors import UserError
 
 
 def test_presets_follow_table_3():
@@ -36,11 +40,61 @@ def test_bad_values_name_the_field(overrides, field):
         ModelConfig(**{"src_vocab_size": 100, "tgt_vocab_size": 100, **overrides})
 
 
-def test_from_dict_rejects_unknown_keys_and_lists_valid_ones():
-    with pytest.raises(ValueError, match=r"unknown ModelConfig field\(s\) \['d_modle'\].*d_model"):
-        ModelConfig.from_dict({"src_vocab_size": 10, "tgt_vocab_size": 10, "d_modle": 8})
+def test_parse_rejects_unknown_keys_and_lists_valid_ones():
+    with pytest.raises(UserError, match=r"config.json: unknown key 'd_modle'; valid keys: \[.*'d_model'"):
+        parse(ModelConfig, {"src_vocab_size": 10, "tgt_vocab_size": 10, "d_modle": 8}, where="config.json")
 
 
 def test_dict_round_trip():
     config = ModelConfig.small(src_vocab_size=50, tgt_vocab_size=50, activation="gelu")
-    assert ModelConfig.from_dict(config.to_dict()) == config
+    assert parse(ModelConfig, asdict(config), where="x") == config
+
+
+@pytest.mark.parametrize(
+    ("cls", "values", "message"),
+    [
+        (TrainConfig, {"max_steps": "3"}, r"^w max_steps = '3': expected int$"),
+        (TrainConfig, {"max_steps": True}, r"^w max_steps = True: expected int$"),
+        (TrainConfig, {"bf16": 1}, r"^w bf16 = 1: expected bool$"),
+        (TrainConfig, {"best_metric": "ter"}, r"^w best_metric = 'ter': expected one of 'bleu', 'chrf'$"),
+        (TrainConfig, {"warmup_steps": 0}, r"^w: TrainConfig.warmup_steps = 0: must be positive$"),
+        (DecodeConfig, {"length_penalty": float("nan")}, r"DecodeConfig.length_penalty = nan: must be a finite"),
+    ],
+)
+def test_parse_is_strict_about_types_and_names_the_key(cls, values, message):
+    with pytest.raises(UserError, match=message):
+        parse(cls, values, where="w")
+
+
+def test_parse_takes_ints_for_floats_and_lists_for_tuples():
+    config = parse(TrainConfig, {"lr_factor": 2, "adam_betas": [0.9, 0.99]}, where="w")
+    assert config.lr_factor == 2.0 and isinstance(config.lr_factor, float) and config.adam_betas == (0.9, 0.99)
+
+
+def test_a_bare_model_config_is_the_papers_base_model():
+    config = ModelConfig(src_vocab_size=100, tgt_vocab_size=120)
+    assert (config.d_model, config.n_heads, config.d_ff, config.n_encoder_layers, config.n_decoder_layers) == (
+        512,
+        8,
+        2048,
+        6,
+        6,
+    )
+    assert config.tie_output and not config.norm_first and config.positional == "sinusoidal"
+    shape = {name: value for name, value in asdict(config).items() if name in asdict(PRESETS["base"])}
+    assert asdict(PRESETS["base"]) == {**shape, "share_embeddings": True}
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"beam_size": 0}, "beam_size"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"max_len": -1}, "max_len"),
+        ({"quantize": "int4"}, "quantize"),
+        ({"max_len_a": -1.0}, "max_len_a"),
+    ],
+)
+def test_decode_config_rejects_bad_values(changes, field):
+    with pytest.raises(ValueError, match=rf"DecodeConfig\.{field} = "):
+        DecodeConfig(**changes)

@@ -13,15 +13,15 @@ import sys
 import pytest
 import torch
 
+from tnmt.checkpoint import save_checkpoint
 from tnmt.cli import main
-from tnmt.config import ModelConfig
+from tnmt.config import DecodeConfig, ModelConfig
 from tnmt.data.corpus import read_lines
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.decode import beam_search, greedy_search
 from tnmt.errors import UserError
 from tnmt.interop.ctranslate2 import CTranslate2Translator, export_ctranslate2
 from tnmt.model import Transformer
-from tnmt.train.checkpoint import save_checkpoint
 
 pytest.importorskip("ctranslate2")
 
@@ -64,7 +64,7 @@ def random_model(tokenizer: Tokenizer, **overrides) -> Transformer:
         pad_id=tokenizer.pad_id,
         bos_id=tokenizer.bos_id,
         eos_id=tokenizer.eos_id,
-        **overrides,
+        **{"tie_output": False, **overrides},
     )
     model = Transformer(config).eval()
     generator = torch.Generator().manual_seed(0)
@@ -112,7 +112,7 @@ def test_greedy_ids_equal_tnmts(exported, sources, tokenizer):
 def test_beam_ids_equal_tnmts_without_length_penalty(exported, sources, tokenizer):
     model, _, ct2_dir = exported
     limits = dict(max_len=30, max_len_a=0.0, max_len_b=30)
-    ours = beam_search(model, batch(sources, tokenizer), beam_size=4, length_penalty=0.0, **limits)
+    ours = beam_search(model, batch(sources, tokenizer), DecodeConfig(beam_size=4, length_penalty=0.0, **limits))
     theirs = CTranslate2Translator(ct2_dir, threads=1).translate_ids(sources, beam_size=4, length_penalty=0.0, **limits)
     assert theirs == ours
 

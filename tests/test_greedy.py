@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from tnmt import ModelConfig, Transformer
+from tnmt.config import DecodeConfig
 from tnmt.decode import greedy_search
 
 SOURCES = torch.tensor(
@@ -22,6 +23,7 @@ def tiny_model(*, logits_bias: dict[int, float] | None = None) -> Transformer:
         dropout=0.0,
         max_len=24,
         final_logits_bias=logits_bias is not None,
+        tie_output=False,
     )
     model = Transformer(config).eval()
     with torch.no_grad():
@@ -59,7 +61,7 @@ def unpadded(i: int) -> torch.Tensor:
 
 @pytest.mark.parametrize("min_len", [0, 3])
 def test_cached_batched_search_equals_the_uncached_loop(model, min_len):
-    found = greedy_search(model, SOURCES, max_len=12, min_len=min_len)
+    found = greedy_search(model, SOURCES, DecodeConfig(max_len=12, min_len=min_len))
     expected = [reference_greedy(model, unpadded(i), limit=12, min_len=min_len) for i in range(len(SOURCES))]
     assert found == expected
     assert len({len(ids) for ids in found}) > 2  # EOS at several steps, and some hit the limit
@@ -80,24 +82,24 @@ def test_finished_sentences_leave_the_batch(model, monkeypatch):
         return decode(tgt_ids, memory, **kwargs)
 
     monkeypatch.setattr(model, "decode", recording_decode)
-    out = greedy_search(model, SOURCES, max_len=12)
+    out = greedy_search(model, SOURCES, DecodeConfig(max_len=12))
     assert sizes[0] == len(SOURCES) and sizes == sorted(sizes, reverse=True) and sizes[-1] < sizes[0]
     assert len(sizes) == max(len(ids) + (len(ids) < 12) for ids in out)  # no step after the last finished
 
 
 def test_length_limits(model):
     lengths = (SOURCES != 0).sum(1).tolist()
-    out = greedy_search(model, SOURCES, max_len_a=0.5, max_len_b=1)  # at most floor(len / 2) + 1
+    out = greedy_search(model, SOURCES, DecodeConfig(max_len_a=0.5, max_len_b=1))  # at most floor(len / 2) + 1
     assert all(len(ids) <= n // 2 + 1 for ids, n in zip(out, lengths, strict=True))
-    assert max(len(ids) for ids in greedy_search(model, SOURCES, max_len=3)) == 3
+    assert max(len(ids) for ids in greedy_search(model, SOURCES, DecodeConfig(max_len=3))) == 3
     # A cap beyond the model's positions is clamped: the output and its EOS fit max_len positions.
-    out = greedy_search(model, SOURCES, max_len=1000, min_len=1000)
+    out = greedy_search(model, SOURCES, DecodeConfig(max_len=1000, min_len=1000))
     assert [len(ids) for ids in out] == [model.config.max_len - 1] * len(SOURCES)
 
 
 def test_never_generates_pad_or_bos():
     model = tiny_model(logits_bias={0: 50.0, 1: 50.0})  # pad and BOS would win every step
-    out = greedy_search(model, SOURCES, max_len=8)
+    out = greedy_search(model, SOURCES, DecodeConfig(max_len=8))
     assert all(0 not in ids and 1 not in ids for ids in out)
     assert out == [reference_greedy(model, unpadded(i), limit=8) for i in range(len(SOURCES))]
 

@@ -16,6 +16,7 @@ def model_and_memory():
         d_ff=32,
         dropout=0.0,
         max_len=64,
+        tie_output=False,
     )
     model = Transformer(config).eval()
     src = torch.tensor([[5, 6, 7, 2, 0], [8, 9, 10, 11, 2], [12, 13, 2, 0, 0]])

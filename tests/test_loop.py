@@ -8,9 +8,9 @@ import torch
 from num2words import num2words
 from safetensors.torch import load_file
 
+from tnmt.checkpoint import load_checkpoint
 from tnmt.errors import UserError
 from tnmt.recipe import load_recipe
-from tnmt.train.checkpoint import load_checkpoint
 from tnmt.train.loop import train
 
 

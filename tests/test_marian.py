@@ -17,14 +17,15 @@ import torch
 from safetensors.torch import load_file
 
 from tnmt.blocks.positional import sinusoidal_table
+from tnmt.checkpoint import load_checkpoint
 from tnmt.cli import main
+from tnmt.config import DecodeConfig
 from tnmt.data.corpus import read_lines
 from tnmt.decode import beam_search, greedy_search
 from tnmt.errors import UserError
 from tnmt.interop.marian import load_marian
 from tnmt.interop.marian_config import CONFIG_FIELDS, marian_model_config
 from tnmt.recipe import load_recipe
-from tnmt.train.checkpoint import load_checkpoint
 from tnmt.train.loop import train
 
 transformers = pytest.importorskip("transformers")
@@ -214,9 +215,9 @@ def test_search_matches_generate(hf_dir, imported, sources, num_beams):
     src = source_batch(checkpoint, sources)
     limits = dict(max_len=OUTPUT_CAP, max_len_a=0.0, max_len_b=OUTPUT_CAP)
     if num_beams == 1:
-        ours = greedy_search(checkpoint.model, src, **limits)
+        ours = greedy_search(checkpoint.model, src, DecodeConfig(**limits))
     else:
-        ours = beam_search(checkpoint.model, src, beam_size=num_beams, length_penalty=0.0, **limits)
+        ours = beam_search(checkpoint.model, src, DecodeConfig(beam_size=num_beams, length_penalty=0.0, **limits))
     assert ours == hf_generate(hf_dir, src, num_beams=num_beams)
     lengths = [len(ids) for ids in ours]
     assert len({tuple(ids) for ids in ours}) >= 20  # the source matters
@@ -245,7 +246,7 @@ def test_separate_embeddings_and_output(marian_tokenizer_dir, tmp_path, sources,
     c = checkpoint.model.config
     assert (c.share_embeddings, c.tie_output) == (share and tie, tie)
     src = source_batch(checkpoint, sources[:8])
-    assert greedy_search(checkpoint.model, src, max_len=OUTPUT_CAP, max_len_a=0.0) == hf_generate(
+    assert greedy_search(checkpoint.model, src, DecodeConfig(max_len=OUTPUT_CAP, max_len_a=0.0)) == hf_generate(
         hf_dir, src, num_beams=1
     )
 

@@ -20,7 +20,7 @@ def tiny(**overrides) -> Transformer:
         d_ff=32,
         dropout=0.0,
         max_len=40,
-        **overrides,
+        **{"tie_output": False, **overrides},
     )
     return Transformer(config).eval()
 

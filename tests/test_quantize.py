@@ -3,6 +3,7 @@ import torch
 from torch import nn
 
 from tnmt import ModelConfig, Transformer
+from tnmt.config import DecodeConfig
 from tnmt.decode import greedy_search
 from tnmt.decode.quantize import quantize_int8
 
@@ -48,5 +49,5 @@ def test_quantized_logits_stay_close_and_decoding_still_works(model):
         exact, approx = model(src, tgt), quantized(src, tgt)
     error = (approx - exact).abs().max() / exact.std()
     assert 0 < error < 0.25  # int8 changes the numbers, by little (BLEU on Multi30k: BENCHMARKS.md)
-    outputs = greedy_search(quantized, src, max_len=6)
+    outputs = greedy_search(quantized, src, DecodeConfig(max_len=6))
     assert len(outputs) == 4 and all(len(ids) <= 6 for ids in outputs)

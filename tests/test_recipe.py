@@ -23,13 +23,16 @@ def test_overrides_are_typed_and_applied(repo_root):
     ("text", "overrides", "message"),
     [
         ("[train]\nmax_stpes = 3\n", [], r"\[train\]: unknown key 'max_stpes'; valid keys: \[.*'max_steps'"),
-        ("[train]\nmax_steps = 'many'\n", [], r"max_steps = 'many': expected int"),
+        ("[train]\nmax_steps = 'many'\n", [], r"\[train\] max_steps = 'many': expected int"),
         ("[trian]\n", [], r"unknown section\(s\) \['trian'\]"),
         ("[model]\nd_modle = 3\n", [], r"unknown key 'd_modle'; valid keys: \[.*'d_model'"),
-        ("[model]\nd_model = 250\nn_heads = 4\npreset = 'base'\n", [], r"ModelConfig.d_model = 250"),
+        ("[model]\nd_model = 250\nn_heads = 4\npreset = 'base'\n", [], r"\[model\]: Architecture.d_model = 250"),
+        ("[model]\npreset = 'tiny'\n", [], r"preset must be one of \['base', 'big', 'small'\], got 'tiny'"),
         ("[model]\nsrc_vocab_size = 3\n", [], "comes from the tokenizer"),
         ("", ["--train.warmup_steps=0"], r"TrainConfig.warmup_steps = 0"),
-        ("", ["--train.best_metric=ter"], r"TrainConfig.best_metric = 'ter'.*\"bleu\" or \"chrf\""),
+        ("", ["--train.best_metric=ter"], r"best_metric = 'ter': expected one of 'bleu', 'chrf'"),
+        ("[decode]\nbeam_size = 0\n", [], r"\[decode\]: DecodeConfig.beam_size = 0: must be >= 1"),
+        ("train = 3\n", [], r"train must be a table"),
         ("", ["train.max_steps"], "expected --section.key=value"),
         ("[data\n", [], "invalid TOML"),
     ],
@@ -39,6 +42,12 @@ def test_errors_name_the_section_and_key(tmp_path, text, overrides, message):
     path.write_text(text)
     with pytest.raises(UserError, match=message):
         load_recipe(str(path), overrides)
+
+
+def test_model_table_starts_from_its_preset_and_is_saved_resolved(repo_root):
+    recipe = load_recipe(None, ["--model.preset=base", "--model.dropout=0.2"])
+    assert (recipe.model.d_model, recipe.model.dropout, recipe.model.share_embeddings) == (512, 0.2, True)
+    assert "preset" not in recipe.to_dict()["model"] and recipe.to_dict()["model"]["d_model"] == 512
 
 
 def test_missing_file():

@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from tnmt import ModelConfig, Transformer
+from tnmt.config import DecodeConfig
 from tnmt.decode import TranslationResult, Translator, beam_search
 from tnmt.decode.translator import EMPTY
 
@@ -39,6 +40,7 @@ def model() -> Transformer:
         d_ff=32,
         dropout=0.0,
         max_len=16,
+        tie_output=False,
     )
     model = Transformer(config).eval()
     with torch.no_grad():
@@ -61,7 +63,7 @@ def test_translate_keeps_order_and_line_alignment(translator, model):
     for text, translation in zip(TEXTS, out, strict=True):
         if text.strip():
             src = torch.tensor([tokenizer.encode_source(text) + [tokenizer.eos_id]])
-            assert translation == tokenizer.decode_target(beam_search(model, src, beam_size=3)[0])
+            assert translation == tokenizer.decode_target(beam_search(model, src, DecodeConfig(beam_size=3))[0])
     assert len(set(out)) > 2
 
 
@@ -75,10 +77,10 @@ def test_empty_lines_do_not_run_the_model(translator, monkeypatch):
     assert translator.translate_nbest([""], n_best=2) == [[EMPTY]]
 
 
-def test_overlong_input_is_truncated_with_a_warning(translator):
+def test_overlong_input_is_truncated_with_a_warning(translator, caplog):
     words = [f"w{i}" for i in range(30)]  # 30 tokens + EOS > max_len = 16 positions
-    with pytest.warns(UserWarning, match="exceed the model's max_len"):
-        long = translator.translate([" ".join(words)], beam_size=2)
+    long = translator.translate([" ".join(words)], beam_size=2)
+    assert any("exceed the model's max_len" in r.getMessage() for r in caplog.records)
     assert long == translator.translate([" ".join(words[:15])], beam_size=2)
 
 
@@ -99,35 +101,49 @@ def test_beam_size_one_runs_greedy_with_the_same_result(translator):
 
 
 def test_attention_labels_match_the_maps(translator, model):
-    src_pieces, tgt_pieces, maps = translator.attention("a dog runs")
+    src_pieces, tgt_pieces, maps = translator.attention("a dog runs", beam_size=1)
     assert src_pieces == ["a", "dog", "runs", "</s>"] and tgt_pieces[0] == "<s>"
     assert maps.encoder[0].shape == (1, 2, 4, 4)
     assert maps.cross[-1].shape == (1, 2, len(tgt_pieces), 4)
     assert tgt_pieces[1:] == translator.tokenizer.target_pieces(
-        beam_search(model, torch.tensor([[*translator.tokenizer.encode_source("a dog runs"), 2]]), beam_size=1)[0]
+        beam_search(
+            model, torch.tensor([[*translator.tokenizer.encode_source("a dog runs"), 2]]), DecodeConfig(beam_size=1)
+        )[0]
     )
     with pytest.raises(ValueError, match="empty"):
         translator.attention(" ")
 
 
 def test_from_checkpoint_round_trip(tmp_path):
+    from tnmt.checkpoint import save_checkpoint
     from tnmt.data.tokenizer import Tokenizer
-    from tnmt.train.checkpoint import save_checkpoint
 
     phrases = ["a dog runs in the park", "two men play ball on grass", "ein hund läuft", "zwei männer spielen"]
     words = " ".join(phrases).split()
     texts = [" ".join(words[(i * 7 + j * 3) % len(words)] for j in range(3 + i % 5)) for i in range(200)]
     tokenizer = Tokenizer.train(texts, vocab_size=300)
     torch.manual_seed(0)
-    config = ModelConfig(src_vocab_size=300, tgt_vocab_size=300, d_model=16, n_heads=2, d_ff=32, max_len=32)
+    config = ModelConfig(
+        src_vocab_size=300, tgt_vocab_size=300, d_model=16, n_heads=2, d_ff=32, max_len=32, tie_output=False
+    )
     config = config.replace(n_encoder_layers=1, n_decoder_layers=1)
     model = Transformer(config).eval()
-    save_checkpoint(tmp_path / "ckpt", model, tokenizer)
+    stored = DecodeConfig(beam_size=3, length_penalty=1.0, max_len=7)
+    save_checkpoint(tmp_path / "ckpt", model, tokenizer, decode=stored)
     loaded = Translator.from_checkpoint(tmp_path / "ckpt")
+    assert loaded.decode == stored  # translation uses what validation measured
     sentences = ["a dog runs in the park", "", "zwei männer"]
-    assert loaded.translate(sentences) == Translator(model, tokenizer).translate(sentences)
+    assert loaded.translate(sentences) == Translator(model, tokenizer, stored).translate(sentences)
+    assert Translator.from_checkpoint(tmp_path / "ckpt", beam_size=1).decode == DecodeConfig(
+        beam_size=1, length_penalty=1.0, max_len=7
+    )
 
 
 def test_from_checkpoint_rejects_unknown_quantization(tmp_path):
-    with pytest.raises(ValueError, match="quantize must be None or 'int8'"):
+    with pytest.raises(ValueError, match="DecodeConfig.quantize = 'int4'"):
         Translator.from_checkpoint(tmp_path / "missing", quantize="int4")
+
+
+def test_quantize_is_fixed_when_the_translator_is_made(translator):
+    with pytest.raises(ValueError, match="quantize is applied when the Translator is made"):
+        translator.translate(["a dog"], quantize="int8")

@@ -20,6 +20,7 @@ def attention():
         d_ff=32,
         dropout=0.0,
         max_len=16,
+        tie_output=False,
     )
     model = Transformer(config).eval()
     src, tgt = torch.tensor([[5, 6, 7, 2]]), torch.tensor([[1, 8, 9]])

@@ -1,14 +1,20 @@
 """The `tnmt` command: thin wrappers over the library, one function per subcommand.
 
 Bad input (a missing file, a malformed corpus line, an unknown config key) prints one line on
-stderr and exits with status 2; no traceback, nothing half-written.
+stderr and exits with status 2; no traceback, nothing half-written. Warnings and notes are one line
+each on stderr too. Only argparse is imported up front: `tnmt --help` and argument errors answer
+without loading torch, and each subcommand imports what it needs.
 """
 
 import argparse
+import logging
 import os
 import sys
+from dataclasses import fields
 from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
 
+from tnmt.config import DecodeConfig
 from tnmt.errors import UserError
 
 
@@ -17,6 +23,11 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "train":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    log = logging.getLogger("tnmt")
+    handler = logging.StreamHandler()  # sys.stderr as it is now
+    handler.setFormatter(logging.Formatter(f"tnmt {args.command}: %(levelname)s: %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
     try:
         return args.run(args, extra) or 0
     except UserError as e:
@@ -28,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader stopped early (`tnmt translate ... | head`): not our error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit-time flush stays quiet
         return 0
+    finally:
+        log.removeHandler(handler)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -101,53 +114,45 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_quickstart)
 
     p = sub.add_parser("attention", help="draw attention heat maps for one sentence")
-    p.add_argument("--checkpoint", required=True, type=Path)
+    _decode_options(p)
     p.add_argument("sentence")
     p.add_argument("--out", type=Path, default=Path("outputs/attention"))
-    p.add_argument("--beam-size", type=int, default=4)
     p.set_defaults(run=_attention)
     return parser
 
 
 def _decode_options(p: argparse.ArgumentParser) -> None:
+    """--checkpoint, and one flag per `DecodeConfig` field; an unset flag keeps the checkpoint's value."""
     p.add_argument("--checkpoint", required=True, type=Path, help="checkpoint directory (or a best/last link)")
-    p.add_argument("--beam-size", type=int, default=4, help="1 = greedy (default: 4, the paper's)")
-    p.add_argument("--length-penalty", type=float, default=0.6, help="GNMT alpha (default: 0.6)")
-    p.add_argument("--max-len", type=int, default=None, help="absolute cap on output tokens")
-    p.add_argument("--max-len-a", type=float, default=1.0, help="output cap = a * source length + b")
-    p.add_argument("--max-len-b", type=int, default=50)
-    p.add_argument("--batch-size", type=int, default=64, help="sentences per batch")
-    p.add_argument(
-        "--quantize",
-        choices=["int8"],
-        help="int8 dynamic quantisation of the Linear layers (CPU; see benchmarks/BENCHMARKS.md for its cost)",
-    )
+    group = p.add_argument_group("decoding (default: the checkpoint's [decode] settings, else the value shown)")
+    for f in fields(DecodeConfig):
+        options: dict[str, Any] = {"type": f.type, "metavar": f.name.upper()}
+        if get_origin(f.type) is Literal:
+            options = {"choices": get_args(f.type)}
+        flag = "--" + f.name.replace("_", "-")
+        group.add_argument(flag, default=argparse.SUPPRESS, help=f"{f.metadata['help']} ({f.default})", **options)
+
+
+def _decode_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The decoding flags given on the command line, checked now so a bad value is a one-line error."""
+    given = {f.name: getattr(args, f.name) for f in fields(DecodeConfig) if hasattr(args, f.name)}
+    try:
+        DecodeConfig(**given)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    return given
 
 
 def _translator(args: argparse.Namespace):
     from tnmt.decode.translator import Translator
 
-    return Translator.from_checkpoint(args.checkpoint, quantize=args.quantize)
-
-
-def _decode_kwargs(args: argparse.Namespace) -> dict:
-    return dict(
-        beam_size=args.beam_size,
-        length_penalty=args.length_penalty,
-        max_len=args.max_len,
-        max_len_a=args.max_len_a,
-        max_len_b=args.max_len_b,
-        batch_size=args.batch_size,
-    )
+    return Translator.from_checkpoint(args.checkpoint, **_decode_settings(args))
 
 
 def _train(args: argparse.Namespace, overrides: list[str]) -> int:
     from tnmt.recipe import load_recipe
     from tnmt.train.loop import train
 
-    for item in overrides:
-        if not item.startswith("--") or "=" not in item:
-            raise UserError(f"unexpected argument {item!r}: overrides look like --section.key=value")
     out = train(load_recipe(args.config, overrides), resume=args.resume, progress=not args.no_progress)
     print(f"checkpoints in {out}: best -> {(out / 'best').resolve().name}, last -> {(out / 'last').resolve().name}")
     return 0
@@ -159,13 +164,11 @@ def _translate(args: argparse.Namespace, _: list[str]) -> int:
     if args.engine == "ctranslate2":
         from tnmt.interop.ctranslate2 import CTranslate2Translator
 
-        if args.quantize:
-            raise UserError("--quantize is for the torch engine; for CTranslate2 export with --quantization int8")
-        translator = CTranslate2Translator(args.checkpoint)
+        translator = CTranslate2Translator(args.checkpoint, **_decode_settings(args))
     else:
         translator = _translator(args)
     lines = read_lines(args.input) if args.input else sys.stdin.read().splitlines()
-    outputs = translator.translate(lines, **_decode_kwargs(args))
+    outputs = translator.translate(lines)
     text = "".join(line + "\n" for line in outputs)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
@@ -181,7 +184,7 @@ def _evaluate(args: argparse.Namespace, _: list[str]) -> int:
     sources, references = read_lines(args.src), read_lines(args.ref)
     if len(sources) != len(references):
         raise UserError(f"{args.src} has {len(sources)} lines but {args.ref} has {len(references)}")
-    hypotheses = _translator(args).translate(sources, **_decode_kwargs(args))
+    hypotheses = _translator(args).translate(sources)
     if args.hyp_out:
         Path(args.hyp_out).write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
     print(score(hypotheses, references).format())
@@ -189,7 +192,7 @@ def _evaluate(args: argparse.Namespace, _: list[str]) -> int:
 
 
 def _average(args: argparse.Namespace, _: list[str]) -> int:
-    from tnmt.train.checkpoint import average_checkpoints
+    from tnmt.checkpoint import average_checkpoints
 
     out = average_checkpoints(args.checkpoints, args.out)
     print(f"averaged {len(args.checkpoints)} checkpoints into {out}")
@@ -234,7 +237,7 @@ def _attention(args: argparse.Namespace, _: list[str]) -> int:
     from tnmt.visualize import plot_attention
 
     translator = _translator(args)
-    src_pieces, tgt_pieces, maps = translator.attention(args.sentence, beam_size=args.beam_size)
+    src_pieces, tgt_pieces, maps = translator.attention(args.sentence)
     paths = plot_attention(maps, src_pieces, tgt_pieces, args.out)
     print(f"{' '.join(tgt_pieces)}\nwrote {len(paths)} pictures to {args.out}")
     return 0

@@ -1,4 +1,4 @@
-"""Atomic file writes.
+"""Reading JSON and writing files atomically.
 
 A training run killed mid-save (Ctrl-C, OOM killer, a full disk) must never leave a half-written
 checkpoint or tokenizer behind the name of a good one. So every file tnmt writes goes to a temporary
@@ -7,9 +7,33 @@ on POSIX and Windows when both names are on one file system, so readers see the 
 one, never a mix.
 """
 
+import json
 import os
 import secrets
 from pathlib import Path
+from typing import Any
+
+from tnmt.errors import UserError
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """Parse a JSON file (a config, a tokenizer description); every failure is one line naming the file.
+
+    Raises:
+        UserError: the file is missing, a directory, not UTF-8 or not JSON (with the line of the error).
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a directory, not a JSON file") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: invalid UTF-8") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UserError(f"{path}:{err.lineno}: invalid JSON ({err.msg})") from None
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:

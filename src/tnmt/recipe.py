@@ -1,49 +1,51 @@
 """Experiment recipes: one strict TOML file with [data], [model], [train] and [decode] tables.
 
-Tables map 1:1 onto the dataclasses of config.py, and `--section.key=value` overrides (values parsed
-as TOML) are applied on top. Anything unknown or ill-typed is a one-line error that lists the valid
-keys, because a silently ignored typo wastes a training run.
+Tables map 1:1 onto the dataclasses of config.py (`DataConfig`, `Architecture`, `TrainConfig`,
+`DecodeConfig`), and `--section.key=value` overrides (values parsed as TOML) are applied on top. Anything
+unknown or ill-typed is a one-line error that names the file, table and key, because a silently ignored
+typo wastes a training run. This module is the only place overrides are parsed.
 """
 
 import tomllib
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from tnmt.config import DataConfig, DecodeConfig, ModelConfig, TrainConfig
+from tnmt.config import PRESETS, Architecture, DataConfig, DecodeConfig, ModelConfig, TrainConfig, parse
 from tnmt.errors import UserError
+
+FROM_TOKENIZER = ("src_vocab_size", "tgt_vocab_size", "pad_id", "bos_id", "eos_id")
 
 
 @dataclass(frozen=True)
 class Recipe:
-    """A whole experiment: one TOML file with [data], [model], [train] and [decode] tables.
-
-    [model] holds ModelConfig fields except the vocabulary sizes and special ids, which come from the
-    tokenizer; `preset` picks base / big / small as the starting point.
-    """
+    """A whole experiment. [model] starts from `PRESETS[preset]` (default "small") and sets fields of
+    `Architecture`; vocabulary sizes and special ids come from the tokenizer (`model_config`)."""
 
     data: DataConfig
-    model: dict[str, Any]
+    model: Architecture
     train: TrainConfig
     decode: DecodeConfig
 
     def model_config(self, *, vocab_size: int, pad_id: int, bos_id: int, eos_id: int) -> ModelConfig:
-        options = dict(self.model)
-        preset = getattr(ModelConfig, options.pop("preset", "small"))
+        """The model's config for a joint vocabulary of `vocab_size` pieces."""
         ids = dict(pad_id=pad_id, bos_id=bos_id, eos_id=eos_id)
-        return preset(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, **ids, **options)
+        return ModelConfig(**asdict(self.model), src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, **ids)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values, [model] fully resolved (no preset), as written to a run's recipe.json."""
+        return {name: asdict(getattr(self, name)) for name in SECTIONS}
 
 
-RECIPE_SECTIONS = {"data": DataConfig, "train": TrainConfig, "decode": DecodeConfig}
-MODEL_TUNABLE = {f.name: f for f in fields(ModelConfig)} | {"preset": None}
-MODEL_FROM_TOKENIZER = ("src_vocab_size", "tgt_vocab_size", "pad_id", "bos_id", "eos_id")
+SECTIONS = {"data": DataConfig, "model": Architecture, "train": TrainConfig, "decode": DecodeConfig}
 
 
 def load_recipe(path: str | None, overrides: Sequence[str] = ()) -> Recipe:
-    """Read a TOML recipe and apply `section.key=value` overrides (values parsed as TOML).
+    """Read a TOML recipe (None: all defaults) and apply `--section.key=value` overrides (values parsed as TOML).
 
     Raises:
-        UserError: unknown section or key (listing the valid ones), wrong type, unreadable TOML.
+        UserError: unreadable TOML, a malformed override, an unknown section or key (listing the valid
+            ones), a wrong type or an invalid value.
     """
     data: dict[str, Any] = {}
     if path is not None:
@@ -52,76 +54,39 @@ def load_recipe(path: str | None, overrides: Sequence[str] = ()) -> Recipe:
                 data = tomllib.load(f)
         except FileNotFoundError:
             raise UserError(f"{path}: no such recipe file") from None
-        except tomllib.TOMLDecodeError as e:
+        except IsADirectoryError:
+            raise UserError(f"{path}: is a directory, not a recipe file") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise UserError(f"{path}: invalid TOML ({e})") from None
     for item in overrides:
-        _apply_override(data, item.removeprefix("--"))
+        _apply_override(data, item)
     where = path or "command line"
-    unknown = sorted(set(data) - {*RECIPE_SECTIONS, "model"})
-    if unknown:
-        raise UserError(f"{where}: unknown section(s) {unknown}; valid: {sorted([*RECIPE_SECTIONS, 'model'])}")
-    sections = {name: _build(cls, data.get(name, {}), f"{where} [{name}]") for name, cls in RECIPE_SECTIONS.items()}
-    model = data.get("model", {})
-    for key, value in model.items():
-        if key in MODEL_FROM_TOKENIZER:
-            raise UserError(f"{where} [model]: {key} comes from the tokenizer and cannot be set")
-        if key not in MODEL_TUNABLE:
-            raise UserError(f"{where} [model]: unknown key {key!r}; valid keys: {sorted(MODEL_TUNABLE)}")
-        expected = str if key == "preset" else MODEL_TUNABLE[key].type
-        _check_type(value, expected, f"{where} [model] {key}")
-    if model.get("preset", "small") not in ("base", "big", "small"):
-        raise UserError(f"{where} [model]: preset must be 'base', 'big' or 'small', got {model['preset']!r}")
-    recipe = Recipe(model=model, **sections)
-    try:  # validate the model options now, with placeholder vocabulary values
-        recipe.model_config(vocab_size=recipe.data.vocab_size, pad_id=0, bos_id=1, eos_id=2)
-    except (TypeError, ValueError) as e:
-        raise UserError(f"{where} [model]: {e}") from None
-    return recipe
-
-
-def recipe_to_dict(recipe: Recipe) -> dict[str, Any]:
-    return {
-        "data": asdict(recipe.data),
-        "model": dict(recipe.model),
-        "train": asdict(recipe.train),
-        "decode": asdict(recipe.decode),
-    }
+    if unknown := sorted(set(data) - set(SECTIONS)):
+        raise UserError(f"{where}: unknown section(s) {unknown}; valid: {sorted(SECTIONS)}")
+    for name, table in data.items():
+        if not isinstance(table, dict):
+            raise UserError(f"{where}: {name} must be a table ([{name}]), not a value")
+    model = dict(data.get("model", {}))
+    preset = model.pop("preset", "small")
+    if preset not in PRESETS:
+        raise UserError(f"{where} [model]: preset must be one of {sorted(PRESETS)}, got {preset!r}")
+    if reserved := [key for key in model if key in FROM_TOKENIZER]:
+        raise UserError(f"{where} [model]: {reserved[0]} comes from the tokenizer and cannot be set")
+    sections = {name: data.get(name, {}) for name in SECTIONS}
+    sections["model"] = {**asdict(PRESETS[preset]), **model}
+    return Recipe(**{name: parse(cls, sections[name], where=f"{where} [{name}]") for name, cls in SECTIONS.items()})
 
 
 def _apply_override(data: dict[str, Any], item: str) -> None:
-    key, sep, raw = item.partition("=")
+    key, sep, raw = item.removeprefix("--").partition("=")
     section, dot, name = key.partition(".")
-    if not sep or not dot or not name:
+    if not item.startswith("--") or not sep or not dot or not name:
         raise UserError(f"override {item!r}: expected --section.key=value, e.g. --train.max_steps=100")
     try:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
         value = raw  # a bare word such as a path: take it as a string
-    data.setdefault(section, {})[name] = value
-
-
-def _build(cls: type, values: dict[str, Any], where: str) -> Any:
-    valid = {f.name: f for f in fields(cls)}
-    for key, value in values.items():
-        if key not in valid:
-            raise UserError(f"{where}: unknown key {key!r}; valid keys: {sorted(valid)}")
-        _check_type(value, valid[key].type, f"{where} {key}")
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
-    try:
-        return cls(**values)
-    except ValueError as e:
-        raise UserError(f"{where}: {e}") from None
-
-
-def _check_type(value: Any, expected: Any, where: str) -> None:
-    origin = getattr(expected, "__origin__", None)
-    if expected is float:
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-    elif expected is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif origin is tuple:
-        ok = isinstance(value, list | tuple) and all(isinstance(v, int | float) for v in value)
-    else:
-        ok = isinstance(value, expected)
-    if not ok:
-        raise UserError(f"{where} = {value!r}: expected {getattr(expected, '__name__', expected)}")
+    table = data.setdefault(section, {})
+    if not isinstance(table, dict):
+        raise UserError(f"override {item!r}: {section} is a value in the recipe, not a table")
+    table[name] = value

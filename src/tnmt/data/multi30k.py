@@ -32,6 +32,7 @@ UPSTREAM_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/t
 LANGS = ("en", "de", "fr", "cs")
 SPLITS = ("train", "val", "test_2016_flickr")
 TIMEOUT = (10, 60)  # seconds: to connect, and between two received bytes
+MB_PER_LANG = {"raw": 0.7, "tok": 2.3}  # download size of one language's three splits (tok: uncompressed)
 
 # sha256 of the gzipped raw files, identical to upstream's `raw/` folder.
 RAW_SHA256 = {
@@ -117,6 +118,9 @@ def fetch_multi30k(
     is_url = isinstance(source, str) and "://" in source
     if is_url and not source.startswith(("http://", "https://")):
         raise UserError(f"cannot download Multi30k from {source}: only http(s) URLs are supported")
+    if is_url and todo:  # never download silently: say what, from where, to where, how much
+        size = sum(MB_PER_LANG["tok" if f.of_content else "raw"] / len(SPLITS) for f in todo)
+        logger.info(f"downloading {len(todo)} Multi30k files (about {size:.0f} MB) from {source} into {out_dir}")
     for f in todo:
         dest = out_dir / f.local
         dest.parent.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,7 @@ from pathlib import Path
 import sentencepiece as spm
 
 from tnmt.errors import UserError
-from tnmt.io import atomic_write_bytes, atomic_write_text
+from tnmt.io import atomic_write_bytes, atomic_write_text, read_json
 
 FORMAT_VERSION = 1
 SOURCE_FILE, TARGET_FILE, VOCAB_FILE, CONFIG_FILE = "source.spm", "target.spm", "vocab.json", "tokenizer.json"
@@ -216,7 +216,7 @@ class Tokenizer:
         """
         directory = Path(directory)
         config_path = directory / CONFIG_FILE
-        config = _read_json(config_path)
+        config = read_json(config_path)
         if not isinstance(config, dict) or config.get("format_version") != FORMAT_VERSION:
             found = config.get("format_version") if isinstance(config, dict) else None
             raise UserError(f"{config_path}: format_version is {found!r}, this tnmt reads {FORMAT_VERSION}")
@@ -227,7 +227,7 @@ class Tokenizer:
             ids[key] = config[key]
         vocab = None
         if config.get("has_vocab"):
-            vocab = _read_json(directory / VOCAB_FILE)
+            vocab = read_json(directory / VOCAB_FILE)
             if not isinstance(vocab, list) or not all(isinstance(piece, str) for piece in vocab):
                 raise UserError(f"{directory / VOCAB_FILE}: expected a JSON list of pieces")
         source = _load_model(directory / SOURCE_FILE)
@@ -258,14 +258,3 @@ def _load_model(path: Path) -> spm.SentencePieceProcessor:
         except RuntimeError:
             pass
     raise UserError(f"{path}: not a sentencepiece model (corrupt or wrong file)")
-
-
-def _read_json(path: Path) -> object:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except UnicodeDecodeError:
-        raise UserError(f"{path}: invalid UTF-8") from None
-    except json.JSONDecodeError as err:
-        raise UserError(f"{path}:{err.lineno}: invalid JSON ({err.msg})") from None

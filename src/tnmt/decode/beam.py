@@ -25,9 +25,8 @@ import torch
 from torch import Tensor
 
 from tnmt.blocks.kv_cache import KVCache
+from tnmt.config import DecodeConfig
 from tnmt.decode.step import (
-    DEFAULT_MAX_LEN_A,
-    DEFAULT_MAX_LEN_B,
     TokenRules,
     next_token_logits,
     output_limits,
@@ -85,39 +84,28 @@ class BeamState:
 
 @torch.inference_mode()
 def beam_search_nbest(
-    model: Transformer,
-    src_ids: Tensor,
-    *,
-    beam_size: int,
-    n_best: int = 1,
-    max_len: int | None = None,
-    length_penalty: float = 0.6,
-    min_len: int = 0,
-    max_len_a: float = DEFAULT_MAX_LEN_A,
-    max_len_b: int = DEFAULT_MAX_LEN_B,
+    model: Transformer, src_ids: Tensor, decode: DecodeConfig | None = None, *, n_best: int = 1
 ) -> list[list[Hypothesis]]:
     """The `n_best` best hypotheses of every sentence of a batch, best first.
 
     Args:
         model: The Transformer (in eval mode).
         src_ids: Right-padded source ids (B, S), each sentence ending with EOS.
-        beam_size: K, the open beams kept per sentence.
+        decode: K = `beam_size` open beams per sentence; `length_penalty` is alpha of lp(|Y|) (0 ranks
+            by log-probability); length limits as in `step.output_limits`; EOS is forbidden until
+            `min_len` tokens were generated. None = `DecodeConfig()`.
         n_best: How many hypotheses to return per sentence (1 <= n_best <= beam_size).
-        max_len: Absolute cap on output tokens (EOS not counted); see `step.output_limits`.
-        length_penalty: alpha of lp(|Y|); 0 ranks by log-probability.
-        min_len: EOS is forbidden until this many tokens were generated.
-        max_len_a: Relative cap a * source length + b (the paper: a = 1, b = 50).
-        max_len_b: See `max_len_a`.
 
     Raises:
-        ValueError: beam_size < 1 or n_best outside [1, beam_size].
+        ValueError: n_best outside [1, beam_size].
     """
-    if beam_size < 1 or not 1 <= n_best <= beam_size:
-        raise ValueError(f"need beam_size >= 1 and 1 <= n_best <= beam_size, got {beam_size} and {n_best}")
+    decode = decode or DecodeConfig()
+    beam_size, length_penalty = decode.beam_size, decode.length_penalty
+    if not 1 <= n_best <= beam_size:
+        raise ValueError(f"need 1 <= n_best <= beam_size, got n_best {n_best} and beam_size {beam_size}")
     c, device, batch, k = model.config, src_ids.device, src_ids.size(0), beam_size
-    lengths = dict(max_len=max_len, max_len_a=max_len_a, max_len_b=max_len_b)
-    limits = output_limits(src_ids, pad_id=c.pad_id, model_max_len=c.max_len, **lengths)
-    rules = TokenRules.of(model, min_len=min_len, device=device)
+    limits = output_limits((src_ids != c.pad_id).sum(dim=1), model_max_len=c.max_len, decode=decode)  # (B,)
+    rules = TokenRules.of(model, min_len=decode.min_len, device=device)
     state, cache = _init(model, src_ids, limits.tolist(), beam_size=k)
     inputs = torch.full((batch * k,), c.bos_id, dtype=torch.long, device=device)  # (Ba * K,)
     while True:
@@ -136,29 +124,9 @@ def beam_search_nbest(
         inputs = state.tokens[:, -1]
 
 
-def beam_search(
-    model: Transformer,
-    src_ids: Tensor,
-    *,
-    beam_size: int,
-    max_len: int | None = None,
-    length_penalty: float = 0.6,
-    min_len: int = 0,
-    max_len_a: float = DEFAULT_MAX_LEN_A,
-    max_len_b: int = DEFAULT_MAX_LEN_B,
-) -> list[list[int]]:
+def beam_search(model: Transformer, src_ids: Tensor, decode: DecodeConfig | None = None) -> list[list[int]]:
     """The best hypothesis of every sentence as ids without BOS and EOS; see `beam_search_nbest`."""
-    nbest = beam_search_nbest(
-        model,
-        src_ids,
-        beam_size=beam_size,
-        max_len=max_len,
-        length_penalty=length_penalty,
-        min_len=min_len,
-        max_len_a=max_len_a,
-        max_len_b=max_len_b,
-    )
-    return [hyps[0].tokens for hyps in nbest]
+    return [hyps[0].tokens for hyps in beam_search_nbest(model, src_ids, decode)]
 
 
 def _init(model: Transformer, src_ids: Tensor, limits: list[int], *, beam_size: int) -> tuple[BeamState, KVCache]:

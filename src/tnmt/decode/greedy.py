@@ -8,9 +8,8 @@ for the sentences still being written, and the loop stops when none is left.
 import torch
 from torch import Tensor
 
+from tnmt.config import DecodeConfig
 from tnmt.decode.step import (
-    DEFAULT_MAX_LEN_A,
-    DEFAULT_MAX_LEN_B,
     TokenRules,
     next_token_logits,
     output_limits,
@@ -21,41 +20,25 @@ from tnmt.model import Transformer
 
 
 @torch.inference_mode()
-def greedy_search(
-    model: Transformer,
-    src_ids: Tensor,
-    *,
-    max_len: int | None = None,
-    max_len_a: float = DEFAULT_MAX_LEN_A,
-    max_len_b: int = DEFAULT_MAX_LEN_B,
-    min_len: int = 0,
-) -> list[list[int]]:
+def greedy_search(model: Transformer, src_ids: Tensor, decode: DecodeConfig | None = None) -> list[list[int]]:
     """The greedy translation of every sentence of a batch.
 
     Args:
         model: The Transformer (in eval mode; dropout would make the search random).
         src_ids: Right-padded source ids (B, S), each sentence ending with EOS.
-        max_len: Absolute cap on output tokens (EOS not counted).
-        max_len_a: Relative cap a * source length + b (the paper: a = 1, b = 50); see `step.output_limits`.
-        max_len_b: See `max_len_a`.
-        min_len: EOS is forbidden until this many tokens were generated.
+        decode: Length limits (`step.output_limits`) and `min_len` (EOS is forbidden until that many
+            tokens were generated); the beam size is ignored. None = `DecodeConfig()`.
 
     Returns:
         Per sentence the output ids, without BOS and EOS. A sentence that hits its length limit ends
         without EOS.
     """
+    decode = decode or DecodeConfig()
     c = model.config
     device = src_ids.device
     batch = src_ids.size(0)
-    limits = output_limits(
-        src_ids,
-        pad_id=c.pad_id,
-        model_max_len=c.max_len,
-        max_len=max_len,
-        max_len_a=max_len_a,
-        max_len_b=max_len_b,
-    )  # (B,)
-    rules = TokenRules.of(model, min_len=min_len, device=device)
+    limits = output_limits((src_ids != c.pad_id).sum(dim=1), model_max_len=c.max_len, decode=decode)  # (B,)
+    rules = TokenRules.of(model, min_len=decode.min_len, device=device)
     cache = start_decoding(model, src_ids)
     rows = torch.arange(batch, device=device)  # (N,) sentence of each open cache row
     tokens = torch.full((batch,), c.bos_id, dtype=torch.long, device=device)  # (N,)

@@ -3,9 +3,13 @@
 Both searches encode the source once, keep one KV-cache row per open hypothesis and feed the decoder
 only the newest token of each row per step (`Transformer.init_cache` computes the cross-attention
 keys/values once). The paper decodes up to "input length + 50" tokens (section 6.1); we also clamp to
-what the model can represent and let the caller set an absolute cap.
+what the model can represent and let the caller set an absolute cap. The rules on what enters and
+leaves a search (`fit_source`, `output_limits`, `banned_ids`) serve the CTranslate2 engine too, so both
+engines truncate, limit and ban alike.
 """
 
+import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -13,36 +17,42 @@ from torch import Tensor
 
 from tnmt.blocks.kv_cache import KVCache
 from tnmt.blocks.masks import padding_mask
+from tnmt.config import DecodeConfig, ModelConfig
 from tnmt.model import Transformer
 
-DEFAULT_MAX_LEN_A = 1.0  # the paper: maximum output length = input length + 50
-DEFAULT_MAX_LEN_B = 50
+log = logging.getLogger("tnmt")
 
 
-def output_limits(
-    src_ids: Tensor,
-    *,
-    pad_id: int,
-    model_max_len: int,
-    max_len: int | None = None,
-    max_len_a: float = DEFAULT_MAX_LEN_A,
-    max_len_b: int = DEFAULT_MAX_LEN_B,
-) -> Tensor:
-    """The most tokens (EOS not counted) each sentence may generate: (B, S) -> (B,).
+def fit_source(ids: Sequence[int], *, model_max_len: int, index: int) -> list[int]:
+    """The source ids (no EOS) cut to the model's `max_len - 1` positions, so EOS fits in the last one.
 
-    The limit is min(max_len, floor(a * source length + b), model_max_len - 1), at least 1. The source
-    length counts its non-pad tokens, EOS included. `model_max_len - 1` keeps the output plus its EOS
-    within the positions the model was trained on, so the positional encoding never overflows.
-
-    Raises:
-        ValueError: `max_len` is given and not positive.
+    One over-long line must not stop a whole file: it is truncated with a one-line warning naming it.
     """
-    if max_len is not None and max_len < 1:
-        raise ValueError(f"max_len must be >= 1, got {max_len}")
-    src_lengths = (src_ids != pad_id).sum(dim=1)  # (B,)
-    limits = (max_len_a * src_lengths + max_len_b).floor().long()
-    cap = model_max_len - 1 if max_len is None else min(max_len, model_max_len - 1)
+    keep = model_max_len - 1
+    if len(ids) > keep:
+        log.warning(
+            f"input {index}: {len(ids)} source tokens exceed the model's max_len ({model_max_len} positions,"
+            f" EOS included); translating the first {keep}"
+        )
+    return list(ids[:keep])
+
+
+def output_limits(src_lengths: Tensor, *, model_max_len: int, decode: DecodeConfig) -> Tensor:
+    """The most tokens (EOS not counted) each sentence may generate: source lengths (B,) -> (B,).
+
+    The limit is min(max_len, floor(a * source length + b), model_max_len - 1), at least 1, where the
+    source length counts its tokens and EOS. `model_max_len - 1` keeps the output plus its EOS within
+    the positions the model was trained on, so the positional encoding never overflows.
+    """
+    limits = (decode.max_len_a * src_lengths + decode.max_len_b).floor().long()
+    cap = model_max_len - 1 if not decode.max_len else min(decode.max_len, model_max_len - 1)
     return limits.clamp(min=1, max=cap)
+
+
+def banned_ids(config: ModelConfig) -> list[int]:
+    """Ids a search never generates: pad and BOS are not words. (MarianMT starts decoding from pad, so
+    there pad and BOS are one id.) An id shared with EOS stays allowed."""
+    return sorted({config.pad_id, config.bos_id} - {config.eos_id})
 
 
 def start_decoding(model: Transformer, src_ids: Tensor) -> KVCache:
@@ -61,11 +71,7 @@ def next_token_logits(model: Transformer, tokens: Tensor, cache: KVCache) -> Ten
 
 @dataclass(frozen=True)
 class TokenRules:
-    """Tokens a search must not generate: never pad or BOS (they are not words), no EOS before `min_len`.
-
-    (MarianMT starts decoding from pad, so there pad and BOS are one id.) An id shared with EOS stays
-    allowed once `min_len` tokens were generated.
-    """
+    """Tokens a search must not generate: never `banned_ids`, no EOS before `min_len`."""
 
     banned: Tensor  # (n,) ids that are never generated
     banned_early: Tensor  # (n + 1,) the same and EOS, while fewer than min_len tokens were generated
@@ -73,9 +79,7 @@ class TokenRules:
 
     @classmethod
     def of(cls, model: Transformer, *, min_len: int, device: torch.device) -> "TokenRules":
-        c = model.config
-        banned = sorted({c.pad_id, c.bos_id} - {c.eos_id})
-        early = torch.tensor([*banned, c.eos_id], dtype=torch.long, device=device)
+        early = torch.tensor([*banned_ids(model.config), model.config.eos_id], dtype=torch.long, device=device)
         return cls(early[:-1], early, min_len)
 
     def apply_(self, scores: Tensor, generated: int) -> Tensor:

@@ -7,10 +7,11 @@ written out as an explicit table, so the paper's interleaved sinusoids, MarianMT
 learned positions all export exactly; post-norm or pre-norm (with its final LayerNorms), the
 activation, a final logits bias and shared or separate embeddings map onto spec options.
 
-An exported directory holds CTranslate2's model.bin, config.json and vocabulary files (pieces by
-id), plus tnmt's tokenizer files and `tnmt_model.json`, so `CTranslate2Translator` tokenises exactly
-like tnmt and applies tnmt's length limits per sentence. Greedy search then gives tnmt's ids, and so
-does beam search with length_penalty 0 (tests/test_ctranslate2.py): like tnmt, CTranslate2 keeps
+An exported directory holds CTranslate2's model.bin, config.json and vocabulary files (pieces by id),
+plus tnmt's tokenizer files and `tnmt_model.json` (the ModelConfig and the checkpoint's DecodeConfig),
+so `CTranslate2Translator` tokenises exactly like tnmt and follows the rules of `tnmt.decode.step`: the
+same source truncation, per-sentence length limits and banned ids. Greedy search then gives tnmt's ids,
+and so does beam search with length_penalty 0 (tests/test_ctranslate2.py): like tnmt, CTranslate2 keeps
 the 2K best candidates, finishes the EOS ones among the best K, and stops a sentence once its best
 candidate ends. With alpha > 0 it differs: CTranslate2 ranks by log P / |Y|^alpha (EOS not counted)
 where tnmt uses the GNMT penalty ((5 + |Y|) / 6)^alpha, and it stops after K finished hypotheses.
@@ -20,19 +21,22 @@ import json
 import math
 import os
 import shutil
-import warnings
 from collections.abc import Sequence
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 import sentencepiece as spm
+import torch
 from torch import Tensor, nn
 
-from tnmt.config import ModelConfig
+from tnmt.checkpoint import load_checkpoint
+from tnmt.config import DecodeConfig, ModelConfig, parse
 from tnmt.data.tokenizer import Tokenizer
-from tnmt.decode.step import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B
+from tnmt.decode.step import banned_ids, fit_source, output_limits
 from tnmt.errors import UserError
 from tnmt.interop import require
+from tnmt.io import read_json
 from tnmt.model import Transformer
 
 MODEL_FILE = "tnmt_model.json"  # the ModelConfig, beside CTranslate2's own config.json
@@ -73,8 +77,6 @@ def export_ctranslate2(
     Raises:
         UserError: ctranslate2 is not installed, the checkpoint is unreadable, or `out` is in use.
     """
-    from tnmt.train.checkpoint import load_checkpoint
-
     ct2 = require("ctranslate2", purpose="exporting to CTranslate2")
     out = Path(out)
     if out.exists() and not (out / "model.bin").exists() and (not out.is_dir() or any(out.iterdir())):
@@ -99,7 +101,8 @@ def export_ctranslate2(
     tmp.mkdir(parents=True)
     spec.save(str(tmp))
     tok.save(tmp)
-    (tmp / MODEL_FILE).write_text(json.dumps({"model": c.to_dict()}, indent=2) + "\n", encoding="utf-8")
+    described = {"model": asdict(c), "decode": asdict(loaded.decode)}
+    (tmp / MODEL_FILE).write_text(json.dumps(described, indent=2) + "\n", encoding="utf-8")
     shutil.rmtree(out, ignore_errors=True)
     os.replace(tmp, out)
     return out
@@ -170,8 +173,10 @@ def _vocabularies(checkpoint: Path, tokenizer: Tokenizer) -> tuple[list[str], li
 class CTranslate2Translator:
     """Text in, text out with an exported model: tnmt's tokenizer around `ctranslate2.Translator`."""
 
-    def __init__(self, path: str | os.PathLike[str], *, compute_type: str = "default", threads: int = 0) -> None:
-        """Load a directory written by `export_ctranslate2`.
+    def __init__(
+        self, path: str | os.PathLike[str], *, compute_type: str = "default", threads: int = 0, **decode: Any
+    ) -> None:
+        """Load a directory written by `export_ctranslate2`; its DecodeConfig, changed by `decode`, is the default.
 
         Raises:
             UserError: ctranslate2 is not installed, or `path` is not an export.
@@ -180,69 +185,40 @@ class CTranslate2Translator:
         path = Path(path)
         if not (path / "model.bin").exists() or not (path / MODEL_FILE).exists():
             raise UserError(f"{path}: not a CTranslate2 export; write one with `tnmt export ctranslate2`")
-        self.config = ModelConfig.from_dict(json.loads((path / MODEL_FILE).read_text(encoding="utf-8"))["model"])
+        described = read_json(path / MODEL_FILE)
+        self.config = parse(ModelConfig, described["model"], where=f"{path / MODEL_FILE} model")
+        stored = parse(DecodeConfig, described.get("decode", {}), where=f"{path / MODEL_FILE} decode")
+        self.decode = replace(stored, **decode)
+        if self.decode.quantize != "none":
+            raise UserError("quantize is for the tnmt engine; for CTranslate2 export with --quantization int8")
         self.tokenizer = Tokenizer.load(path)
         self.translator = ct2.Translator(str(path), device="cpu", compute_type=compute_type, intra_threads=threads)
         self.source_pieces, self.target_pieces = _vocabularies(path, self.tokenizer)
         self._target_ids = {piece: i for i, piece in enumerate(self.target_pieces)}
-        banned = {self.config.pad_id, self.config.bos_id} - {self.config.eos_id}  # as decode.step.TokenRules
-        self._suppressed = [[self.target_pieces[i]] for i in sorted(banned)]
+        self._suppressed = [[self.target_pieces[i]] for i in banned_ids(self.config)]
 
-    def translate(
-        self,
-        texts: Sequence[str],
-        *,
-        beam_size: int = 4,
-        length_penalty: float = 0.6,
-        max_len: int | None = None,
-        max_len_a: float = DEFAULT_MAX_LEN_A,
-        max_len_b: int = DEFAULT_MAX_LEN_B,
-        min_len: int = 0,
-        batch_size: int = 64,
-    ) -> list[str]:
-        """The translation of each text, in input order; empty texts give empty lines."""
+    def translate(self, texts: Sequence[str], **decode: Any) -> list[str]:
+        """The translation of each text, in input order; empty texts give empty lines. `decode` as in
+        `Translator.translate`."""
         kept = [i for i, text in enumerate(texts) if text.strip()]
         sources = [self.tokenizer.encode_source(texts[i]) for i in kept]
-        outputs = self.translate_ids(
-            sources,
-            beam_size=beam_size,
-            length_penalty=length_penalty,
-            max_len=max_len,
-            max_len_a=max_len_a,
-            max_len_b=max_len_b,
-            min_len=min_len,
-            batch_size=batch_size,
-        )
         results = [""] * len(texts)
-        for i, ids in zip(kept, outputs, strict=True):
+        for i, ids in zip(kept, self.translate_ids(sources, **decode), strict=True):
             results[i] = self.tokenizer.decode_target(ids)
         return results
 
-    def translate_ids(
-        self,
-        sources: Sequence[Sequence[int]],
-        *,
-        beam_size: int = 4,
-        length_penalty: float = 0.6,
-        max_len: int | None = None,
-        max_len_a: float = DEFAULT_MAX_LEN_A,
-        max_len_b: int = DEFAULT_MAX_LEN_B,
-        min_len: int = 0,
-        batch_size: int = 64,
-    ) -> list[list[int]]:
-        """Output ids (no BOS/EOS) for source ids without EOS, with tnmt's length limits (`step.output_limits`)."""
+    def translate_ids(self, sources: Sequence[Sequence[int]], **decode: Any) -> list[list[int]]:
+        """Output ids (no BOS/EOS) for source ids without EOS."""
+        settings = replace(self.decode, **decode)
         if not sources:
             return []
-        keep = self.config.max_len - 1  # as Translator: the first max_len - 1 tokens, then EOS
-        if too_long := sum(len(ids) > keep for ids in sources):
-            warnings.warn(
-                f"{too_long} input(s) exceed the model's max_len ({self.config.max_len} positions, EOS "
-                f"included); translating their first {keep} tokens",
-                stacklevel=2,
-            )
-        pieces = [[self.source_pieces[i] for i in ids[:keep]] for ids in sources]
-        cap = self.config.max_len - 1 if max_len is None else min(max_len, self.config.max_len - 1)
-        limits = [max(1, min(cap, math.floor(max_len_a * (len(p) + 1) + max_len_b))) for p in pieces]
+        max_len = self.config.max_len
+        pieces = [
+            [self.source_pieces[i] for i in fit_source(ids, model_max_len=max_len, index=n)]
+            for n, ids in enumerate(sources)
+        ]
+        lengths = torch.tensor([len(p) + 1 for p in pieces])  # EOS counted, as tnmt counts it
+        limits = output_limits(lengths, model_max_len=max_len, decode=settings).tolist()
         by_limit: dict[int, list[int]] = {}  # CTranslate2 has one length limit per call
         for i, limit in enumerate(limits):
             by_limit.setdefault(limit, []).append(i)
@@ -251,11 +227,11 @@ class CTranslate2Translator:
         for limit, indices in by_limit.items():
             results = self.translator.translate_batch(
                 [pieces[i] for i in indices],
-                max_batch_size=batch_size,
-                beam_size=beam_size,
-                length_penalty=length_penalty,
+                max_batch_size=settings.batch_size,
+                beam_size=settings.beam_size,
+                length_penalty=settings.length_penalty,
                 max_decoding_length=limit,
-                min_decoding_length=min_len,
+                min_decoding_length=settings.min_len,
                 max_input_length=0,  # truncated above
                 suppress_sequences=self._suppressed or None,
             )

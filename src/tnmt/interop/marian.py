@@ -13,7 +13,6 @@ not treat target-language codes of multilingual models (">>fra<<") as single tok
 target vocabularies (target_vocab.json) are refused.
 """
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -24,12 +23,13 @@ from safetensors.torch import load_file
 from torch import Tensor
 
 from tnmt.blocks.positional import sinusoidal_table
+from tnmt.checkpoint import save_checkpoint
 from tnmt.config import ModelConfig
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.errors import UserError
 from tnmt.interop.marian_config import marian_model_config
+from tnmt.io import read_json
 from tnmt.model import Transformer
-from tnmt.train.checkpoint import save_checkpoint
 
 # tnmt module in every layer  <- Hugging Face module(s); Q, K and V rows are stacked into one in_proj.
 ENCODER_LAYER = (
@@ -74,7 +74,7 @@ def load_marian(hf_dir: str | os.PathLike[str]) -> tuple[Transformer, Tokenizer]
     hf_dir = Path(hf_dir)
     if not hf_dir.is_dir():
         raise UserError(f"{hf_dir}: no such directory")
-    config = marian_model_config(_read_json(hf_dir / "config.json"), where=hf_dir / "config.json")
+    config = marian_model_config(read_json(hf_dir / "config.json"), where=hf_dir / "config.json")
     model = Transformer(config)
     model.load_state_dict(_convert_weights(_read_weights(hf_dir), model, where=hf_dir))
     return model.eval(), _tokenizer(hf_dir, config)
@@ -146,11 +146,11 @@ def _read_weights(hf_dir: Path) -> dict[str, Tensor]:
 
 def _tokenizer(hf_dir: Path, config: ModelConfig) -> Tokenizer:
     """MarianTokenizer's files as a tnmt Tokenizer: two sentencepiece models, ids from vocab.json."""
-    settings = _read_json(hf_dir / "tokenizer_config.json") if (hf_dir / "tokenizer_config.json").exists() else {}
+    settings = read_json(hf_dir / "tokenizer_config.json") if (hf_dir / "tokenizer_config.json").exists() else {}
     if settings.get("separate_vocabs") or (hf_dir / "target_vocab.json").exists():
         raise UserError(f"{hf_dir}: separate source/target vocabularies (separate_vocabs) are not supported")
     vocab_path = hf_dir / "vocab.json"
-    mapping = _read_json(vocab_path)
+    mapping = read_json(vocab_path)
     if not isinstance(mapping, dict) or sorted(mapping.values()) != list(range(len(mapping))):
         raise UserError(f"{vocab_path}: expected a JSON object mapping pieces to the ids 0..N-1")
     if len(mapping) != config.src_vocab_size:
@@ -171,12 +171,3 @@ def _tokenizer(hf_dir: Path, config: ModelConfig) -> Tokenizer:
 
 def _token_text(token: Any) -> str:
     return token["content"] if isinstance(token, dict) else str(token)  # AddedToken objects are saved as dicts
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise UserError(f"{path}: not valid JSON ({err})") from None

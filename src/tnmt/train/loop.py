@@ -14,13 +14,15 @@ import json
 import math
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
+from tnmt.checkpoint import load_checkpoint, save_checkpoint, update_link
+from tnmt.config import TrainConfig
 from tnmt.data.batching import TokenBatchSampler, collate
+from tnmt.data.corpus import ParallelCorpus
 from tnmt.data.dataset import EncodedPairs, encode, read_split, train_tokenizer
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.decode.translator import Translator
@@ -28,9 +30,9 @@ from tnmt.errors import UserError
 from tnmt.evaluate import score
 from tnmt.io import atomic_write_text
 from tnmt.model import Transformer
-from tnmt.recipe import Recipe, recipe_to_dict
-from tnmt.train.checkpoint import load_checkpoint, save_checkpoint, update_link
+from tnmt.recipe import Recipe
 from tnmt.train.loss import label_smoothed_loss
+from tnmt.train.progress import MetricsLog, Progress, Window
 from tnmt.train.schedule import inverse_sqrt_lr
 from tnmt.visualize import plot_curves
 
@@ -48,99 +50,71 @@ class TrainState:
     elapsed: float = 0.0  # training seconds, carried over resumes for max_minutes
 
 
+@dataclass
+class Run:
+    """What one training run works on, handed to the helpers of `train`."""
+
+    recipe: Recipe
+    out: Path
+    model: Transformer
+    tokenizer: Tokenizer
+    optimizer: torch.optim.Optimizer
+    state: TrainState
+    train_data: EncodedPairs
+    valid_data: EncodedPairs
+    valid_text: ParallelCorpus
+    log: "MetricsLog"
+    bar: "Progress"
+
+
 def train(recipe: Recipe, *, resume: bool = False, progress: bool = True) -> Path:
     """Train as the recipe says and return the output directory (with `best` and `last` links)."""
     cfg = recipe.train
-    out = Path(cfg.out_dir)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    model, tokenizer, optimizer, state = _start(recipe, out, resume)
-    train_raw = read_split(recipe.data, "train", limit=recipe.data.max_train_pairs)
-    valid_raw = read_split(recipe.data, "val", limit=recipe.data.max_valid_pairs)
-    train_data = encode(
-        train_raw, tokenizer, max_len=min(recipe.data.max_tokens_per_sentence, model.config.max_len - 1)
-    )
-    valid_data = encode(valid_raw, tokenizer)
-    sampler = TokenBatchSampler(train_data.lengths(), max_tokens=cfg.max_tokens, seed=cfg.seed)
-    log = _MetricsLog(out / "metrics.jsonl", after_step=state.step)
-    bar = tqdm(total=cfg.max_steps or None, initial=state.step, disable=not progress, unit="step", dynamic_ncols=True)
-    ids = dict(pad_id=tokenizer.pad_id, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id)
-
-    def validate_and_save() -> bool:
-        """Validation loss, BLEU and chrF, checkpoint, early-stopping bookkeeping; True = stop now."""
-        metrics = evaluate(model, tokenizer, valid_data, valid_raw.src, valid_raw.tgt, recipe=recipe)
-        current = metrics[f"val_{cfg.best_metric}"]
-        improved = current > state.best_score
-        if improved:
-            state.best_score, state.best_step, state.bad_evals = current, state.step, 0
-        else:
-            state.bad_evals += 1
-        log.write(step=state.step, epoch=state.epoch, **metrics)
-        _save(out, model, tokenizer, optimizer, state, recipe, best=improved)
-        bar.write(
-            f"step {state.step}: val_loss {metrics['val_loss']:.3f}  val_bleu {metrics['val_bleu']:.2f}"
-            f"  val_chrf {metrics['val_chrf']:.2f}  (best {cfg.best_metric} {state.best_score:.2f} at step"
-            f" {state.best_step})"
-        )
-        return bool(cfg.patience) and state.bad_evals >= cfg.patience
-
-    started, window_start = time.monotonic() - state.elapsed, time.monotonic()
-    window_tokens = window_loss = window_nll = 0.0  # sums since the last log line
-    model.train()
+    run = _prepare(recipe, resume=resume, progress=progress)
+    state, ids = run.state, _special_ids(run.tokenizer)
+    sampler = TokenBatchSampler(run.train_data.lengths(), max_tokens=cfg.max_tokens, seed=cfg.seed)
+    window = Window()
+    started = time.monotonic() - state.elapsed
+    run.model.train()
     while True:
-        batches = sampler.batches(state.epoch)
+        batches = sampler.batches(state.epoch)  # a pure function of (seed, epoch): resuming replays it
         while state.batch_index < len(batches):
             group = batches[state.batch_index : state.batch_index + cfg.accum_steps]
-            loss, nll, n_tokens = _update(
-                model,
-                optimizer,
-                [collate(train_data.pairs(b), **ids) for b in group],
-                recipe=recipe,
-                step=state.step + 1,
-            )
-            state.step += 1
-            state.batch_index += len(group)
+            step_batches = [collate(run.train_data.pairs(b), **ids) for b in group]
+            window.add(*_update(run.model, run.optimizer, step_batches, cfg=cfg, step=state.step + 1))
+            state.step, state.batch_index = state.step + 1, state.batch_index + len(group)
             state.elapsed = time.monotonic() - started
-            window_tokens, window_loss, window_nll = window_tokens + n_tokens, window_loss + loss, window_nll + nll
             if state.step % cfg.log_every == 0:
-                rate = window_tokens / max(time.monotonic() - window_start, 1e-9)
-                lr = optimizer.param_groups[0]["lr"]
-                loss, nll = window_loss / window_tokens, window_nll / window_tokens  # per token, whole window
-                log.write(
-                    step=state.step,
-                    epoch=state.epoch,
-                    train_loss=loss,
-                    train_ppl=math.exp(min(nll, 50)),
-                    lr=lr,
-                    tokens_per_s=rate,
-                    elapsed=state.elapsed,
-                )
-                bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{rate:.0f}", epoch=state.epoch)
-                window_tokens = window_loss = window_nll = 0.0
-                window_start = time.monotonic()
-            bar.update(1)
-            out_of_budget = (cfg.max_steps and state.step >= cfg.max_steps) or (
-                cfg.max_minutes and state.elapsed >= 60 * cfg.max_minutes
-            )
-            if out_of_budget or (cfg.eval_every and state.step % cfg.eval_every == 0):
-                if validate_and_save() or out_of_budget:
-                    return _finish(out, bar, state)
-                model.train()
+                _log_window(run, window)
+                window = Window()
+            run.bar.advance(step=state.step, elapsed=state.elapsed)
+            done = out_of_budget(cfg, state)
+            if done or (cfg.eval_every and state.step % cfg.eval_every == 0):
+                patience_spent = _validate_and_save(run)
+                if patience_spent or done:
+                    return _finish(run)
         state.epoch, state.batch_index = state.epoch + 1, 0
-        if not cfg.eval_every and validate_and_save():
-            return _finish(out, bar, state)
+        if not cfg.eval_every and _validate_and_save(run):
+            return _finish(run)
         if cfg.max_epochs and state.epoch >= cfg.max_epochs:
             if cfg.eval_every:
-                validate_and_save()
-            return _finish(out, bar, state)
-        model.train()
+                _validate_and_save(run)
+            return _finish(run)
+
+
+def out_of_budget(cfg: TrainConfig, state: TrainState) -> bool:
+    """Whether the update or wall-clock budget is spent (the epoch budget is checked at epoch ends)."""
+    return bool(cfg.max_steps and state.step >= cfg.max_steps) or bool(
+        cfg.max_minutes and state.elapsed >= 60 * cfg.max_minutes
+    )
 
 
 def _update(
-    model: Transformer, optimizer: torch.optim.Optimizer, batches: list, *, recipe: Recipe, step: int
+    model: Transformer, optimizer: torch.optim.Optimizer, batches: list, *, cfg: TrainConfig, step: int
 ) -> tuple[float, float, int]:
     """One optimizer update over (possibly several accumulated) batches; returns summed loss, NLL, tokens."""
-    cfg = recipe.train
     n_tokens = sum(b.n_tgt_tokens for b in batches)
     total_loss = total_nll = 0.0
     for batch in batches:
@@ -169,19 +143,21 @@ def evaluate(
     *,
     recipe: Recipe,
 ) -> dict[str, float]:
-    """Validation loss (per token, teacher-forced, no smoothing), sacreBLEU and chrF of decoded sources."""
+    """Validation loss (per token, teacher-forced, no smoothing), sacreBLEU and chrF of decoded sources.
+
+    Decoding follows the recipe's [decode] table (what the checkpoint will translate with), with
+    `train.eval_beam_size` as the beam size when it is set.
+    """
     model.eval()
-    ids = dict(pad_id=tokenizer.pad_id, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id)
+    ids = _special_ids(tokenizer)
     sampler = TokenBatchSampler(data.lengths(), max_tokens=recipe.train.max_tokens, seed=0, shuffle=False)
     total_nll, total_tokens = 0.0, 0
     for indices in sampler.batches(0):
         batch = collate(data.pairs(indices), **ids)
         _, nll = label_smoothed_loss(model(batch.src, batch.tgt_in), batch.tgt_out, epsilon=0.0, pad_id=ids["pad_id"])
         total_nll, total_tokens = total_nll + nll.item(), total_tokens + batch.n_tgt_tokens
-    d = recipe.decode
-    hypotheses = Translator(model, tokenizer).translate(
-        sources, beam_size=recipe.train.eval_beam_size, length_penalty=d.length_penalty
-    )
+    decode = replace(recipe.decode, beam_size=recipe.train.eval_beam_size or recipe.decode.beam_size)
+    hypotheses = Translator(model, tokenizer, decode).translate(sources)
     val_loss = total_nll / max(total_tokens, 1)
     scores = score(hypotheses, references)
     return {
@@ -192,52 +168,101 @@ def evaluate(
     }
 
 
-def _start(recipe: Recipe, out: Path, resume: bool):
-    """Model, tokenizer, optimizer and state: fresh, from `init_from`, or from `out/last` when resuming."""
-    cfg = recipe.train
+def _prepare(recipe: Recipe, *, resume: bool, progress: bool) -> Run:
+    """Model, tokenizer, optimizer and state (fresh, from `init_from`, or from `out/last` when resuming),
+    and the encoded data. The training text is read once: it trains a new tokenizer and is encoded."""
+    cfg, out = recipe.train, Path(recipe.train.out_dir)
     torch.manual_seed(cfg.seed)
-    state = TrainState()
-    checkpoint = None
+    train_text = read_split(recipe.data, "train", limit=recipe.data.max_train_pairs)
+    valid_text = read_split(recipe.data, "val", limit=recipe.data.max_valid_pairs)
+    state, checkpoint = TrainState(), None
     if resume:
         if not (out / "last").exists():
             raise UserError(f"{out / 'last'}: nothing to resume (no checkpoint was saved in {out})")
         checkpoint = load_checkpoint(out / "last")
-        fields = {k: v for k, v in checkpoint.trainer_state.items() if k in TrainState.__dataclass_fields__}
-        state = TrainState(**fields)
+        saved = checkpoint.trainer_state
+        state = TrainState(**{k: v for k, v in saved.items() if k in TrainState.__dataclass_fields__})
     elif cfg.init_from:
         checkpoint = load_checkpoint(cfg.init_from)
     if checkpoint is not None:
         model, tokenizer = checkpoint.model, checkpoint.tokenizer
     else:
-        tokenizer = train_tokenizer(recipe.data, read_split(recipe.data, "train", limit=recipe.data.max_train_pairs))
-        ids = dict(pad_id=tokenizer.pad_id, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id)
-        model = Transformer(recipe.model_config(vocab_size=tokenizer.vocab_size, **ids))
+        tokenizer = train_tokenizer(recipe.data, train_text)
+        model = Transformer(recipe.model_config(vocab_size=tokenizer.vocab_size, **_special_ids(tokenizer)))
     # fused: one kernel over all parameters instead of a Python loop per tensor (~14% of a small-model step)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.0, betas=cfg.adam_betas, eps=cfg.adam_eps, fused=True)
     if resume:
         optimizer.load_state_dict(checkpoint.optimizer_state)
         torch.set_rng_state(checkpoint.trainer_state["rng.torch"])
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "recipe.json", json.dumps(recipe_to_dict(recipe), indent=2) + "\n")
-    return model, tokenizer, optimizer, state
+    atomic_write_text(out / "recipe.json", json.dumps(recipe.to_dict(), indent=2) + "\n")
+    max_len = min(recipe.data.max_tokens_per_sentence, model.config.max_len - 1)
+    train_data = encode(train_text, tokenizer, max_len=max_len)
+    return Run(
+        recipe=recipe,
+        out=out,
+        model=model,
+        tokenizer=tokenizer,
+        optimizer=optimizer,
+        state=state,
+        train_data=train_data,
+        valid_data=encode(valid_text, tokenizer),
+        valid_text=valid_text,
+        log=MetricsLog(out / "metrics.jsonl", after_step=state.step),
+        bar=Progress(cfg, step=state.step, elapsed=state.elapsed, enabled=progress),
+    )
 
 
-def _save(
-    out: Path,
-    model: Transformer,
-    tokenizer: Tokenizer,
-    optimizer: torch.optim.Optimizer,
-    state: TrainState,
-    recipe: Recipe,
-    *,
-    best: bool,
-) -> None:
+def _validate_and_save(run: Run) -> bool:
+    """Validate, checkpoint, keep early-stopping count; True = patience is spent. Leaves the model training."""
+    cfg, state = run.recipe.train, run.state
+    metrics = evaluate(
+        run.model, run.tokenizer, run.valid_data, run.valid_text.src, run.valid_text.tgt, recipe=run.recipe
+    )
+    current = metrics[f"val_{cfg.best_metric}"]
+    improved = current > state.best_score
+    if improved:
+        state.best_score, state.best_step, state.bad_evals = current, state.step, 0
+    else:
+        state.bad_evals += 1
+    run.log.write(step=state.step, epoch=state.epoch, **metrics)
+    _save(run, best=improved)
+    run.bar.bar.write(
+        f"step {state.step}: val_loss {metrics['val_loss']:.3f}  val_bleu {metrics['val_bleu']:.2f}"
+        f"  val_chrf {metrics['val_chrf']:.2f}  (best {cfg.best_metric} {state.best_score:.2f} at step"
+        f" {state.best_step})"
+    )
+    run.model.train()
+    return bool(cfg.patience) and state.bad_evals >= cfg.patience
+
+
+def _log_window(run: Run, window: Window) -> None:
+    """Write the window's per-token loss, perplexity, learning rate and speed."""
+    state = run.state
+    rate = window.tokens / max(time.monotonic() - window.start, 1e-9)
+    lr = run.optimizer.param_groups[0]["lr"]
+    loss, nll = window.loss / window.tokens, window.nll / window.tokens
+    run.log.write(
+        step=state.step,
+        epoch=state.epoch,
+        train_loss=loss,
+        train_ppl=math.exp(min(nll, 50)),
+        lr=lr,
+        tokens_per_s=rate,
+        elapsed=state.elapsed,
+    )
+    run.bar.bar.set_postfix(step=state.step, loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{rate:.0f}", epoch=state.epoch)
+
+
+def _save(run: Run, *, best: bool) -> None:
     """A new step checkpoint, then the `last` (and maybe `best`) links, then pruning of old ones."""
+    out, state = run.out, run.state
     path = save_checkpoint(
         out / "checkpoints" / f"step_{state.step:07d}",
-        model,
-        tokenizer,
-        optimizer=optimizer,
+        run.model,
+        run.tokenizer,
+        decode=run.recipe.decode,
+        optimizer=run.optimizer,
         trainer_state=asdict(state),
     )
     update_link(out / "last", path)
@@ -245,26 +270,16 @@ def _save(
         update_link(out / "best", path)
     keep = {(out / name).resolve() for name in ("last", "best") if (out / name).exists()}
     steps = sorted((out / "checkpoints").glob("step_*"))
-    for old in steps[: -recipe.train.keep_checkpoints]:
+    for old in steps[: -run.recipe.train.keep_checkpoints]:
         if old.resolve() not in keep:
             shutil.rmtree(old, ignore_errors=True)
 
 
-def _finish(out: Path, bar: tqdm, state: TrainState) -> Path:
-    bar.close()
-    plot_curves(out / "metrics.jsonl", out / "curves.png")
-    return out
+def _finish(run: Run) -> Path:
+    run.bar.bar.close()
+    plot_curves(run.out / "metrics.jsonl", run.out / "curves.png")
+    return run.out
 
 
-class _MetricsLog:
-    """metrics.jsonl, one JSON object per line; on resume, lines past the checkpoint's step are dropped."""
-
-    def __init__(self, path: Path, *, after_step: int) -> None:
-        self.path = path
-        if path.exists():
-            kept = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= after_step]
-            atomic_write_text(path, "".join(line + "\n" for line in kept))
-
-    def write(self, **record: float) -> None:
-        with self.path.open("a") as f:
-            f.write(json.dumps(record) + "\n")
+def _special_ids(tokenizer: Tokenizer) -> dict[str, int]:
+    return dict(pad_id=tokenizer.pad_id, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id)

@@ -2,7 +2,7 @@
 
     step_000800/
       model.safetensors     weights (tied matrices stored once)
-      config.json           {"format": 1, "model": ModelConfig fields}
+      config.json           {"format": 1, "model": ModelConfig fields, "decode": DecodeConfig fields}
       source.spm, target.spm, tokenizer.json   the subword tokenizer (see data/tokenizer.py)
       optimizer.safetensors + trainer_state.json   only in training checkpoints: Adam moments,
                             step, data position, RNG state and metrics, so `--resume` continues exactly
@@ -10,13 +10,15 @@
 A checkpoint is built in a hidden sibling directory and renamed into place, so a process killed at
 any moment leaves either no checkpoint or a complete one. The training loop then points the `last`
 and `best` symlinks at it with an atomic rename (`update_link`). Averaging (section 6.1) lives here too.
+The decoding settings the recipe validated with travel in config.json, so translating with the
+checkpoint later uses them by default. Training, decoding, serving and interop all load through here.
 """
 
 import json
 import os
 import secrets
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +27,10 @@ from safetensors import SafetensorError
 from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
-from tnmt.config import ModelConfig
+from tnmt.config import DecodeConfig, ModelConfig, parse
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.errors import UserError
-from tnmt.io import atomic_write_bytes, atomic_write_text
+from tnmt.io import atomic_write_bytes, atomic_write_text, read_json
 from tnmt.model import Transformer
 
 FORMAT = 1
@@ -36,11 +38,12 @@ FORMAT = 1
 
 @dataclass
 class Checkpoint:
-    """A loaded checkpoint: the model (in eval mode), its tokenizer and the saved training state."""
+    """A loaded checkpoint: the model (in eval mode), its tokenizer, decoding settings and training state."""
 
     model: Transformer
     tokenizer: Tokenizer
     path: Path
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
     trainer_state: dict[str, Any] = field(default_factory=dict)
     optimizer_state: dict[str, Any] | None = None
 
@@ -50,17 +53,21 @@ def save_checkpoint(
     model: Transformer,
     tokenizer: Tokenizer,
     *,
+    decode: DecodeConfig | None = None,
     optimizer: torch.optim.Optimizer | None = None,
     trainer_state: dict[str, Any] | None = None,
 ) -> Path:
-    """Write a complete checkpoint directory at `path`, replacing any previous one atomically."""
+    """Write a complete checkpoint directory at `path`, replacing any previous one atomically.
+
+    `decode` (the recipe's [decode] table) becomes the checkpoint's default decoding; None = `DecodeConfig()`.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.tmp-{secrets.token_hex(4)}"
     tmp.mkdir()
     try:
         atomic_write_bytes(tmp / "model.safetensors", save_tensors(_unique_tensors(model.state_dict())))
-        config = {"format": FORMAT, "model": model.config.to_dict()}
+        config = {"format": FORMAT, "model": asdict(model.config), "decode": asdict(decode or DecodeConfig())}
         atomic_write_text(tmp / "config.json", json.dumps(config, indent=2) + "\n")
         tokenizer.save(tmp)
         if optimizer is not None:
@@ -81,8 +88,12 @@ def load_checkpoint(path: str | os.PathLike[str], *, map_location: str = "cpu") 
     path = Path(path)
     if not path.is_dir():
         raise UserError(f"{path}: no such checkpoint directory")
-    config = ModelConfig.from_dict(_read_json(path / "config.json")["model"])
-    model = Transformer(config)
+    config_path = path / "config.json"
+    config = read_json(config_path)
+    if not isinstance(config, dict) or not isinstance(config.get("model"), dict):
+        raise UserError(f'{config_path}: not a tnmt checkpoint config (no "model" object)')
+    model = Transformer(parse(ModelConfig, config["model"], where=f"{config_path} model"))
+    decode = parse(DecodeConfig, config.get("decode", {}), where=f"{config_path} decode")
     weights = _read_tensors(path / "model.safetensors", map_location)
     missing, unexpected = model.load_state_dict(weights, strict=False)
     tied = {name for name in missing if _is_tied(model, name, weights)}
@@ -92,9 +103,9 @@ def load_checkpoint(path: str | os.PathLike[str], *, map_location: str = "cpu") 
             f"unexpected {sorted(unexpected)} weights for this config.json"
         )
     model.eval()
-    checkpoint = Checkpoint(model=model, tokenizer=Tokenizer.load(path), path=path)
+    checkpoint = Checkpoint(model=model, tokenizer=Tokenizer.load(path), path=path, decode=decode)
     if (path / "trainer_state.json").exists():
-        state = _read_json(path / "trainer_state.json")
+        state = read_json(path / "trainer_state.json")
         tensors = _read_tensors(path / "optimizer.safetensors", map_location)
         checkpoint.trainer_state = state
         checkpoint.trainer_state["rng.torch"] = tensors.pop("rng.torch")
@@ -122,7 +133,7 @@ def average_checkpoints(paths: list[Path], out: Path) -> Path:
         for k, v in other.model.state_dict().items():
             total[k] += v.double()
     first.model.load_state_dict({k: (v / len(paths)).to(torch.float32) for k, v in total.items()})
-    return save_checkpoint(out, first.model, first.tokenizer)
+    return save_checkpoint(out, first.model, first.tokenizer, decode=first.decode)
 
 
 def _unique_tensors(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -175,15 +186,6 @@ def _replace_directory(tmp: Path, path: Path) -> None:
         shutil.rmtree(old)
     else:
         os.replace(tmp, path)
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path}: missing from the checkpoint") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: not valid JSON ({e})") from None
 
 
 def _read_tensors(path: Path, map_location: str) -> dict[str, torch.Tensor]:

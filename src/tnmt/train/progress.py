@@ -1,0 +1,56 @@
+"""What a training run reports while it runs: metrics.jsonl, the per-window averages, the progress bar."""
+
+import json
+import time
+from pathlib import Path
+
+from tqdm import tqdm
+
+from tnmt.config import TrainConfig
+from tnmt.io import atomic_write_text
+
+
+class Window:
+    """Sums over the updates since the last log line, so a logged loss is the whole window's, not one batch's."""
+
+    def __init__(self) -> None:
+        self.start, self.loss, self.nll, self.tokens = time.monotonic(), 0.0, 0.0, 0
+
+    def add(self, loss: float, nll: float, tokens: int) -> None:
+        self.loss, self.nll, self.tokens = self.loss + loss, self.nll + nll, self.tokens + tokens
+
+
+class Progress:
+    """A progress bar over the budget that bounds the run: updates, or the seconds of a time budget, so a
+    time-boxed run shows elapsed / budget and an ETA."""
+
+    def __init__(self, cfg: TrainConfig, *, step: int, elapsed: float, enabled: bool) -> None:
+        self.by_time = not cfg.max_steps and bool(cfg.max_minutes)
+        total = 60 * cfg.max_minutes if self.by_time else cfg.max_steps or None
+        unit_format = "{n:.0f}/{total:.0f} s" if self.by_time else "{n_fmt}/{total_fmt} updates"
+        self.bar = tqdm(
+            total=total,
+            initial=elapsed if self.by_time else step,
+            disable=not enabled,
+            dynamic_ncols=True,
+            unit="s" if self.by_time else "step",
+            bar_format=None if total is None else "{l_bar}{bar}| " + unit_format + " [{elapsed}<{remaining}{postfix}]",
+        )
+
+    def advance(self, *, step: int, elapsed: float) -> None:
+        """Move to `step` updates done, `elapsed` training seconds."""
+        self.bar.update((elapsed if self.by_time else step) - self.bar.n)
+
+
+class MetricsLog:
+    """metrics.jsonl, one JSON object per line; on resume, lines past the checkpoint's step are dropped."""
+
+    def __init__(self, path: Path, *, after_step: int) -> None:
+        self.path = path
+        if path.exists():
+            kept = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= after_step]
+            atomic_write_text(path, "".join(line + "\n" for line in kept))
+
+    def write(self, **record: float) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps(record) + "\n")
