@@ -5,6 +5,7 @@ import torch
 from torch import nn
 
 from tnmt.blocks.attention import MultiHeadAttention, attention, reference_attention
+from tnmt.blocks.kv_cache import LayerKV
 from tnmt.blocks.masks import causal_mask, padding_mask
 
 
@@ -100,3 +101,18 @@ def test_bf16_training_path_matches_the_fused_kernel_and_hides_the_weights():
     torch.testing.assert_close(out.float(), fused.float(), atol=2e-2, rtol=0)
     out.float().sum().backward()
     assert q.grad is not None and q.grad.dtype == torch.bfloat16
+
+
+def test_cached_self_attention_appends_after_the_cached_positions():
+    """Feeding x in chunks through a LayerKV equals causal self-attention over all of x at once."""
+    torch.manual_seed(2)
+    d, h = 16, 4
+    ours = MultiHeadAttention(d, h).eval()
+    x = torch.randn(2, 6, d)
+    full, _ = ours.self_attention(x, causal_mask(6))
+    cache = LayerKV(cross_k=torch.empty(2, h, 0, d // h), cross_v=torch.empty(2, h, 0, d // h))
+    block, _ = ours.self_attention(x[:, :4], causal_mask(4), cache=cache)  # L = 0, T = 4
+    step, _ = ours.self_attention(x[:, 4:5], None, cache=cache)  # L = 4, T = 1: sees every cached key
+    last, _ = ours.self_attention(x[:, 5:], None, cache=cache)
+    assert cache.length == 6
+    torch.testing.assert_close(torch.cat([block, step, last], 1), full, atol=1e-5, rtol=0)

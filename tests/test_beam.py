@@ -16,7 +16,6 @@ class ScriptedCache:
 
     def __init__(self, sentences: list[int]) -> None:
         self.rows = [(s, ()) for s in sentences]
-        self.length = 0
 
     def reorder(self, indices: torch.Tensor, *, same_sources: bool = False) -> None:
         if same_sources:  # the promise beam search makes: every row keeps a parent of its own sentence
@@ -54,7 +53,6 @@ class ScriptedModel:
             probs = self.scripts[sentence].get((*fed, token)[1:], self.default)
             for t, p in probs.items():
                 logits[row, 0, t] = math.log(p)
-        cache.length += tokens.size(1)
         return logits
 
 

@@ -1,6 +1,8 @@
+import pytest
 import torch
 
 from tnmt import ModelConfig, Transformer
+from tnmt.blocks.kv_cache import LayerKV
 from tnmt.blocks.masks import padding_mask
 
 
@@ -92,3 +94,67 @@ def test_repeat_interleave_starts_beams():
     cache.repeat_interleave(2)
     assert cache.batch_size == 6
     assert torch.equal(cache.layers[0].cross_k[0], cache.layers[0].cross_k[1])
+
+
+def test_length_advances_by_the_new_positions_in_every_layer():
+    """Each decode call of T positions advances every layer's own count by T; the model bumps nothing."""
+    model, memory, src_mask = model_and_memory()
+    tgt = torch.randint(3, 30, (3, 36))
+    cache = model.init_cache(memory, src_mask)
+    assert cache.length == 0
+    end, outputs = 0, []
+    for t in (3, 1, 30, 2):  # a block, a step, a block across the growth at 32, another block
+        outputs.append(model.decode(tgt[:, end : end + t], None, cache=cache))
+        end += t
+        assert [layer.length for layer in cache.layers] == [end] * 3
+        assert cache.length == end
+    full = model.decode(tgt, memory, memory_mask=src_mask)
+    torch.testing.assert_close(torch.cat(outputs, 1), full, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("same_sources", [False, True])
+@pytest.mark.parametrize("grad", [False, True])  # no_grad swaps spare buffers; with autograd `select` copies
+def test_reorder_keeps_the_length(same_sources, grad):
+    model, memory, src_mask = model_and_memory()
+    sources = torch.arange(3).repeat_interleave(2)  # two beams per sentence, with different histories
+    tgt = torch.randint(3, 30, (6, 6))
+    # Within each sentence's beams (cross K/V kept), or across sentences with a row dropped.
+    order = torch.tensor([1, 0, 2, 2, 5, 4]) if same_sources else torch.tensor([5, 5, 0, 2])
+    with torch.set_grad_enabled(grad):
+        cache = model.init_cache(memory, src_mask)
+        cache.repeat_interleave(2)
+        model.decode(tgt[:, :5], None, cache=cache)
+        cache.reorder(order, same_sources=same_sources)
+        assert [layer.length for layer in cache.layers] == [5] * 3
+        step = model.decode(tgt[order, 5:], None, cache=cache)
+    assert cache.length == 6
+    full = model.decode(tgt[order], memory[sources[order]], memory_mask=src_mask[sources[order]])
+    torch.testing.assert_close(step[:, 0], full[:, -1], atol=1e-5, rtol=0)
+
+
+def test_layer_appends_at_its_own_length_and_select_keeps_it():
+    g = torch.Generator().manual_seed(0)
+    layer = LayerKV(cross_k=torch.zeros(2, 1, 3, 4), cross_v=torch.zeros(2, 1, 3, 4))
+    ks = [torch.randn(2, 1, t, 4, generator=g) for t in (20, 1, 15)]  # 36 positions: grows past 32
+    for i, k in enumerate(ks):
+        all_k, all_v = layer.append(k, -k)
+        expected = torch.cat(ks[: i + 1], 2)
+        assert layer.length == expected.size(2)
+        assert torch.equal(all_k, expected) and torch.equal(all_v, -expected)
+    with torch.no_grad():
+        layer.select(torch.tensor([1, 1, 0]))
+    assert layer.length == 36
+    expected = torch.cat(ks, 2)[[1, 1, 0]]
+    assert torch.equal(layer.self_k[:, :, :36], expected) and torch.equal(layer.self_v[:, :, :36], -expected)
+
+
+def test_a_model_without_decoder_layers_has_no_cache_but_decodes_without_one():
+    """Zero decoder layers leave nothing to count positions with: a clear error, not wrong positions."""
+    torch.manual_seed(0)
+    config = ModelConfig(src_vocab_size=30, tgt_vocab_size=30, d_model=8, n_heads=2, n_decoder_layers=0, d_ff=16)
+    model = Transformer(config).eval()
+    src = torch.tensor([[5, 6, 2]])
+    memory = model.encode(src)
+    with pytest.raises(ValueError, match="n_decoder_layers=0"):
+        model.init_cache(memory, None)
+    assert model.decode(torch.tensor([[1, 7, 8]]), memory).shape == (1, 3, 30)

@@ -156,18 +156,31 @@ def test_tied_and_shared_embeddings_are_one_tensor():
 
 @pytest.mark.parametrize(
     "options",
-    [
+    [  # single options too: in a pair, one ignored option would hide behind the other
         dict(positional="learned"),
         dict(activation="swish", final_logits_bias=True),
         dict(positional_layout="concat", activation="gelu"),
+        dict(activation="swish"),
+        dict(activation="gelu"),
+        dict(positional_layout="concat"),
+        dict(final_logits_bias=True),
     ],
 )
 def test_variants_run_and_are_causal(options):
-    model = tiny(**options)
+    """Each variant is causal and changes the output of a default model carrying the same weights,
+    so an option the model ignored would fail here."""
+    model, default = tiny(**options), tiny()
+    ours = model.state_dict()
+    shared = {k: v for k, v in default.state_dict().items() if k in ours and ours[k].shape == v.shape}
+    model.load_state_dict(shared, strict=False)
+    if model.logits_bias is not None:  # zero at init (MarianMT's is loaded): give it values that show
+        with torch.no_grad():
+            model.logits_bias.normal_()
     src, tgt = batch()
     changed = tgt.clone()
     changed[:, 3] = 4
     torch.testing.assert_close(model(src, changed)[:, :3], model(src, tgt)[:, :3], atol=1e-6, rtol=0)
+    assert not torch.allclose(model(src, tgt), default(src, tgt), atol=1e-3)
 
 
 def test_attention_maps_are_distributions_and_causal():

@@ -121,7 +121,11 @@ class Transformer(nn.Module):
         return logits, AttentionMaps(encoder=enc, decoder_self=self_w, cross=cross_w)
 
     def init_cache(self, memory: Tensor, memory_mask: Tensor | None) -> KVCache:
-        """A KV cache for incremental decoding, with every layer's cross-attention K/V computed once."""
+        """A KV cache for incremental decoding, with every layer's cross-attention K/V computed once.
+
+        Raises:
+            ValueError: The model has no decoder layers (see `KVCache`).
+        """
         layers = [LayerKV(*layer.cross_attn.project_kv(memory)) for layer in self.decoder_layers]
         return KVCache(layers=layers, memory_mask=memory_mask)
 
@@ -145,9 +149,9 @@ class Transformer(nn.Module):
         cache: KVCache | None = None,
         need_weights: bool = False,
     ):
-        start = 0
+        start = 0  # positions already decoded: the offset of positional encodings and of the causal mask
         if cache is not None:
-            start, memory_mask = cache.length, cache.memory_mask
+            start, memory_mask = cache.length, cache.memory_mask  # read before the layers append to it
             # A single new query may see every cached key; a block of them needs the shifted causal mask.
             if tgt_mask is None and tgt_ids.size(1) > 1:
                 tgt_mask = causal_mask(tgt_ids.size(1), start + tgt_ids.size(1), device=tgt_ids.device)
@@ -162,14 +166,11 @@ class Transformer(nn.Module):
                 self_mask=tgt_mask,
                 memory_mask=memory_mask,
                 cache=None if cache is None else cache.layers[i],
-                start=start,
                 need_weights=need_weights,
             )
             if w is not None:
                 self_w.append(w[0])
                 cross_w.append(w[1])
-        if cache is not None:
-            cache.length += tgt_ids.size(1)
         logits = self.output(self.decoder_norm(x))  # (B, T, V)
         if self.logits_bias is not None:
             logits = logits + self.logits_bias

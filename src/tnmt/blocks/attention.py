@@ -85,18 +85,18 @@ class MultiHeadAttention(nn.Module):
         mask: Tensor | None = None,
         *,
         cache: LayerKV | None = None,
-        start: int = 0,
         need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """Every position of x (B, T, D) attends to the positions of x that `mask` allows.
 
-        With a cache, x holds only the new positions; their keys/values are appended at `start`
-        and the queries attend over all start + T cached positions.
+        With a cache holding L earlier positions, x holds only the T new ones: the cache appends their
+        keys/values after its own and the queries attend over all L + T positions (`mask` is then
+        (.., T, L + T) or None).
         """
         q, k, v = self.in_proj(x).chunk(3, dim=-1)  # 3 x (B, T, D)
         q, k, v = self._split_heads(q), self._split_heads(k), self._split_heads(v)
         if cache is not None:
-            k, v = cache.append(k, v, start)  # (B, H, start + T, Dh)
+            k, v = cache.append(k, v)  # (B, H, L + T, Dh)
         return self._attend(q, k, v, mask, need_weights)
 
     def cross_attention(

@@ -5,6 +5,12 @@ causally masked from the future), so each step only computes the new position's 
 The cross-attention K/V depend only on the encoder memory and are computed once per sentence.
 The cache is an explicit object that the caller creates (`Transformer.init_cache`), passes to every
 `Transformer.decode` call and reorders for beam search: no hidden state lives on the modules.
+
+The cache owns its write position: each `LayerKV` counts the positions it holds, `append` writes after
+them and advances the count, and `KVCache.length` reads it. Nobody threads a start index through the
+layers or bumps a counter beside them, so the count cannot drift from the keys/values actually stored.
+The model reads `cache.length` before a decode call, as the offset of the positional encodings and of
+the causal mask.
 """
 
 from dataclasses import dataclass
@@ -19,17 +25,19 @@ class LayerKV:
 
     cross_k: Tensor  # (B, H, S, Dh)
     cross_v: Tensor  # (B, H, S, Dh)
-    self_k: Tensor | None = None  # (B, H, capacity, Dh); positions >= KVCache.length are unused
+    self_k: Tensor | None = None  # (B, H, capacity, Dh); positions >= length are unused
     self_v: Tensor | None = None
+    length: int = 0  # positions of self_k/self_v written so far
     spare: tuple[Tensor, Tensor] | None = None  # buffers of self_k/self_v's shape that `select` fills next
 
-    def append(self, k: Tensor, v: Tensor, start: int) -> tuple[Tensor, Tensor]:
-        """Write new keys/values (B, H, t, Dh) at positions start..start+t; return all (B, H, start+t, Dh)."""
-        end = start + k.size(2)
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Write new keys/values (B, H, T, Dh) after the `length` held ones; return all (B, H, length, Dh)."""
+        start, end = self.length, self.length + k.size(2)
         if self.self_k is None or end > self.self_k.size(2):
             self._grow(k, end)
         self.self_k[:, :, start:end] = k
         self.self_v[:, :, start:end] = v
+        self.length = end
         return self.self_k[:, :, :end], self.self_v[:, :, :end]
 
     def _grow(self, like: Tensor, needed: int) -> None:
@@ -39,23 +47,23 @@ class LayerKV:
         new_k = like.new_empty(b, h, capacity, dh)
         new_v = like.new_empty(b, h, capacity, dh)
         if self.self_k is not None:
-            old = self.self_k.size(2)
-            new_k[:, :, :old] = self.self_k
-            new_v[:, :, :old] = self.self_v
+            new_k[:, :, : self.length] = self.self_k[:, :, : self.length]
+            new_v[:, :, : self.length] = self.self_v[:, :, : self.length]
         self.self_k, self.self_v = new_k, new_v
 
-    def select(self, indices: Tensor, length: int) -> None:
+    def select(self, indices: Tensor) -> None:
         """Keep rows `indices` of the self-attention keys/values, copying only the `length` filled positions.
 
         Beam search reorders every step, so the copy goes into a spare pair of buffers that are swapped
         with the current ones instead of allocating: fresh memory costs page faults on every step.
+        The length is unchanged: every kept row holds the same positions.
         """
         if self.self_k is None:
             return
         if self.self_k.requires_grad:  # autograd cannot follow out=; only decoding outside no_grad gets here
             self.self_k, self.self_v = self.self_k.index_select(0, indices), self.self_v.index_select(0, indices)
             return
-        n, rest = indices.numel(), self.self_k.shape[1:]
+        n, rest, length = indices.numel(), self.self_k.shape[1:], self.length
         if self.spare is None or self.spare[0].size(0) < n or self.spare[0].shape[1:] != rest:
             self.spare = (self.self_k.new_empty(n, *rest), self.self_v.new_empty(n, *rest))
         new_k, new_v = self.spare[0][:n], self.spare[1][:n]
@@ -67,11 +75,27 @@ class LayerKV:
 
 @dataclass
 class KVCache:
-    """Per-layer keys/values plus the source padding mask, for one batch of hypotheses."""
+    """Per-layer keys/values plus the source padding mask, for one batch of hypotheses.
+
+    Raises:
+        ValueError: `layers` is empty. A decoder without layers has no keys/values, so the cache would
+            have nothing to count decoded positions with; decode such a model without a cache.
+    """
 
     layers: list[LayerKV]
     memory_mask: Tensor | None  # (B, 1, 1, S) or None when the source has no padding
-    length: int = 0  # number of target positions already decoded
+
+    def __post_init__(self) -> None:
+        if not self.layers:
+            raise ValueError(
+                "a KV cache needs at least one decoder layer (n_decoder_layers=0 has no keys/values to cache); "
+                "decode such a model without a cache, feeding the whole prefix"
+            )
+
+    @property
+    def length(self) -> int:
+        """Target positions decoded so far; every layer appends the same number per decode call."""
+        return self.layers[0].length
 
     @property
     def batch_size(self) -> int:
@@ -86,7 +110,7 @@ class KVCache:
         the memory mask are then unchanged and are not copied.
         """
         for layer in self.layers:
-            layer.select(indices, self.length)
+            layer.select(indices)
             if not same_sources:
                 layer.cross_k = layer.cross_k.index_select(0, indices)
                 layer.cross_v = layer.cross_v.index_select(0, indices)

@@ -98,20 +98,18 @@ class DecoderLayer(nn.Module):
         self_mask: Tensor | None,
         memory_mask: Tensor | None,
         cache: LayerKV | None = None,
-        start: int = 0,
         need_weights: bool = False,
     ) -> tuple[Tensor, tuple[Tensor, Tensor] | None]:
         """x (B, T, D) -> (B, T, D) and optionally (self weights (B, H, T, T'), cross weights (B, H, T, S)).
 
-        With a cache, x holds only the new positions starting at `start`, and memory may be None
-        because the cross-attention keys/values were computed once by `Transformer.init_cache`.
+        With a cache, x holds only the new positions (the cache places them after the ones it holds),
+        and memory may be None because the cross-attention keys/values were computed once by
+        `Transformer.init_cache`.
         """
         weights: list[Tensor | None] = [None, None]
 
         def self_attend(h: Tensor) -> Tensor:
-            out, weights[0] = self.self_attn.self_attention(
-                h, self_mask, cache=cache, start=start, need_weights=need_weights
-            )
+            out, weights[0] = self.self_attn.self_attention(h, self_mask, cache=cache, need_weights=need_weights)
             return out
 
         def cross_attend(h: Tensor) -> Tensor:
