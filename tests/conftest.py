@@ -1,10 +1,12 @@
 """Fixtures shared by the test files."""
 
 import os
+import random
 from pathlib import Path
 
 import pytest
 import torch
+from num2words import num2words
 
 # Test tensors are tiny: one thread avoids oversubscription and makes timings steadier.
 torch.set_num_threads(1)
@@ -24,3 +26,15 @@ def multi30k_dir() -> Path:
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def numbers_corpus(tmp_path_factory) -> Path:
+    """A tiny English -> Italian number-words corpus: train.{en,it} (300 lines), valid.{en,it} (30 lines)."""
+    directory = tmp_path_factory.mktemp("numbers")
+    rng = random.Random(0)
+    numbers = [rng.randrange(1, 10_000) for _ in range(330)]
+    for split, values in (("train", numbers[:300]), ("valid", numbers[300:])):
+        (directory / f"{split}.en").write_text("".join(num2words(n) + "\n" for n in values))
+        (directory / f"{split}.it").write_text("".join(num2words(n, lang="it") + "\n" for n in values))
+    return directory

@@ -1,28 +1,15 @@
 """The training loop on a tiny generated corpus: it learns, logs, checkpoints and resumes exactly."""
 
 import json
-import random
 
 import pytest
 import torch
-from num2words import num2words
 from safetensors.torch import load_file
 
 from tnmt.checkpoint import load_checkpoint
 from tnmt.errors import UserError
 from tnmt.recipe import load_recipe
 from tnmt.train.loop import train
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("numbers")
-    rng = random.Random(0)
-    numbers = [rng.randrange(1, 10_000) for _ in range(330)]
-    for split, values in (("train", numbers[:300]), ("valid", numbers[300:])):
-        (directory / f"{split}.en").write_text("".join(num2words(n) + "\n" for n in values))
-        (directory / f"{split}.it").write_text("".join(num2words(n, lang="it") + "\n" for n in values))
-    return directory
 
 
 def recipe(corpus, out, *overrides):
@@ -58,11 +45,11 @@ def weights(path):
     return load_file(path / "model.safetensors")
 
 
-def test_a_resumed_run_ends_with_the_same_weights(corpus, tmp_path):
-    straight = train(recipe(corpus, tmp_path / "a", "--train.max_steps=12"), progress=False)
-    train(recipe(corpus, tmp_path / "b", "--train.max_steps=8"), progress=False)
+def test_a_resumed_run_ends_with_the_same_weights(numbers_corpus, tmp_path):
+    straight = train(recipe(numbers_corpus, tmp_path / "a", "--train.max_steps=12"), progress=False)
+    train(recipe(numbers_corpus, tmp_path / "b", "--train.max_steps=8"), progress=False)
     assert load_checkpoint(tmp_path / "b" / "last").trainer_state["step"] == 8
-    resumed = train(recipe(corpus, tmp_path / "b", "--train.max_steps=12"), resume=True, progress=False)
+    resumed = train(recipe(numbers_corpus, tmp_path / "b", "--train.max_steps=12"), resume=True, progress=False)
     a, b = weights((straight / "last").resolve()), weights((resumed / "last").resolve())
     assert a.keys() == b.keys()
     for name in a:
@@ -73,8 +60,10 @@ def test_a_resumed_run_ends_with_the_same_weights(corpus, tmp_path):
     assert [r.get("train_loss") for r in log_a] == [r.get("train_loss") for r in log_b]
 
 
-def test_outputs_links_metrics_and_curves(corpus, tmp_path):
-    out = train(recipe(corpus, tmp_path / "run", "--train.max_steps=12", "--train.keep_checkpoints=1"), progress=False)
+def test_outputs_links_metrics_and_curves(numbers_corpus, tmp_path):
+    out = train(
+        recipe(numbers_corpus, tmp_path / "run", "--train.max_steps=12", "--train.keep_checkpoints=1"), progress=False
+    )
     assert (out / "best").is_symlink() and (out / "last").is_symlink()
     assert (out / "curves.png").stat().st_size > 0
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
@@ -86,23 +75,25 @@ def test_outputs_links_metrics_and_curves(corpus, tmp_path):
     assert kept == {(out / "best").resolve().name, (out / "last").resolve().name}
 
 
-def test_best_follows_the_chosen_validation_metric(corpus, tmp_path):
-    out = train(recipe(corpus, tmp_path / "chrf", "--train.max_steps=12", "--train.best_metric=chrf"), progress=False)
+def test_best_follows_the_chosen_validation_metric(numbers_corpus, tmp_path):
+    out = train(
+        recipe(numbers_corpus, tmp_path / "chrf", "--train.max_steps=12", "--train.best_metric=chrf"), progress=False
+    )
     evals = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if "val_chrf" in line]
     best = max(evals, key=lambda r: r["val_chrf"])  # the first of equals: only a strictly better score moves best
     assert load_checkpoint(out / "best").trainer_state["step"] == best["step"]
     assert load_checkpoint(out / "best").trainer_state["best_score"] == best["val_chrf"]
 
 
-def test_resume_without_a_checkpoint_is_a_clear_error(corpus, tmp_path):
+def test_resume_without_a_checkpoint_is_a_clear_error(numbers_corpus, tmp_path):
     with pytest.raises(UserError, match="nothing to resume"):
-        train(recipe(corpus, tmp_path / "none", "--train.max_steps=2"), resume=True, progress=False)
+        train(recipe(numbers_corpus, tmp_path / "none", "--train.max_steps=2"), resume=True, progress=False)
 
 
-def test_fine_tuning_starts_from_a_checkpoint(corpus, tmp_path):
-    first = train(recipe(corpus, tmp_path / "pre", "--train.max_steps=4"), progress=False)
+def test_fine_tuning_starts_from_a_checkpoint(numbers_corpus, tmp_path):
+    first = train(recipe(numbers_corpus, tmp_path / "pre", "--train.max_steps=4"), progress=False)
     tuned = train(
-        recipe(corpus, tmp_path / "ft", "--train.max_steps=4", f"--train.init_from={first / 'last'}"),
+        recipe(numbers_corpus, tmp_path / "ft", "--train.max_steps=4", f"--train.init_from={first / 'last'}"),
         progress=False,
     )
     before, after = load_checkpoint(first / "last"), load_checkpoint(tuned / "last")

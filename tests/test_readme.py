@@ -1,0 +1,179 @@
+"""Every `tnmt` command in the README's ```bash blocks runs, on tiny fixtures: a README command that breaks fails CI.
+
+Each command runs as written, through a shell (so `< input.en > output.de` and `step_*` work), in a fresh
+directory that holds a tiny stand-in at every path the README uses (STAND_INS), with the arguments of APPEND
+added at the end to make it take seconds and stay offline. A README command whose subcommand is not in APPEND
+fails, so nobody can add an untested one. Commands that need an earlier command's output (resume, translate,
+average ...) get it from `trained_run`, so each runs on its own.
+"""
+
+import gzip
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+SETUP_COMMANDS = ("make demo", "make test")  # run by CI itself, not here
+
+# README path (relative to where its commands run) -> the stand-in in `tiny_files`, copied there before each command.
+STAND_INS = {
+    "configs": "recipes",  # the real recipes; APPEND shrinks them with overrides
+    "outputs/m30k": "run",  # `trained_run`: 2 steps, checkpoints at steps 1 and 2
+    "input.en": "input.en",  # 3 lines, the middle one empty
+    "test.en.gz": "test.en.gz",  # 5 number-words sentences
+    "test.de.gz": "test.it.gz",  # their Italian references: the language does not matter to `evaluate`
+}
+
+# Recipe overrides: the number-words corpus of conftest.py (`{corpus}`) and a model small enough to train in seconds.
+TINY_TRAINING = [
+    "--data.corpus=files",
+    "--data.train_src={corpus}/train.en",
+    "--data.train_tgt={corpus}/train.it",
+    "--data.valid_src={corpus}/valid.en",
+    "--data.valid_tgt={corpus}/valid.it",
+    "--data.vocab_size=300",
+    "--model.d_model=32",
+    "--model.d_ff=64",
+    "--model.n_heads=2",
+    "--model.n_encoder_layers=1",
+    "--model.n_decoder_layers=1",
+    "--model.max_len=64",
+    "--train.max_tokens=400",
+    "--train.warmup_steps=10",
+    "--train.eval_every=1",
+    "--train.log_every=1",
+    "--train.threads=1",
+    "--no-progress",
+]
+
+# Arguments appended to each README command, by subcommand. `{multi30k}` is the local Multi30k copy: the files
+# are checked against their sha256 sums, so no fake copy will do, and that one command skips without it.
+APPEND = {
+    "data": ["--from={multi30k}"],
+    "train": [*TINY_TRAINING, "--train.max_steps=4"],  # `trained_run` stopped at 2: --resume trains 2 more
+    "translate": [],
+    "evaluate": [],
+    "average": [],
+    "attention": [],
+}
+
+
+def bash_blocks() -> list[list[str]]:
+    """The non-blank lines of each ```bash block of README.md, `# comments` stripped."""
+    blocks = re.findall(r"```bash\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
+    return [
+        [line for line in (re.sub(r"\s+#.*", "", raw).strip() for raw in block.splitlines()) if line]
+        for block in blocks
+    ]
+
+
+COMMANDS = [line for block in bash_blocks() for line in block if line.startswith("tnmt ")]
+
+
+def test_the_setup_block_exists():
+    assert any(set(SETUP_COMMANDS) <= set(block) for block in bash_blocks()), f"no ```bash block with {SETUP_COMMANDS}"
+
+
+def test_bash_blocks_hold_only_tnmt_and_setup_commands():
+    unknown = [line for block in bash_blocks() for line in block if line not in COMMANDS + list(SETUP_COMMANDS)]
+    assert not unknown, f"README lines this test cannot run: {unknown}"
+
+
+def test_every_table_entry_is_used():
+    stale = set(APPEND) - {shlex.split(command)[1] for command in COMMANDS}
+    stale |= {path for path in STAND_INS if not any(path in command for command in COMMANDS)}
+    assert not stale, f"entries of APPEND / STAND_INS that no README command uses: {sorted(stale)}"
+
+
+@pytest.fixture(scope="session")
+def trained_run(repo_root, numbers_corpus, tmp_path_factory) -> Path:
+    """A run directory (best, last, checkpoints/step_*) of the README's recipe: 2 tiny steps through the CLI."""
+    out = tmp_path_factory.mktemp("readme_run") / "run"
+    recipe = repo_root / "configs" / "multi30k_en_de.toml"
+    overrides = [arg.format(corpus=numbers_corpus) for arg in TINY_TRAINING]
+    command = [
+        sys.executable,
+        "-m",
+        "tnmt",
+        "train",
+        str(recipe),
+        *overrides,
+        "--train.max_steps=2",
+        f"--train.out_dir={out}",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, env=environment(out.parent))
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_files(repo_root, numbers_corpus, trained_run, tmp_path_factory) -> Path:
+    """The stand-ins named by STAND_INS."""
+    directory = tmp_path_factory.mktemp("readme_files")
+    (directory / "recipes").symlink_to(repo_root / "configs")
+    (directory / "run").symlink_to(trained_run)
+    (directory / "input.en").write_text("one hundred and twelve\n\nfour thousand and five\n", encoding="utf-8")
+    for lang in ("en", "it"):
+        lines = (numbers_corpus / f"valid.{lang}").read_text(encoding="utf-8").splitlines(keepends=True)[:5]
+        (directory / f"test.{lang}.gz").write_bytes(gzip.compress("".join(lines).encode(), mtime=0))
+    return directory
+
+
+def environment(cwd: Path) -> dict[str, str]:
+    """The test's environment for a command run in `cwd`: same code (PYTHONPATH=src made absolute), no cache."""
+    python_path = os.pathsep.join(os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
+    return {**os.environ, "PYTHONPATH": python_path, "OMP_NUM_THREADS": "1", "TNMT_CACHE_DIR": str(cwd / ".cache")}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_readme_command(command, tiny_files, numbers_corpus, request, tmp_path):
+    words = shlex.split(command)
+    assert words[1] in APPEND, f"README command {command!r}: add its subcommand to APPEND (and STAND_INS if needed)"
+    values = {"corpus": numbers_corpus}
+    if any("{multi30k}" in arg for arg in APPEND[words[1]]):
+        values["multi30k"] = request.getfixturevalue("multi30k_dir")  # skips with a reason when absent
+    appended = [arg.format(**values) for arg in APPEND[words[1]]]
+    for readme_path, stand_in in STAND_INS.items():
+        source, target = (tiny_files / stand_in).resolve(), tmp_path / readme_path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, symlinks=True)  # a copy: train --resume and average write into it
+        else:
+            shutil.copy(source, target)
+
+    shell = f"{shlex.quote(sys.executable)} -m {command} {shlex.join(appended)}"  # `tnmt` = this Python's tnmt
+    result = subprocess.run(
+        shell, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=120, env=environment(tmp_path)
+    )
+    assert result.returncode == 0, f"{shell}\nexited with status {result.returncode} in {tmp_path}:\n{result.stderr}"
+    check_output(words, tmp_path, result.stdout)
+
+
+def check_output(words: list[str], cwd: Path, stdout: str) -> None:
+    """Cheap sanity checks of what the README command `words` wrote in `cwd` and on stdout."""
+    match words[1]:
+        case "data":
+            assert (cwd / after(words, "--out") / "train.en.gz").is_file()
+        case "train":
+            out_dir = next(word.partition("=")[2] for word in words if word.startswith("--train.out_dir="))
+            assert (cwd / out_dir / "last").resolve().name == "step_0000004", stdout  # APPEND's max_steps
+        case "translate":
+            output = (cwd / after(words, ">")).read_text(encoding="utf-8") if ">" in words else stdout
+            source = (cwd / after(words, "<")).read_text(encoding="utf-8")
+            assert [not line for line in output.splitlines()] == [not line for line in source.splitlines()], output
+        case "evaluate":
+            assert "BLEU = " in stdout and "chrF = " in stdout, stdout
+        case "average":
+            assert after(words, "--out") in stdout and (cwd / after(words, "--out") / "config.json").is_file(), stdout
+        case "attention":
+            assert list((cwd / "outputs" / "attention").glob("*.png")), stdout  # the default --out
+
+
+def after(words: list[str], flag: str) -> str:
+    return words[words.index(flag) + 1]
