@@ -38,3 +38,30 @@ def numbers_corpus(tmp_path_factory) -> Path:
         (directory / f"{split}.en").write_text("".join(num2words(n) + "\n" for n in values))
         (directory / f"{split}.it").write_text("".join(num2words(n, lang="it") + "\n" for n in values))
     return directory
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(numbers_corpus, tmp_path_factory) -> Path:
+    """A checkpoint of a random tiny model (max_len 16) with a real tokenizer and stored [decode] settings."""
+    from tnmt.checkpoint import save_checkpoint
+    from tnmt.config import DecodeConfig, ModelConfig
+    from tnmt.data.tokenizer import Tokenizer
+    from tnmt.model import Transformer
+
+    lines = (numbers_corpus / "train.en").read_text().splitlines() + (
+        numbers_corpus / "train.it"
+    ).read_text().splitlines()
+    tokenizer = Tokenizer.train(lines, vocab_size=300)
+    torch.manual_seed(0)
+    config = ModelConfig(
+        src_vocab_size=tokenizer.vocab_size,
+        tgt_vocab_size=tokenizer.vocab_size,
+        d_model=16,
+        n_heads=2,
+        n_encoder_layers=1,
+        n_decoder_layers=1,
+        d_ff=32,
+        max_len=16,
+    )
+    path = tmp_path_factory.mktemp("tiny_checkpoint") / "ckpt"
+    return save_checkpoint(path, Transformer(config), tokenizer, decode=DecodeConfig(beam_size=2, max_len=5))

@@ -182,3 +182,51 @@ def test_offline_quickstart_runs_the_whole_pipeline(tmp_path):
     assert "BLEU = " in result.stdout
     assert list((tmp_path / "q" / "attention").glob("*.png"))
     assert (tmp_path / "q" / "run" / "curves.png").exists()
+
+
+def test_help_and_argument_errors_do_not_import_torch():
+    for argv in (["--help"], ["translate"], ["train", "--help"]):
+        code = f"import sys, tnmt.cli\ntry:\n    tnmt.cli.main({argv!r})\nexcept SystemExit:\n    pass\n"
+        code += "print('torch' in sys.modules)"
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert result.stdout.strip().endswith("False"), (argv, result.stdout, result.stderr)
+
+
+def test_translate_uses_the_checkpoints_decode_settings_unless_a_flag_overrides(tiny_checkpoint):
+    text = "one hundred and twelve\nforty-two\n"
+    stored = tnmt("translate", "--checkpoint", str(tiny_checkpoint), stdin=text)
+    assert stored.returncode == 0, stored.stderr
+    assert max(len(line.split()) for line in stored.stdout.split("\n")) <= 5  # the stored max_len of 5 pieces
+    longer = tnmt("translate", "--checkpoint", str(tiny_checkpoint), "--max-len", "12", "--beam-size", "1", stdin=text)
+    assert longer.returncode == 0 and longer.stdout != stored.stdout, longer.stderr
+
+
+def test_overlong_input_warns_in_one_plain_line(tiny_checkpoint):
+    result = tnmt("translate", "--checkpoint", str(tiny_checkpoint), stdin="one two three " * 20 + "\nforty-two\n")
+    assert result.returncode == 0 and result.stdout.count("\n") == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        "tnmt translate: WARNING: input 0: 60 source tokens exceed the model's max_len (16 positions, EOS included);"
+        " translating the first 15"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--beam-size", "0"], "DecodeConfig.beam_size = 0: must be >= 1"),
+        (["--batch-size", "0"], "DecodeConfig.batch_size = 0: must be >= 1"),
+        (["--max-len", "-3"], "DecodeConfig.max_len = -3: must be >= 0"),
+        (["--length-penalty", "nan"], "DecodeConfig.length_penalty = nan: must be a finite number"),
+    ],
+)
+def test_bad_decoding_flags_are_one_line_errors(tiny_checkpoint, args, message):
+    result = tnmt("translate", "--checkpoint", str(tiny_checkpoint), *args, stdin="forty-two\n")
+    assert result.returncode == 2 and result.stderr == f"tnmt translate: error: {message}\n"
+
+
+def test_attention_takes_the_decoding_flags(tiny_checkpoint, tmp_path):
+    result = tnmt(
+        "attention", "--checkpoint", str(tiny_checkpoint), "--beam-size", "1", "forty-two", "--out", str(tmp_path)
+    )
+    assert result.returncode == 0, result.stderr
+    assert list(tmp_path.glob("*.png"))

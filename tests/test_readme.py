@@ -26,8 +26,8 @@ STAND_INS = {
     "configs": "recipes",  # the real recipes; APPEND shrinks them with overrides
     "outputs/m30k": "run",  # `trained_run`: 2 steps, checkpoints at steps 1 and 2
     "input.en": "input.en",  # 3 lines, the middle one empty
-    "test.en.gz": "test.en.gz",  # 5 number-words sentences
-    "test.de.gz": "test.it.gz",  # their Italian references: the language does not matter to `evaluate`
+    "data/multi30k/test_2016_flickr.en.gz": "test.en.gz",  # 5 number-words sentences
+    "data/multi30k/test_2016_flickr.de.gz": "test.it.gz",  # their Italian references: `evaluate` does not mind
 }
 
 # Recipe overrides: the number-words corpus of conftest.py (`{corpus}`) and a model small enough to train in seconds.

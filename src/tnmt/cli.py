@@ -216,13 +216,13 @@ def _export(args: argparse.Namespace, _: list[str]) -> int:
 
 
 def _data(args: argparse.Namespace, _: list[str]) -> int:
-    import os
-
-    from tnmt.data.multi30k import fetch_multi30k
+    from tnmt.data.multi30k import TOKENISED_LANGS, fetch_multi30k
 
     source = args.source or os.environ.get("TNMT_DATA_DIR")
-    out = fetch_multi30k(args.out, source=source, langs=args.langs)
-    print(f"Multi30k ({', '.join(args.langs)}) in {out}")
+    fetch_multi30k(args.out, source=source, langs=args.langs, tok=False)
+    if tokenised := [lang for lang in args.langs if lang in TOKENISED_LANGS]:  # references exist for these only
+        fetch_multi30k(args.out, source=source, langs=tokenised)
+    print(f"Multi30k ({', '.join(args.langs)}) in {args.out}; train on it with TNMT_DATA_DIR={args.out}")
     return 0
 
 

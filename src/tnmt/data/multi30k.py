@@ -64,6 +64,8 @@ TOK_SHA256 = {
     "test_2016_flickr.lc.norm.tok.fr": "1463bd5960f9bfe098ec3cd752d3df0c49c84dc646fb518964a29232658cd836",
 }
 
+TOKENISED_LANGS = tuple(sorted({name.rsplit(".", 1)[1] for name in TOK_SHA256}))  # en, de, fr: not cs
+
 logger = logging.getLogger(__name__)
 
 
