@@ -108,6 +108,16 @@ def test_download_replaces_a_corrupt_local_file(server: Server, multi30k_dir: Pa
     assert (tmp_path / "val.en.gz").read_bytes() == (multi30k_dir / "val.en.gz").read_bytes()
 
 
+def test_a_download_is_announced_first_with_its_source_and_size(server: Server, tmp_path: Path, caplog) -> None:
+    caplog.set_level("INFO", logger="tnmt")
+    fetch_multi30k(tmp_path, source=f"{server.url}/good", langs=("en", "de"))
+    [record] = caplog.records
+    assert record.getMessage() == f"downloading 12 Multi30k files (about 6 MB) from {server.url}/good into {tmp_path}"
+    caplog.clear()
+    fetch_multi30k(tmp_path, source=f"{server.url}/good", langs=("en", "de"))  # all present: nothing to say
+    assert not caplog.records
+
+
 def test_download_with_wrong_checksum(server: Server, tmp_path: Path) -> None:
     url = f"{server.url}/bad/raw/val.en.gz"
     with pytest.raises(UserError, match=f"^{re.escape(url)}: sha256 mismatch") as err:

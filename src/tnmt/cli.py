@@ -46,7 +46,14 @@ def main(argv: list[str] | None = None) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tnmt", description="Transformer neural machine translation")
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_training_commands(sub)
+    _add_decoding_commands(sub)
+    _add_conversion_commands(sub)
+    return parser
 
+
+def _add_training_commands(sub: argparse._SubParsersAction) -> None:
+    """train, data, quickstart, average."""
     p = sub.add_parser(
         "train",
         help="train a model from a TOML recipe",
@@ -57,6 +64,28 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs still go to metrics.jsonl)")
     p.set_defaults(run=_train)
 
+    p = sub.add_parser("data", help="fetch a data set")
+    p.add_argument("dataset", choices=["multi30k"])
+    p.add_argument("--out", required=True, type=Path, help="directory for the files")
+    p.add_argument("--from", dest="source", help="local copy (directory) or base URL to fetch from")
+    p.add_argument("--langs", nargs="+", default=["en", "de", "fr", "cs"])
+    p.set_defaults(run=_data)
+
+    p = sub.add_parser("quickstart", help="train, evaluate and translate end to end (Multi30k, or offline)")
+    p.add_argument("--out", type=Path, default=Path("outputs/quickstart"))
+    p.add_argument("--minutes", type=float, default=10.0, help="training budget on Multi30k")
+    p.add_argument("--offline", action="store_true", help="use the built-in number-words task")
+    p.add_argument("--steps", type=int, default=0, help="cap training at this many updates (smoke tests)")
+    p.set_defaults(run=_quickstart)
+
+    p = sub.add_parser("average", help="average the weights of checkpoints (section 6.1)")
+    p.add_argument("checkpoints", nargs="+", type=Path)
+    p.add_argument("--out", required=True, type=Path)
+    p.set_defaults(run=_average)
+
+
+def _add_decoding_commands(sub: argparse._SubParsersAction) -> None:
+    """translate, evaluate, attention: each takes --checkpoint and the decoding flags."""
     p = sub.add_parser("translate", help="translate stdin (or -i FILE) line by line")
     _decode_options(p)
     p.add_argument("-i", "--input", help="input file (default: stdin)")
@@ -76,11 +105,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--hyp-out", help="also write the translations to this file")
     p.set_defaults(run=_evaluate)
 
-    p = sub.add_parser("average", help="average the weights of checkpoints (section 6.1)")
-    p.add_argument("checkpoints", nargs="+", type=Path)
-    p.add_argument("--out", required=True, type=Path)
-    p.set_defaults(run=_average)
+    p = sub.add_parser("attention", help="draw attention heat maps for one sentence")
+    _decode_options(p)
+    p.add_argument("sentence")
+    p.add_argument("--out", type=Path, default=Path("outputs/attention"))
+    p.set_defaults(run=_attention)
 
+
+def _add_conversion_commands(sub: argparse._SubParsersAction) -> None:
+    """import, export: other toolkits' models in and out."""
     p = sub.add_parser("import", help="convert another toolkit's model into a tnmt checkpoint")
     p.add_argument("format", choices=["marian"], help="marian: a Hugging Face MarianMT (OPUS-MT) directory")
     p.add_argument("source", type=Path, help="the model directory (config.json, weights, *.spm, vocab.json)")
@@ -98,27 +131,6 @@ def _parser() -> argparse.ArgumentParser:
         help="weight type of the exported model (default: float32)",
     )
     p.set_defaults(run=_export)
-
-    p = sub.add_parser("data", help="fetch a data set")
-    p.add_argument("dataset", choices=["multi30k"])
-    p.add_argument("--out", required=True, type=Path, help="directory for the files")
-    p.add_argument("--from", dest="source", help="local copy (directory) or base URL to fetch from")
-    p.add_argument("--langs", nargs="+", default=["en", "de", "fr", "cs"])
-    p.set_defaults(run=_data)
-
-    p = sub.add_parser("quickstart", help="train, evaluate and translate end to end (Multi30k, or offline)")
-    p.add_argument("--out", type=Path, default=Path("outputs/quickstart"))
-    p.add_argument("--minutes", type=float, default=10.0, help="training budget on Multi30k")
-    p.add_argument("--offline", action="store_true", help="use the built-in number-words task")
-    p.add_argument("--steps", type=int, default=0, help="cap training at this many updates (smoke tests)")
-    p.set_defaults(run=_quickstart)
-
-    p = sub.add_parser("attention", help="draw attention heat maps for one sentence")
-    _decode_options(p)
-    p.add_argument("sentence")
-    p.add_argument("--out", type=Path, default=Path("outputs/attention"))
-    p.set_defaults(run=_attention)
-    return parser
 
 
 def _decode_options(p: argparse.ArgumentParser) -> None:
