@@ -41,6 +41,28 @@ def numbers_corpus(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_training(numbers_corpus) -> list[str]:
+    """Recipe overrides that train a tiny model on `numbers_corpus` in seconds."""
+    files = [
+        f"--data.{name}_{side}={numbers_corpus / f'{split}.{lang}'}"
+        for name, split in (("train", "train"), ("valid", "valid"))
+        for side, lang in (("src", "en"), ("tgt", "it"))
+    ]
+    model = ["--model.d_model=32", "--model.d_ff=64", "--model.n_heads=2", "--model.max_len=64"]
+    layers = ["--model.n_encoder_layers=1", "--model.n_decoder_layers=1"]
+    return [
+        "--data.corpus=files",
+        "--data.vocab_size=300",
+        *files,
+        *model,
+        *layers,
+        "--train.max_tokens=400",
+        "--train.warmup_steps=10",
+        "--train.threads=1",
+    ]
+
+
+@pytest.fixture(scope="session")
 def tiny_checkpoint(numbers_corpus, tmp_path_factory) -> Path:
     """A checkpoint of a random tiny model (max_len 16) with a real tokenizer and stored [decode] settings."""
     from tnmt.checkpoint import save_checkpoint

@@ -30,33 +30,14 @@ STAND_INS = {
     "data/multi30k/test_2016_flickr.de.gz": "test.it.gz",  # their Italian references: `evaluate` does not mind
 }
 
-# Recipe overrides: the number-words corpus of conftest.py (`{corpus}`) and a model small enough to train in seconds.
-TINY_TRAINING = [
-    "--data.corpus=files",
-    "--data.train_src={corpus}/train.en",
-    "--data.train_tgt={corpus}/train.it",
-    "--data.valid_src={corpus}/valid.en",
-    "--data.valid_tgt={corpus}/valid.it",
-    "--data.vocab_size=300",
-    "--model.d_model=32",
-    "--model.d_ff=64",
-    "--model.n_heads=2",
-    "--model.n_encoder_layers=1",
-    "--model.n_decoder_layers=1",
-    "--model.max_len=64",
-    "--train.max_tokens=400",
-    "--train.warmup_steps=10",
-    "--train.eval_every=1",
-    "--train.log_every=1",
-    "--train.threads=1",
-    "--no-progress",
-]
+TINY_TRAINING = "{tiny_training}"  # stands for conftest's `tiny_training` overrides: a model that trains in seconds
+QUICK_RUN = [TINY_TRAINING, "--train.eval_every=1", "--train.log_every=1", "--no-progress"]
 
 # Arguments appended to each README command, by subcommand. `{multi30k}` is the local Multi30k copy: the files
 # are checked against their sha256 sums, so no fake copy will do, and that one command skips without it.
 APPEND = {
     "data": ["--from={multi30k}"],
-    "train": [*TINY_TRAINING, "--train.max_steps=4"],  # `trained_run` stopped at 2: --resume trains 2 more
+    "train": [*QUICK_RUN, "--train.max_steps=4"],  # `trained_run` stopped at 2: --resume trains 2 more
     "translate": [],
     "evaluate": [],
     "average": [],
@@ -92,18 +73,17 @@ def test_every_table_entry_is_used():
 
 
 @pytest.fixture(scope="session")
-def trained_run(repo_root, numbers_corpus, tmp_path_factory) -> Path:
+def trained_run(repo_root, tiny_training, tmp_path_factory) -> Path:
     """A run directory (best, last, checkpoints/step_*) of the README's recipe: 2 tiny steps through the CLI."""
     out = tmp_path_factory.mktemp("readme_run") / "run"
     recipe = repo_root / "configs" / "multi30k_en_de.toml"
-    overrides = [arg.format(corpus=numbers_corpus) for arg in TINY_TRAINING]
     command = [
         sys.executable,
         "-m",
         "tnmt",
         "train",
         str(recipe),
-        *overrides,
+        *expand(QUICK_RUN, tiny_training=tiny_training),
         "--train.max_steps=2",
         f"--train.out_dir={out}",
     ]
@@ -132,13 +112,13 @@ def environment(cwd: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_readme_command(command, tiny_files, numbers_corpus, request, tmp_path):
+def test_readme_command(command, tiny_files, tiny_training, request, tmp_path):
     words = shlex.split(command)
     assert words[1] in APPEND, f"README command {command!r}: add its subcommand to APPEND (and STAND_INS if needed)"
-    values = {"corpus": numbers_corpus}
+    values = {"tiny_training": tiny_training}
     if any("{multi30k}" in arg for arg in APPEND[words[1]]):
-        values["multi30k"] = request.getfixturevalue("multi30k_dir")  # skips with a reason when absent
-    appended = [arg.format(**values) for arg in APPEND[words[1]]]
+        values["multi30k"] = str(request.getfixturevalue("multi30k_dir"))  # skips with a reason when absent
+    appended = expand(APPEND[words[1]], **values)
     for readme_path, stand_in in STAND_INS.items():
         source, target = (tiny_files / stand_in).resolve(), tmp_path / readme_path
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -173,6 +153,15 @@ def check_output(words: list[str], cwd: Path, stdout: str) -> None:
             assert after(words, "--out") in stdout and (cwd / after(words, "--out") / "config.json").is_file(), stdout
         case "attention":
             assert list((cwd / "outputs" / "attention").glob("*.png")), stdout  # the default --out
+
+
+def expand(arguments: list[str], **values: str | list[str]) -> list[str]:
+    """`arguments` with each `{name}` filled in; a list value replaces its whole argument."""
+    expanded = []
+    for arg in arguments:
+        whole = values.get(arg.strip("{}")) if arg.startswith("{") and arg.endswith("}") else None
+        expanded += whole if isinstance(whole, list) else [arg.format(**values)]
+    return expanded
 
 
 def after(words: list[str], flag: str) -> str:
