@@ -36,6 +36,15 @@ def test_a_resumed_run_ends_with_the_same_weights(tiny_training, tmp_path):
     assert [r.get("train_loss") for r in log_a] == [r.get("train_loss") for r in log_b]
 
 
+def test_resuming_a_finished_run_adds_nothing(tiny_training, tmp_path):
+    out = train(recipe(tiny_training, tmp_path / "done", "--train.max_steps=4"), progress=False)
+    before = weights((out / "last").resolve())
+    train(recipe(tiny_training, tmp_path / "done", "--train.max_steps=4"), resume=True, progress=False)
+    assert (out / "last").resolve().name == "step_0000004" and len(list((out / "checkpoints").iterdir())) == 1
+    after = weights((out / "last").resolve())
+    assert all(torch.equal(before[name], after[name]) for name in before)
+
+
 def test_outputs_links_metrics_and_curves(tiny_training, tmp_path):
     out = train(
         recipe(tiny_training, tmp_path / "run", "--train.max_steps=12", "--train.keep_checkpoints=1"), progress=False

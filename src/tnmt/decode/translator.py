@@ -59,11 +59,11 @@ class Translator:
     def __init__(self, model: Transformer, tokenizer: TextTokenizer, decode: DecodeConfig | None = None) -> None:
         """`decode` (default `DecodeConfig()`) is every call's default; `quantize="int8"` quantises the model now."""
         self.decode = decode or DecodeConfig()
-        self.model = quantize_int8(model) if self.decode.quantize == "int8" else model.eval()
-        self.tokenizer = tokenizer
         self.device = next(model.parameters()).device
         if self.decode.quantize == "int8" and self.device.type != "cpu":
             raise ValueError(f"quantize='int8' runs on the CPU only, not on {self.device}")
+        self.model = quantize_int8(model) if self.decode.quantize == "int8" else model.eval()
+        self.tokenizer = tokenizer
 
     @classmethod
     def from_checkpoint(cls, path: str | os.PathLike[str], *, device: str = "cpu", **decode: Any) -> "Translator":

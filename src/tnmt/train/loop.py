@@ -77,6 +77,8 @@ def train(recipe: Recipe, *, resume: bool = False, progress: bool = True) -> Pat
     sampler = TokenBatchSampler(run.train_data.lengths(), max_tokens=cfg.max_tokens, seed=cfg.seed)
     window = Window()
     started = time.monotonic() - state.elapsed
+    if out_of_budget(cfg, state):  # resuming a run that already finished: nothing to add
+        return _finish(run)
     run.model.train()
     while True:
         batches = sampler.batches(state.epoch)  # a pure function of (seed, epoch): resuming replays it

@@ -1,0 +1,50 @@
+"""How long `tnmt --help` takes, and what `import tnmt.cli` imports: the command line must answer at once.
+
+    python benchmarks/cli_startup.py [--runs 20]
+
+Reports the median wall time of `python -m tnmt --help` (a fresh interpreter each run, so Python's own
+start-up is included) and the cumulative import time of `tnmt.cli` from `python -X importtime`.
+Writes benchmarks/results/cli_startup.json.
+"""
+
+import argparse
+import json
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results" / "cli_startup.json"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=20)
+    args = parser.parse_args()
+    command = [sys.executable, "-m", "tnmt", "--help"]
+    seconds = []
+    for _ in range(args.runs):
+        start = time.perf_counter()
+        subprocess.run(command, check=True, capture_output=True)
+        seconds.append(time.perf_counter() - start)
+    trace = subprocess.run([sys.executable, "-X", "importtime", *command[1:]], capture_output=True, text=True).stderr
+    cli_us = next(int(m[1]) for m in re.finditer(r"\|\s*(\d+) \|\s*tnmt\.cli$", trace, flags=re.M))
+    result = {
+        "command": "python -m tnmt --help",
+        "runs": args.runs,
+        "median_wall_s": round(statistics.median(seconds), 4),
+        "min_wall_s": round(min(seconds), 4),
+        "tnmt_cli_cumulative_import_ms": round(cli_us / 1000, 1),
+        "imports_torch": " torch" in trace,
+        "machine": {"processor": platform.processor() or platform.machine(), "python": platform.python_version()},
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
