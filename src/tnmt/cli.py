@@ -2,8 +2,8 @@
 
 Bad input (a missing file, a malformed corpus line, an unknown config key) prints one line on
 stderr and exits with status 2; no traceback, nothing half-written. Warnings and notes are one line
-each on stderr too. Only argparse is imported up front: `tnmt --help` and argument errors answer
-without loading torch, and each subcommand imports what it needs.
+each on stderr too. Only argparse and the config dataclasses are imported up front: `tnmt --help` and
+argument errors answer without loading torch, and each subcommand imports what it needs.
 """
 
 import argparse
@@ -23,11 +23,11 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "train":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    log = logging.getLogger("tnmt")
+    log, level = logging.getLogger("tnmt"), logging.getLogger("tnmt").level
     handler = logging.StreamHandler()  # sys.stderr as it is now
     handler.setFormatter(logging.Formatter(f"tnmt {args.command}: %(levelname)s: %(message)s"))
     log.addHandler(handler)
-    log.setLevel(logging.INFO)
+    log.setLevel(logging.INFO)  # notes such as "downloading ..." too
     try:
         return args.run(args, extra) or 0
     except UserError as e:
@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     finally:
         log.removeHandler(handler)
+        log.setLevel(level)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -11,6 +11,7 @@ seed and epoch) and the RNG state, so a resumed run ends with the same weights a
 """
 
 import json
+import logging
 import math
 import shutil
 import time
@@ -35,6 +36,8 @@ from tnmt.train.loss import label_smoothed_loss
 from tnmt.train.progress import MetricsLog, Progress, Window
 from tnmt.train.schedule import inverse_sqrt_lr
 from tnmt.visualize import plot_curves
+
+log = logging.getLogger("tnmt")
 
 
 @dataclass
@@ -78,6 +81,7 @@ def train(recipe: Recipe, *, resume: bool = False, progress: bool = True) -> Pat
     window = Window()
     started = time.monotonic() - state.elapsed
     if out_of_budget(cfg, state):  # resuming a run that already finished: nothing to add
+        log.info(f"{run.out} already reached its budget at update {state.step}: nothing to resume")
         return _finish(run)
     run.model.train()
     while True:
