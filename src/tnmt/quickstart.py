@@ -102,6 +102,7 @@ def numbers_task(directory: Path, *, seed: int = 0) -> tuple[Recipe, Path, Path]
             warmup_steps=200,
             clip_norm=1.0,
             eval_every=300,
+            eval_beam_size=1,  # greedy validation, as before DecodeConfig moved: picks the same checkpoints
             bf16=True,
             best_metric="chrf",  # an Italian number is one word: BLEU's 4-grams are all but empty
         ),
