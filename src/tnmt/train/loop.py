@@ -66,8 +66,8 @@ class Run:
     train_data: EncodedPairs
     valid_data: EncodedPairs
     valid_text: ParallelCorpus
-    log: "MetricsLog"
-    bar: "Progress"
+    log: MetricsLog
+    bar: Progress
 
 
 def train(recipe: Recipe, *, resume: bool = False, progress: bool = True) -> Path:
