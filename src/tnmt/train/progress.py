@@ -39,7 +39,10 @@ class Progress:
 
     def advance(self, *, step: int, elapsed: float) -> None:
         """Move to `step` updates done, `elapsed` training seconds."""
-        self.bar.update((elapsed if self.by_time else step) - self.bar.n)
+        position = elapsed if self.by_time else step
+        if self.bar.total is not None:
+            position = min(position, self.bar.total)  # the last update may end a little past a time budget
+        self.bar.update(position - self.bar.n)
 
 
 class MetricsLog:
