@@ -189,12 +189,12 @@ def _serve(args: argparse.Namespace, _: list[str]) -> int:
 
     from tnmt.serve.app import create_app, load_models
 
-    if config.threads:
-        torch.set_num_threads(config.threads)
+    torch.set_num_threads(config.threads or torch.get_num_threads())  # explicit, and said below
     models = load_models(args.checkpoint, config)
     app = create_app(models, config)
     pairs = ", ".join(model.id for model in models)
-    logging.getLogger("tnmt").info(f"serving {pairs} on http://{config.host}:{config.port}")
+    threads = torch.get_num_threads()
+    logging.getLogger("tnmt").info(f"serving {pairs} on http://{config.host}:{config.port} ({threads} torch threads)")
     # One process, no workers and no reload: nothing forks after the model is loaded. On SIGTERM uvicorn
     # stops accepting, finishes the requests in flight, and the batchers finish what they accepted. It then
     # re-raises the signal to the handler that was there before it started: ours, so the exit status is 0.
