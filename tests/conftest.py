@@ -86,4 +86,5 @@ def tiny_checkpoint(numbers_corpus, tmp_path_factory) -> Path:
         max_len=16,
     )
     path = tmp_path_factory.mktemp("tiny_checkpoint") / "ckpt"
-    return save_checkpoint(path, Transformer(config), tokenizer, decode=DecodeConfig(beam_size=2, max_len=5))
+    decode = DecodeConfig(beam_size=2, max_len=5)
+    return save_checkpoint(path, Transformer(config), tokenizer, decode=decode, languages=("en", "it"))

@@ -12,10 +12,14 @@ import os
 import re
 import shlex
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -42,6 +46,7 @@ APPEND = {
     "evaluate": [],
     "average": [],
     "attention": [],
+    "serve": ["--port={port}"],  # runs until SIGTERM: see `run_server`
 }
 
 
@@ -115,7 +120,7 @@ def environment(cwd: Path) -> dict[str, str]:
 def test_readme_command(command, tiny_files, tiny_training, request, tmp_path):
     words = shlex.split(command)
     assert words[1] in APPEND, f"README command {command!r}: add its subcommand to APPEND (and STAND_INS if needed)"
-    values = {"tiny_training": tiny_training}
+    values = {"tiny_training": tiny_training, "port": str(free_port())}
     if any("{multi30k}" in arg for arg in APPEND[words[1]]):
         values["multi30k"] = str(request.getfixturevalue("multi30k_dir"))  # skips with a reason when absent
     appended = expand(APPEND[words[1]], **values)
@@ -128,11 +133,41 @@ def test_readme_command(command, tiny_files, tiny_training, request, tmp_path):
             shutil.copy(source, target)
 
     shell = f"{shlex.quote(sys.executable)} -m {command} {shlex.join(appended)}"  # `tnmt` = this Python's tnmt
+    if words[1] == "serve":
+        return run_server(shell, tmp_path, int(values["port"]))
     result = subprocess.run(
         shell, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=120, env=environment(tmp_path)
     )
     assert result.returncode == 0, f"{shell}\nexited with status {result.returncode} in {tmp_path}:\n{result.stderr}"
     check_output(words, tmp_path, result.stdout)
+
+
+def run_server(shell: str, cwd: Path, port: int) -> None:
+    """Start the server command, wait until it is ready and translates, then stop it with SIGTERM: exit 0."""
+    server = subprocess.Popen(
+        shlex.split(shell), cwd=cwd, env=environment(cwd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert server.poll() is None and time.monotonic() < deadline, f"{shell} did not start:\n{server.stderr}"
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/ready", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        reply = httpx.post(f"http://127.0.0.1:{port}/v1/translate", json={"text": "forty-two"}, timeout=30)
+        assert reply.status_code == 200 and reply.json()["translations"][0]["text"] is not None, reply.text
+    finally:
+        server.send_signal(signal.SIGTERM)
+        _, stderr = server.communicate(timeout=60)
+    assert server.returncode == 0, stderr
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def check_output(words: list[str], cwd: Path, stdout: str) -> None:

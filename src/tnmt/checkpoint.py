@@ -2,7 +2,8 @@
 
     step_000800/
       model.safetensors     weights (tied matrices stored once)
-      config.json           {"format": 1, "model": ModelConfig fields, "decode": DecodeConfig fields}
+      config.json           {"format": 1, "model": ModelConfig fields, "decode": DecodeConfig fields,
+                             "languages": {"source": "en", "target": "de"} when known}
       source.spm, target.spm, tokenizer.json   the subword tokenizer (see data/tokenizer.py)
       optimizer.safetensors + trainer_state.json   only in training checkpoints: Adam moments,
                             step, data position, RNG state and metrics, so `--resume` continues exactly
@@ -44,6 +45,7 @@ class Checkpoint:
     tokenizer: Tokenizer
     path: Path
     decode: DecodeConfig = field(default_factory=DecodeConfig)
+    languages: tuple[str, str] | None = None  # (source, target) codes, e.g. ("en", "de")
     trainer_state: dict[str, Any] = field(default_factory=dict)
     optimizer_state: dict[str, Any] | None = None
 
@@ -54,12 +56,14 @@ def save_checkpoint(
     tokenizer: Tokenizer,
     *,
     decode: DecodeConfig | None = None,
+    languages: tuple[str, str] | None = None,
     optimizer: torch.optim.Optimizer | None = None,
     trainer_state: dict[str, Any] | None = None,
 ) -> Path:
     """Write a complete checkpoint directory at `path`, replacing any previous one atomically.
 
     `decode` (the recipe's [decode] table) becomes the checkpoint's default decoding; None = `DecodeConfig()`.
+    `languages` (source, target) lets a server know which pair the model translates.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -68,6 +72,8 @@ def save_checkpoint(
     try:
         atomic_write_bytes(tmp / "model.safetensors", save_tensors(_unique_tensors(model.state_dict())))
         config = {"format": FORMAT, "model": asdict(model.config), "decode": asdict(decode or DecodeConfig())}
+        if languages:
+            config["languages"] = {"source": languages[0], "target": languages[1]}
         atomic_write_text(tmp / "config.json", json.dumps(config, indent=2) + "\n")
         tokenizer.save(tmp)
         if optimizer is not None:
@@ -94,6 +100,7 @@ def load_checkpoint(path: str | os.PathLike[str], *, map_location: str = "cpu") 
         raise UserError(f'{config_path}: not a tnmt checkpoint config (no "model" object)')
     model = Transformer(parse(ModelConfig, config["model"], where=f"{config_path} model"))
     decode = parse(DecodeConfig, config.get("decode", {}), where=f"{config_path} decode")
+    languages = _languages(config.get("languages"), config_path)
     weights = _read_tensors(path / "model.safetensors", map_location)
     missing, unexpected = model.load_state_dict(weights, strict=False)
     tied = {name for name in missing if _is_tied(model, name, weights)}
@@ -103,7 +110,7 @@ def load_checkpoint(path: str | os.PathLike[str], *, map_location: str = "cpu") 
             f"unexpected {sorted(unexpected)} weights for this config.json"
         )
     model.eval()
-    checkpoint = Checkpoint(model=model, tokenizer=Tokenizer.load(path), path=path, decode=decode)
+    checkpoint = Checkpoint(model=model, tokenizer=Tokenizer.load(path), path=path, decode=decode, languages=languages)
     if (path / "trainer_state.json").exists():
         state = read_json(path / "trainer_state.json")
         tensors = _read_tensors(path / "optimizer.safetensors", map_location)
@@ -133,7 +140,16 @@ def average_checkpoints(paths: list[Path], out: Path) -> Path:
         for k, v in other.model.state_dict().items():
             total[k] += v.double()
     first.model.load_state_dict({k: (v / len(paths)).to(torch.float32) for k, v in total.items()})
-    return save_checkpoint(out, first.model, first.tokenizer, decode=first.decode)
+    return save_checkpoint(out, first.model, first.tokenizer, decode=first.decode, languages=first.languages)
+
+
+def _languages(value: Any, where: Path) -> tuple[str, str] | None:
+    if value is None:
+        return None
+    ok = isinstance(value, dict) and all(isinstance(value.get(k), str) and value[k] for k in ("source", "target"))
+    if not ok:
+        raise UserError(f'{where}: languages must be {{"source": code, "target": code}}, got {value!r}')
+    return value["source"], value["target"]
 
 
 def _unique_tensors(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -9,12 +9,13 @@ argument errors answer without loading torch, and each subcommand imports what i
 import argparse
 import logging
 import os
+import signal
 import sys
 from dataclasses import fields
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
-from tnmt.config import DecodeConfig
+from tnmt.config import DecodeConfig, ServeConfig
 from tnmt.errors import UserError
 
 
@@ -49,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _add_training_commands(sub)
     _add_decoding_commands(sub)
+    _add_serving_commands(sub)
     _add_conversion_commands(sub)
     return parser
 
@@ -113,6 +115,21 @@ def _add_decoding_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=_attention)
 
 
+def _add_serving_commands(sub: argparse._SubParsersAction) -> None:
+    """serve: one flag per `ServeConfig` field."""
+    p = sub.add_parser("serve", help="serve translations over HTTP (API, LibreTranslate API, web page)")
+    p.add_argument("--checkpoint", required=True, type=Path, action="append", help="repeat for more language pairs")
+    group = p.add_argument_group("server")
+    for f in fields(ServeConfig):
+        flag = "--" + f.name.replace("_", "-")
+        if f.type is bool:
+            options: dict[str, Any] = {"action": argparse.BooleanOptionalAction}
+        else:
+            options = {"type": f.type, "metavar": f.name.upper()}
+        group.add_argument(flag, default=f.default, help=f"{f.metadata['help']} (default: {f.default})", **options)
+    p.set_defaults(run=_serve)
+
+
 def _add_conversion_commands(sub: argparse._SubParsersAction) -> None:
     """import, export: other toolkits' models in and out."""
     p = sub.add_parser("import", help="convert another toolkit's model into a tnmt checkpoint")
@@ -160,6 +177,31 @@ def _translator(args: argparse.Namespace):
     from tnmt.decode.translator import Translator
 
     return Translator.from_checkpoint(args.checkpoint, **_decode_settings(args))
+
+
+def _serve(args: argparse.Namespace, _: list[str]) -> int:
+    try:
+        config = ServeConfig(**{f.name: getattr(args, f.name) for f in fields(ServeConfig)})
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    import torch
+    import uvicorn
+
+    from tnmt.serve.app import create_app, load_models
+
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    models = load_models(args.checkpoint, config)
+    app = create_app(models, config)
+    pairs = ", ".join(model.id for model in models)
+    logging.getLogger("tnmt").info(f"serving {pairs} on http://{config.host}:{config.port}")
+    # One process, no workers and no reload: nothing forks after the model is loaded. On SIGTERM uvicorn
+    # stops accepting, finishes the requests in flight, and the batchers finish what they accepted. It then
+    # re-raises the signal to the handler that was there before it started: ours, so the exit status is 0.
+    signal.signal(signal.SIGTERM, lambda *_: None)
+    uvicorn.run(app, host=config.host, port=config.port, log_level="warning", timeout_graceful_shutdown=60)
+    logging.getLogger("tnmt").info("stopped")
+    return 0
 
 
 def _train(args: argparse.Namespace, overrides: list[str]) -> int:

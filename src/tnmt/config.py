@@ -218,6 +218,37 @@ class DecodeConfig:
         _check(self, "max_len_a", math.isfinite(self.max_len_a) and self.max_len_a >= 0, "a finite number >= 0")
 
 
+@dataclass(frozen=True)
+class ServeConfig:
+    """`tnmt serve`: where it listens, how it batches, and the limits that protect it (all on by default)."""
+
+    host: str = field(default="127.0.0.1", metadata=_help("address to bind; 0.0.0.0 exposes the server to the network"))
+    port: int = field(default=8000, metadata=_help("TCP port"))
+    max_chars: int = field(default=1000, metadata=_help("characters per text (over: 413)"))
+    max_texts: int = field(default=64, metadata=_help("texts per request (over: 413)"))
+    max_body_bytes: int = field(default=1_000_000, metadata=_help("request body size (over: 413)"))
+    max_beam_size: int = field(default=8, metadata=_help("largest beam a request may ask for (over: 422)"))
+    max_n_best: int = field(default=8, metadata=_help("most alternatives a request may ask for (over: 422)"))
+    max_queue: int = field(default=1024, metadata=_help("sentences waiting per model (full: 503 + Retry-After)"))
+    max_batch_tokens: int = field(default=4096, metadata=_help("source tokens decoded together at most"))
+    max_wait_ms: float = field(default=5.0, metadata=_help("how long a batch waits for more sentences"))
+    timeout_s: float = field(default=30.0, metadata=_help("a request's deadline (past it: 504)"))
+    ready_timeout_s: float = field(default=10.0, metadata=_help("deadline of the /ready probe translation"))
+    threads: int = field(default=0, metadata=_help("torch threads; 0 = PyTorch's default"))
+    batching: bool = field(
+        default=True, metadata=_help("batch sentences across requests (false: one request = one batch)")
+    )
+
+    def __post_init__(self) -> None:
+        for name in ("port", "threads"):
+            _check(self, name, _is_int(getattr(self, name)) and getattr(self, name) >= 0, ">= 0")
+        for name in ("max_chars", "max_texts", "max_body_bytes", "max_beam_size", "max_n_best", "max_queue"):
+            _check(self, name, _is_int(getattr(self, name)) and getattr(self, name) >= 1, ">= 1")
+        _check(self, "max_batch_tokens", self.max_batch_tokens >= 1, ">= 1")
+        for name in ("max_wait_ms", "timeout_s", "ready_timeout_s"):
+            _check(self, name, math.isfinite(getattr(self, name)) and getattr(self, name) >= 0, "a number >= 0")
+
+
 def parse(cls: type[T], values: Mapping[str, Any], *, where: str) -> T:
     """Build the config dataclass `cls` from plain TOML/JSON values with strict types (pydantic's JSON mode:
     no "3" for 3, no 1 for true, lists for tuples), so a wrong value never becomes a silently different one.

@@ -268,6 +268,7 @@ def _save(run: Run, *, best: bool) -> None:
         run.model,
         run.tokenizer,
         decode=run.recipe.decode,
+        languages=(run.recipe.data.src_lang, run.recipe.data.tgt_lang),
         optimizer=run.optimizer,
         trainer_state=asdict(state),
     )

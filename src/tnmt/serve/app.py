@@ -1,0 +1,360 @@
+"""The HTTP API: a native `/v1` API, LibreTranslate's `/translate` and `/languages`, probes, metrics, the page.
+
+Every sentence goes through its model's `Batcher`, so concurrent requests share decoder batches. Errors
+are JSON `{"error": "..."}` with the status that says what happened: 413 over a size limit, 422 over a
+search limit or a malformed field, 400 an unknown language pair (LibreTranslate's statuses on its own
+endpoints: 400 for any bad request), 503 + Retry-After when the queue is full, 504 past the deadline.
+"""
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass, replace
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from pydantic import BaseModel, ConfigDict, Field
+
+from tnmt.checkpoint import load_checkpoint
+from tnmt.config import ServeConfig
+from tnmt.decode.translator import Translator
+from tnmt.errors import UserError
+from tnmt.serve.batcher import Batcher, QueueFull
+from tnmt.serve.html_text import translate_html
+
+STATIC = Path(str(files("tnmt"))) / "serve" / "static"
+PROBE = "Hello."  # what /ready translates
+LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech", "it": "Italian", "es": "Spanish"}
+
+
+@dataclass
+class ServedModel:
+    """One language pair: its translator (the model's defaults in `translator.decode`) and batcher."""
+
+    source: str
+    target: str
+    translator: Translator
+    batcher: Batcher
+
+    @property
+    def id(self) -> str:
+        return f"{self.source}-{self.target}"
+
+
+class ApiError(Exception):
+    """An error answered as `{"error": message}` with `status` (and optional headers)."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers
+
+
+class TranslateRequest(BaseModel):
+    """POST /v1/translate."""
+
+    model_config = ConfigDict(extra="forbid")
+    text: str | list[str]
+    source: str | None = None
+    target: str | None = None
+    beam_size: int | None = Field(default=None, ge=1)
+    n_best: int = Field(default=1, ge=1)
+    max_len: int | None = Field(default=None, ge=1)
+    return_attention: bool = False
+
+
+def load_models(paths: list[Path], config: ServeConfig) -> list[ServedModel]:
+    """A `ServedModel` per checkpoint, each known by the languages stored in it (one model per pair)."""
+    models: dict[str, ServedModel] = {}
+    for path in paths:
+        checkpoint = load_checkpoint(path)
+        if checkpoint.languages is None:
+            raise UserError(f'{path}: the checkpoint does not name its languages (config.json has no "languages")')
+        translator = Translator(checkpoint.model, checkpoint.tokenizer, checkpoint.decode)
+        batcher = Batcher(
+            translator,
+            max_queue=config.max_queue,
+            max_batch_tokens=config.max_batch_tokens,
+            max_wait_ms=config.max_wait_ms,
+            batching=config.batching,
+        )
+        model = ServedModel(*checkpoint.languages, translator=translator, batcher=batcher)
+        if model.id in models:
+            raise UserError(f"{path}: a second checkpoint for {model.id}; serve one model per language pair")
+        models[model.id] = model
+    return list(models.values())
+
+
+def create_app(models: list[ServedModel], config: ServeConfig) -> FastAPI:
+    """The FastAPI application; the batchers start and stop with it (lifespan)."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        for model in models:
+            model.batcher.start()
+        yield
+        for model in models:  # uvicorn stopped accepting and finished the requests in flight
+            await asyncio.to_thread(model.batcher.stop)
+
+    app = FastAPI(title="tnmt", summary="Transformer machine translation", lifespan=lifespan)
+    metrics = _Metrics(models)
+    for model in models:
+        model.batcher.on_batch = metrics.batch_sentences.observe
+    _add_error_handlers(app, config, metrics)
+    _add_native_api(app, models, config)
+    _add_libretranslate_api(app, models, config)
+    _add_probes(app, models, config, metrics)
+    if STATIC.is_dir():
+        app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+        @app.get("/", include_in_schema=False)
+        async def page() -> FileResponse:
+            return FileResponse(STATIC / "index.html")
+
+    return app
+
+
+class _Metrics:
+    """Prometheus metrics in a registry of this app's own (several apps may live in one process)."""
+
+    def __init__(self, models: list[ServedModel]) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter("tnmt_requests", "HTTP requests", ["endpoint", "status"], registry=self.registry)
+        self.latency = Histogram(
+            "tnmt_request_seconds",
+            "Request latency",
+            ["endpoint"],
+            registry=self.registry,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+        )
+        self.batch_sentences = Histogram(
+            "tnmt_batch_sentences",
+            "Sentences per decoder batch",
+            registry=self.registry,
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+        )
+        depth = Gauge("tnmt_queue_sentences", "Sentences waiting", ["model"], registry=self.registry)
+        for model in models:
+            depth.labels(model.id).set_function(lambda m=model: m.batcher.depth)
+
+
+def _add_error_handlers(app: FastAPI, config: ServeConfig, metrics: _Metrics) -> None:
+    @app.middleware("http")
+    async def measure_and_limit(request: Request, call_next: Any) -> Response:
+        start, endpoint = time.perf_counter(), request.url.path
+        length = request.headers.get("content-length", "0")
+        if not length.isdigit() or int(length) > config.max_body_bytes:
+            response: Response = _error(413, f"request body over max_body_bytes={config.max_body_bytes}")
+        else:
+            response = await call_next(request)
+        metrics.requests.labels(endpoint, str(response.status_code)).inc()
+        metrics.latency.labels(endpoint).observe(time.perf_counter() - start)
+        return response
+
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, error: ApiError) -> JSONResponse:
+        return _error(error.status, error.message, error.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"] if part != "body") or "body"
+        return _error(422, f"{where}: {first['msg']}")
+
+    @app.get("/metrics", include_in_schema=False)
+    async def prometheus() -> Response:
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def _add_native_api(app: FastAPI, models: list[ServedModel], config: ServeConfig) -> None:
+    @app.get("/v1/models")
+    async def list_models() -> dict[str, Any]:
+        """The language pairs served, their architecture, size and decoding defaults, and the limits."""
+        limits = {name: getattr(config, name) for name in ("max_chars", "max_texts", "max_beam_size", "max_n_best")}
+        return {"models": [_describe(model) for model in models], "limits": limits}
+
+    @app.post("/v1/translate")
+    async def translate(request: TranslateRequest) -> dict[str, Any]:
+        """Translate a text or a list of texts; with `n_best` > 1 alternatives with scores, with
+        `return_attention` (one text) the cross-attention weights and subword pieces."""
+        texts = [request.text] if isinstance(request.text, str) else request.text
+        if request.return_attention and not isinstance(request.text, str):
+            raise ApiError(422, "return_attention needs a single text, not a list")
+        model = _pick(models, request.source, request.target)
+        changes = {"beam_size": request.beam_size, "max_len": request.max_len}
+        settings = replace(model.translator.decode, **{k: v for k, v in changes.items() if v is not None})
+        _check_limits(texts, settings.beam_size, request.n_best, config, size_status=413)
+        results = await _translate(model, texts, settings, request.n_best, request.return_attention, config)
+        return {"model": model.id, "translations": [_translation(result, request.n_best) for result in results]}
+
+
+def _add_libretranslate_api(app: FastAPI, models: list[ServedModel], config: ServeConfig) -> None:
+    @app.post("/translate")
+    async def libretranslate(request: Request) -> dict[str, Any]:
+        """LibreTranslate's translate: JSON or form body with q (text or list), source ("auto" too), target,
+        format ("text" or "html") and alternatives."""
+        fields = await _body(request)
+        q, source, target = fields.get("q"), fields.get("source"), fields.get("target")
+        if q is None or (not isinstance(q, str) and not (isinstance(q, list) and all(isinstance(t, str) for t in q))):
+            raise ApiError(400, "Invalid request: missing q parameter (a text or a list of texts)")
+        if not isinstance(source, str) or not isinstance(target, str):
+            raise ApiError(400, "Invalid request: missing source or target parameter")
+        text_format = fields.get("format", "text")
+        if text_format not in ("text", "html"):
+            raise ApiError(400, f"Invalid request: format must be 'text' or 'html', not {text_format!r}")
+        try:
+            alternatives = int(fields.get("alternatives", 0))
+        except (TypeError, ValueError):
+            raise ApiError(400, "Invalid request: alternatives must be an integer") from None
+        model = _pick(models, None if source == "auto" else source, target, status=400)
+        texts = [q] if isinstance(q, str) else q
+        settings = model.translator.decode
+        n_best = min(alternatives + 1, settings.beam_size) if alternatives > 0 else 1
+        _check_limits(texts, settings.beam_size, n_best, config, size_status=400)
+        if text_format == "html":
+            outputs = [await _translate_markup(model, text, settings, config) for text in texts]
+            answers: list[dict[str, Any]] = [{"translatedText": text} for text in outputs]
+        else:
+            results = await _translate(model, texts, settings, n_best, False, config)
+            answers = [{"translatedText": r[0][0], "alternatives": [t for t, _ in r[1:]]} for r in results]
+            if not alternatives:
+                answers = [{"translatedText": a["translatedText"]} for a in answers]
+        if source == "auto":
+            for answer in answers:
+                answer["detectedLanguage"] = {"confidence": 100.0, "language": model.source}
+        if isinstance(q, str):
+            return answers[0]
+        return {key: [a[key] for a in answers] for key in answers[0]} if answers else {"translatedText": []}
+
+    @app.get("/languages")
+    async def languages() -> list[dict[str, Any]]:
+        """LibreTranslate's language list: every source language and the targets it can be translated to."""
+        sources = sorted({model.source for model in models})
+        return [
+            {
+                "code": code,
+                "name": LANGUAGE_NAMES.get(code, code),
+                "targets": sorted(m.target for m in models if m.source == code),
+            }
+            for code in sources
+        ]
+
+
+def _add_probes(app: FastAPI, models: list[ServedModel], config: ServeConfig, metrics: _Metrics) -> None:
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        """The process answers (says nothing about the models: see /ready)."""
+        return {"status": "ok"}
+
+    @app.get("/ready")
+    async def ready() -> dict[str, Any]:
+        """Every model translates a probe sentence within `ready_timeout_s`; 503 otherwise."""
+        probe = replace(config, timeout_s=config.ready_timeout_s)
+        for model in models:
+            await _translate(model, [PROBE], model.translator.decode, 1, False, probe, unavailable=503)
+        return {"status": "ready", "models": [model.id for model in models]}
+
+
+async def _translate(
+    model: ServedModel,
+    texts: list[str],
+    settings: Any,
+    n_best: int,
+    attention: bool,
+    config: ServeConfig,
+    *,
+    unavailable: int = 504,
+) -> list[Any]:
+    """Queue the texts on the model's batcher and wait for them, at most `timeout_s`."""
+    try:
+        futures = model.batcher.submit(texts, settings, n_best=n_best, attention=attention)
+    except QueueFull as full:
+        raise ApiError(503, f"server busy: {full}", {"Retry-After": "1"}) from None
+    waiting = [asyncio.wrap_future(future) for future in futures]
+    try:
+        return await asyncio.wait_for(asyncio.gather(*waiting), timeout=config.timeout_s)
+    except TimeoutError:
+        for future in futures:
+            future.cancel()  # the worker skips what it has not started
+        raise ApiError(unavailable, f"no translation within the deadline of {config.timeout_s:g} s") from None
+
+
+async def _translate_markup(model: ServedModel, fragment: str, settings: Any, config: ServeConfig) -> str:
+    nodes: list[str] = []
+    translate_html(fragment, lambda texts: nodes.extend(texts) or texts)  # collect the text nodes first
+    results = await _translate(model, nodes, settings, 1, False, config) if nodes else []
+    translations = iter(result[0][0] for result in results)
+    return translate_html(fragment, lambda texts: [next(translations) for _ in texts])
+
+
+def _pick(models: list[ServedModel], source: str | None, target: str | None, *, status: int = 400) -> ServedModel:
+    """The model for a pair; a missing side is filled when exactly one served model fits."""
+    fits = [m for m in models if source in (None, m.source) and target in (None, m.target)]
+    if len(fits) != 1:
+        served = ", ".join(model.id for model in models)
+        wanted = f"{source or '?'} -> {target or '?'}"
+        reason = "no model translates" if not fits else "several models fit"
+        raise ApiError(status, f"{reason} {wanted}; served: {served}")
+    return fits[0]
+
+
+def _check_limits(texts: list[str], beam_size: int, n_best: int, config: ServeConfig, *, size_status: int) -> None:
+    if len(texts) > config.max_texts:
+        raise ApiError(size_status, f"{len(texts)} texts: over max_texts={config.max_texts}")
+    for i, text in enumerate(texts):
+        if len(text) > config.max_chars:
+            raise ApiError(size_status, f"text {i} has {len(text)} characters: over max_chars={config.max_chars}")
+    search_status = 422 if size_status == 413 else size_status
+    if beam_size > config.max_beam_size:
+        raise ApiError(search_status, f"beam_size {beam_size}: over max_beam_size={config.max_beam_size}")
+    if n_best > min(beam_size, config.max_n_best):
+        limit = f"beam_size={beam_size}" if n_best > beam_size else f"max_n_best={config.max_n_best}"
+        raise ApiError(search_status, f"n_best {n_best}: over {limit}")
+
+
+def _translation(result: Any, n_best: int) -> dict[str, Any]:
+    alternatives, maps = result if isinstance(result, tuple) else (result, None)
+    answer: dict[str, Any] = {"text": alternatives[0][0]}
+    if n_best > 1:
+        answer["alternatives"] = [{"text": text, "score": score} for text, score in alternatives]
+    if maps is not None:
+        source_pieces, target_pieces, attention = maps
+        cross = [layer[0].tolist() for layer in attention.cross]  # layers x (H, T, S)
+        answer["attention"] = {"source_pieces": source_pieces, "target_pieces": target_pieces, "cross": cross}
+    return answer
+
+
+def _describe(model: ServedModel) -> dict[str, Any]:
+    network = model.translator.model
+    config = asdict(network.config)
+    return {
+        "id": model.id,
+        "source": model.source,
+        "target": model.target,
+        "parameters": sum(p.numel() for p in network.parameters()),
+        "architecture": config,
+        "decoding": asdict(model.translator.decode),
+    }
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    """A LibreTranslate request's fields, from JSON or from a (urlencoded or multipart) form."""
+    if request.headers.get("content-type", "").startswith("application/json"):
+        try:
+            body = await request.json()
+        except ValueError:
+            raise ApiError(400, "Invalid request: the body is not valid JSON") from None
+        if not isinstance(body, dict):
+            raise ApiError(400, "Invalid request: the JSON body must be an object")
+        return body
+    return dict(await request.form())
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)

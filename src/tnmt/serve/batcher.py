@@ -1,0 +1,150 @@
+"""Dynamic batching: the sentences of concurrent requests share decoder batches.
+
+Decoding one sentence at a time leaves most of each matrix multiply idle; a batch of 32 costs little
+more than a batch of one. So every sentence of every request enters one bounded queue per model, and
+one worker thread per model (the only thread that runs it) takes the oldest request, then keeps taking
+requests until `max_batch_tokens` source tokens are gathered or `max_wait_ms` has passed, decodes them
+together and hands each result back through its future.
+
+Promises:
+- Batching never changes an output: each sentence's translation is what `Translator.translate` gives
+  it alone (the searches are batch-invariant; tests/test_batcher.py and tests/test_serve.py check it).
+- A full queue refuses at once (`QueueFull`) instead of blocking; a job whose request gave up (its
+  future was cancelled at the deadline) is skipped, not decoded.
+- `stop()` lets the worker finish everything already accepted, then ends it.
+"""
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import asdict, dataclass, replace
+
+from tnmt.config import DecodeConfig
+from tnmt.decode.translator import Translator
+
+Alternatives = list[tuple[str, float | None]]  # (text, score) best first; the score is None for n_best = 1
+
+
+class QueueFull(Exception):
+    """The model's queue holds `max_queue` sentences already: come back later."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One sentence to translate, and where its result goes."""
+
+    text: str
+    settings: DecodeConfig  # complete: the request's choices over the model's defaults
+    n_best: int
+    attention: bool
+    future: Future  # resolves to Alternatives, or with `attention` to (Alternatives, Translator.attention(...))
+    tokens: int  # source tokens, for the batch budget
+
+
+class Batcher:
+    """One model's bounded queue and the worker thread that decodes it in batches."""
+
+    def __init__(
+        self,
+        translator: Translator,
+        *,
+        max_queue: int,
+        max_batch_tokens: int,
+        max_wait_ms: float,
+        batching: bool = True,
+        on_batch: Callable[[int], None] = lambda size: None,
+    ) -> None:
+        self.translator = translator
+        self.max_queue, self.max_batch_tokens, self.max_wait = max_queue, max_batch_tokens, max_wait_ms / 1000
+        self.batching, self.on_batch = batching, on_batch
+        self._requests: queue.Queue[list[Job] | None] = queue.Queue()  # a request's jobs, or None = stop
+        self._depth = 0  # sentences queued, under _lock
+        self._lock = threading.Lock()
+        self._worker = threading.Thread(target=self._run, name="tnmt-batcher", daemon=True)
+
+    @property
+    def depth(self) -> int:
+        """Sentences waiting to be decoded."""
+        return self._depth
+
+    def start(self) -> None:
+        self._worker.start()
+
+    def stop(self) -> None:
+        """Decode everything accepted so far, then end the worker."""
+        self._requests.put(None)
+        self._worker.join()
+
+    def submit(
+        self, texts: Sequence[str], settings: DecodeConfig, *, n_best: int = 1, attention: bool = False
+    ) -> list[Future]:
+        """Queue a request's texts; one future per text, in order.
+
+        Raises:
+            QueueFull: the queue has no room for all of them (none is queued then).
+        """
+        tokenizer = self.translator.tokenizer
+        jobs = [
+            Job(text, settings, n_best, attention, Future(), len(tokenizer.encode_source(text)) + 1) for text in texts
+        ]
+        with self._lock:
+            if self._depth + len(jobs) > self.max_queue:
+                raise QueueFull(f"{self._depth} sentences are queued (max_queue={self.max_queue})")
+            self._depth += len(jobs)
+        self._requests.put(jobs)
+        return [job.future for job in jobs]
+
+    def _run(self) -> None:
+        stopping = False
+        while not stopping:
+            first = self._requests.get()
+            if first is None:
+                return
+            batch, tokens = list(first), sum(job.tokens for job in first)
+            deadline = time.monotonic() + self.max_wait
+            while self.batching and tokens < self.max_batch_tokens:
+                try:
+                    more = self._requests.get(timeout=max(deadline - time.monotonic(), 0))
+                except queue.Empty:
+                    break
+                if more is None:  # finish this batch, then stop
+                    stopping = True
+                    break
+                batch += more
+                tokens += sum(job.tokens for job in more)
+            with self._lock:
+                self._depth -= len(batch)
+            self._decode([job for job in batch if job.future.set_running_or_notify_cancel()])
+
+    def _decode(self, jobs: list[Job]) -> None:
+        """Decode jobs that share settings together; every job's future gets a result or the error."""
+        groups: dict[tuple, list[Job]] = {}
+        for job in jobs:
+            groups.setdefault((job.settings, job.n_best, job.attention), []).append(job)
+        for (settings, n_best, attention), group in groups.items():
+            self.on_batch(len(group))
+            try:
+                results = self._translate([job.text for job in group], settings, n_best, attention)
+            except Exception as error:  # the request reports it; the worker lives on
+                for job in group:
+                    job.future.set_exception(error)
+                continue
+            for job, result in zip(group, results, strict=True):
+                job.future.set_result(result)
+
+    def _translate(self, texts: list[str], settings: DecodeConfig, n_best: int, attention: bool) -> list:
+        settings = replace(settings, batch_size=len(texts))  # one decoder batch; Translator sorts by length
+        decode = {k: v for k, v in asdict(settings).items() if k != "quantize"}  # quantize: fixed at load
+        if attention:  # one sentence at a time: the maps are per sentence anyway
+            return [
+                (self._nbest([text], decode, n_best)[0], self.translator.attention(text, **decode)) for text in texts
+            ]
+        return self._nbest(texts, decode, n_best)
+
+    def _nbest(self, texts: list[str], decode: dict, n_best: int) -> list[Alternatives]:
+        if n_best == 1:  # exactly Translator.translate (greedy search when beam_size is 1)
+            return [[(text, None)] for text in self.translator.translate(texts, **decode)]
+        nbest = self.translator.translate_nbest(texts, n_best=n_best, **decode)
+        return [[(result.text, result.score) for result in results] for results in nbest]
