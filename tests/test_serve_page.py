@@ -106,6 +106,8 @@ def test_page_translates_as_you_type_and_draws_attention(server, page, repo_root
     limits = httpx.get(f"{server}/v1/models").json()["limits"]
     requests = []
     page.on("request", lambda r: requests.append(json.loads(r.post_data)) if r.url.endswith("/v1/translate") else None)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(error))
     page.goto(server)
     expect(page.locator("#pair option")).not_to_have_count(0)
     expect(page.locator("#pair")).to_be_enabled()
@@ -155,3 +157,4 @@ def test_page_translates_as_you_type_and_draws_attention(server, page, repo_root
     expect(page.locator("#counter")).to_have_class(re.compile(r"\bover\b"))
     expect(page.locator("#error")).to_contain_text(f"limit is {limits['max_chars']}")
     assert len(requests) == n
+    assert not errors, f"JavaScript errors: {errors}"
