@@ -21,6 +21,7 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException
 
 from tnmt.checkpoint import load_checkpoint
 from tnmt.config import ServeConfig
@@ -147,15 +148,23 @@ class _Metrics:
 def _add_error_handlers(app: FastAPI, config: ServeConfig, metrics: _Metrics) -> None:
     @app.middleware("http")
     async def measure_and_limit(request: Request, call_next: Any) -> Response:
-        start, endpoint = time.perf_counter(), request.url.path
-        length = request.headers.get("content-length", "0")
-        if not length.isdigit() or int(length) > config.max_body_bytes:
-            response: Response = _error(413, f"request body over max_body_bytes={config.max_body_bytes}")
+        start = time.perf_counter()
+        length = request.headers.get("content-length")
+        if length is None and "transfer-encoding" in request.headers:  # a chunked body would escape the limit
+            response: Response = _error(411, "send the body with a Content-Length header")
+        elif length is not None and (not length.isdigit() or int(length) > config.max_body_bytes):
+            response = _error(413, f"request body over max_body_bytes={config.max_body_bytes}")
         else:
             response = await call_next(request)
+        route = request.scope.get("route")
+        endpoint = getattr(route, "path", "other")  # the route, not the raw path: no label per scanned URL
         metrics.requests.labels(endpoint, str(response.status_code)).inc()
         metrics.latency.labels(endpoint).observe(time.perf_counter() - start)
         return response
+
+    @app.exception_handler(HTTPException)
+    async def http_error(_: Request, error: HTTPException) -> JSONResponse:
+        return _error(error.status_code, str(error.detail), error.headers)
 
     @app.exception_handler(ApiError)
     async def api_error(_: Request, error: ApiError) -> JSONResponse:
@@ -186,6 +195,8 @@ def _add_native_api(app: FastAPI, models: list[ServedModel], config: ServeConfig
         texts = [request.text] if isinstance(request.text, str) else request.text
         if request.return_attention and not isinstance(request.text, str):
             raise ApiError(422, "return_attention needs a single text, not a list")
+        if request.return_attention and not request.text.strip():
+            raise ApiError(422, "return_attention needs a non-empty text")
         model = _pick(models, request.source, request.target)
         changes = {"beam_size": request.beam_size, "max_len": request.max_len}
         settings = replace(model.translator.decode, **{k: v for k, v in changes.items() if v is not None})
@@ -210,7 +221,7 @@ def _add_libretranslate_api(app: FastAPI, models: list[ServedModel], config: Ser
             raise ApiError(400, f"Invalid request: format must be 'text' or 'html', not {text_format!r}")
         try:
             alternatives = int(fields.get("alternatives", 0))
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise ApiError(400, "Invalid request: alternatives must be an integer") from None
         model = _pick(models, None if source == "auto" else source, target, status=400)
         texts = [q] if isinstance(q, str) else q
@@ -305,12 +316,17 @@ def _pick(models: list[ServedModel], source: str | None, target: str | None, *, 
 
 
 def _check_limits(texts: list[str], beam_size: int, n_best: int, config: ServeConfig, *, size_status: int) -> None:
-    if len(texts) > config.max_texts:
-        raise ApiError(size_status, f"{len(texts)} texts: over max_texts={config.max_texts}")
+    search_status = 422 if size_status == 413 else size_status
+    for limit in ("max_texts", "max_queue"):  # a request larger than the whole queue could never be served
+        if len(texts) > getattr(config, limit):
+            raise ApiError(size_status, f"{len(texts)} texts: over {limit}={getattr(config, limit)}")
     for i, text in enumerate(texts):
         if len(text) > config.max_chars:
             raise ApiError(size_status, f"text {i} has {len(text)} characters: over max_chars={config.max_chars}")
-    search_status = 422 if size_status == 413 else size_status
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate, which JSON allows as \ud800
+            raise ApiError(search_status, f"text {i} is not valid Unicode (a lone surrogate)") from None
     if beam_size > config.max_beam_size:
         raise ApiError(search_status, f"beam_size {beam_size}: over max_beam_size={config.max_beam_size}")
     if n_best > min(beam_size, config.max_n_best):

@@ -97,23 +97,27 @@ class Batcher:
         return [job.future for job in jobs]
 
     def _run(self) -> None:
+        carried: list[Job] | None = None  # a request that did not fit the last batch: it starts the next
         stopping = False
-        while not stopping:
-            first = self._requests.get()
+        while not stopping or carried:
+            first = carried if carried is not None else self._requests.get()
+            carried = None
             if first is None:
                 return
-            batch, tokens = list(first), sum(job.tokens for job in first)
+            batch, tokens = list(first), _tokens(first)
             deadline = time.monotonic() + self.max_wait
-            while self.batching and tokens < self.max_batch_tokens:
+            while self.batching and not stopping and tokens < self.max_batch_tokens:
                 try:
                     more = self._requests.get(timeout=max(deadline - time.monotonic(), 0))
                 except queue.Empty:
                     break
-                if more is None:  # finish this batch, then stop
+                if more is None:  # finish what was accepted, then stop
                     stopping = True
+                elif tokens + _tokens(more) > self.max_batch_tokens:  # a request is never split
+                    carried = more
                     break
-                batch += more
-                tokens += sum(job.tokens for job in more)
+                else:
+                    batch, tokens = batch + more, tokens + _tokens(more)
             with self._lock:
                 self._depth -= len(batch)
             self._decode([job for job in batch if job.future.set_running_or_notify_cancel()])
@@ -148,3 +152,7 @@ class Batcher:
             return [[(text, None)] for text in self.translator.translate(texts, **decode)]
         nbest = self.translator.translate_nbest(texts, n_best=n_best, **decode)
         return [[(result.text, result.score) for result in results] for results in nbest]
+
+
+def _tokens(jobs: list[Job]) -> int:
+    return sum(job.tokens for job in jobs)
