@@ -119,14 +119,7 @@ def _add_serving_commands(sub: argparse._SubParsersAction) -> None:
     """serve: one flag per `ServeConfig` field."""
     p = sub.add_parser("serve", help="serve translations over HTTP (API, LibreTranslate API, web page)")
     p.add_argument("--checkpoint", required=True, type=Path, action="append", help="repeat for more language pairs")
-    group = p.add_argument_group("server")
-    for f in fields(ServeConfig):
-        flag = "--" + f.name.replace("_", "-")
-        if f.type is bool:
-            options: dict[str, Any] = {"action": argparse.BooleanOptionalAction}
-        else:
-            options = {"type": f.type, "metavar": f.name.upper()}
-        group.add_argument(flag, default=f.default, help=f"{f.metadata['help']} (default: {f.default})", **options)
+    _config_flags(p.add_argument_group("server"), ServeConfig)
     p.set_defaults(run=_serve)
 
 
@@ -155,35 +148,46 @@ def _decode_options(p: argparse.ArgumentParser) -> None:
     """--checkpoint, and one flag per `DecodeConfig` field; an unset flag keeps the checkpoint's value."""
     p.add_argument("--checkpoint", required=True, type=Path, help="checkpoint directory (or a best/last link)")
     group = p.add_argument_group("decoding (default: the checkpoint's [decode] settings, else the value shown)")
-    for f in fields(DecodeConfig):
-        options: dict[str, Any] = {"type": f.type, "metavar": f.name.upper()}
-        if get_origin(f.type) is Literal:
+    _config_flags(group, DecodeConfig, unset=argparse.SUPPRESS)
+
+
+def _config_flags(group: argparse._ArgumentGroup, cls: type, *, unset: Any = None) -> None:
+    """One `--field-name` flag per field of the config dataclass `cls`, its help from the field's metadata.
+
+    `unset=argparse.SUPPRESS` leaves a flag that was not given out of the namespace; by default a flag
+    that was not given holds the field's default.
+    """
+    for f in fields(cls):
+        if f.type is bool:
+            options: dict[str, Any] = {"action": argparse.BooleanOptionalAction}
+        elif get_origin(f.type) is Literal:
             options = {"choices": get_args(f.type)}
-        flag = "--" + f.name.replace("_", "-")
-        group.add_argument(flag, default=argparse.SUPPRESS, help=f"{f.metadata['help']} ({f.default})", **options)
+        else:
+            options = {"type": f.type, "metavar": f.name.upper()}
+        default = f.default if unset is None else unset
+        group.add_argument(
+            f"--{f.name.replace('_', '-')}", default=default, help=f"{f.metadata['help']} ({f.default})", **options
+        )
 
 
-def _decode_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """The decoding flags given on the command line, checked now so a bad value is a one-line error."""
-    given = {f.name: getattr(args, f.name) for f in fields(DecodeConfig) if hasattr(args, f.name)}
+def _given(args: argparse.Namespace, cls: type) -> dict[str, Any]:
+    """The fields of config dataclass `cls` found in `args`, checked now so a bad value is a one-line error."""
+    values = {f.name: getattr(args, f.name) for f in fields(cls) if hasattr(args, f.name)}
     try:
-        DecodeConfig(**given)
+        cls(**values)
     except ValueError as e:
         raise UserError(str(e)) from None
-    return given
+    return values
 
 
 def _translator(args: argparse.Namespace):
     from tnmt.decode.translator import Translator
 
-    return Translator.from_checkpoint(args.checkpoint, **_decode_settings(args))
+    return Translator.from_checkpoint(args.checkpoint, **_given(args, DecodeConfig))
 
 
 def _serve(args: argparse.Namespace, _: list[str]) -> int:
-    try:
-        config = ServeConfig(**{f.name: getattr(args, f.name) for f in fields(ServeConfig)})
-    except ValueError as e:
-        raise UserError(str(e)) from None
+    config = ServeConfig(**_given(args, ServeConfig))
     import torch
     import uvicorn
 
@@ -219,7 +223,7 @@ def _translate(args: argparse.Namespace, _: list[str]) -> int:
     if args.engine == "ctranslate2":
         from tnmt.interop.ctranslate2 import CTranslate2Translator
 
-        translator = CTranslate2Translator(args.checkpoint, **_decode_settings(args))
+        translator = CTranslate2Translator(args.checkpoint, **_given(args, DecodeConfig))
     else:
         translator = _translator(args)
     lines = read_lines(args.input) if args.input else sys.stdin.read().splitlines()

@@ -188,9 +188,8 @@ class CTranslate2Translator:
         described = read_json(path / MODEL_FILE)
         self.config = parse(ModelConfig, described["model"], where=f"{path / MODEL_FILE} model")
         stored = parse(DecodeConfig, described.get("decode", {}), where=f"{path / MODEL_FILE} decode")
-        self.decode = replace(stored, **decode)
-        if self.decode.quantize != "none":
-            raise UserError("quantize is for the tnmt engine; for CTranslate2 export with --quantization int8")
+        self.decode = stored
+        self.decode = self._settings(**decode)
         self.tokenizer = Tokenizer.load(path)
         self.translator = ct2.Translator(str(path), device="cpu", compute_type=compute_type, intra_threads=threads)
         self.source_pieces, self.target_pieces = _vocabularies(path, self.tokenizer)
@@ -209,7 +208,7 @@ class CTranslate2Translator:
 
     def translate_ids(self, sources: Sequence[Sequence[int]], **decode: Any) -> list[list[int]]:
         """Output ids (no BOS/EOS) for source ids without EOS."""
-        settings = replace(self.decode, **decode)
+        settings = self._settings(**decode)
         if not sources:
             return []
         max_len = self.config.max_len
@@ -238,3 +237,10 @@ class CTranslate2Translator:
             for i, result in zip(indices, results, strict=True):
                 outputs[i] = [self._target_ids.get(piece, unk) for piece in result.hypotheses[0]]
         return outputs
+
+    def _settings(self, **changes: Any) -> DecodeConfig:
+        """This engine's `DecodeConfig` with `changes`; int8 here is chosen at export, not per translation."""
+        settings = replace(self.decode, **changes)
+        if settings.quantize != "none":
+            raise UserError("quantize is for the tnmt engine; for CTranslate2 export with --quantization int8")
+        return settings

@@ -28,7 +28,7 @@ from tnmt.config import ServeConfig
 from tnmt.decode.translator import Translator
 from tnmt.errors import UserError
 from tnmt.serve.batcher import Batcher, QueueFull
-from tnmt.serve.html_text import translate_html
+from tnmt.serve.html_text import replace_text_nodes, text_nodes
 
 STATIC = Path(str(files("tnmt"))) / "serve" / "static"
 PROBE = "Hello."  # what /ready translates
@@ -110,7 +110,7 @@ def create_app(models: list[ServedModel], config: ServeConfig) -> FastAPI:
     _add_error_handlers(app, config, metrics)
     _add_native_api(app, models, config)
     _add_libretranslate_api(app, models, config)
-    _add_probes(app, models, config, metrics)
+    _add_probes(app, models, config)
     if STATIC.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
@@ -233,9 +233,10 @@ def _add_libretranslate_api(app: FastAPI, models: list[ServedModel], config: Ser
             answers: list[dict[str, Any]] = [{"translatedText": text} for text in outputs]
         else:
             results = await _translate(model, texts, settings, n_best, False, config)
-            answers = [{"translatedText": r[0][0], "alternatives": [t for t, _ in r[1:]]} for r in results]
-            if not alternatives:
-                answers = [{"translatedText": a["translatedText"]} for a in answers]
+            answers = [{"translatedText": result[0][0]} for result in results]
+            if alternatives:
+                for answer, result in zip(answers, results, strict=True):
+                    answer["alternatives"] = [text for text, _ in result[1:]]
         if source == "auto":
             for answer in answers:
                 answer["detectedLanguage"] = {"confidence": 100.0, "language": model.source}
@@ -257,7 +258,7 @@ def _add_libretranslate_api(app: FastAPI, models: list[ServedModel], config: Ser
         ]
 
 
-def _add_probes(app: FastAPI, models: list[ServedModel], config: ServeConfig, metrics: _Metrics) -> None:
+def _add_probes(app: FastAPI, models: list[ServedModel], config: ServeConfig) -> None:
     @app.get("/health")
     async def health() -> dict[str, str]:
         """The process answers (says nothing about the models: see /ready)."""
@@ -297,11 +298,9 @@ async def _translate(
 
 
 async def _translate_markup(model: ServedModel, fragment: str, settings: Any, config: ServeConfig) -> str:
-    nodes: list[str] = []
-    translate_html(fragment, lambda texts: nodes.extend(texts) or texts)  # collect the text nodes first
+    nodes = text_nodes(fragment)
     results = await _translate(model, nodes, settings, 1, False, config) if nodes else []
-    translations = iter(result[0][0] for result in results)
-    return translate_html(fragment, lambda texts: [next(translations) for _ in texts])
+    return replace_text_nodes(fragment, [result[0][0] for result in results])
 
 
 def _pick(models: list[ServedModel], source: str | None, target: str | None, *, status: int = 400) -> ServedModel:
