@@ -122,3 +122,26 @@ def test_averaging_different_models_is_refused(tmp_path, tokenizer):
     b = save_checkpoint(tmp_path / "b", make_model(tokenizer, d_ff=64), tokenizer)
     with pytest.raises(UserError, match="config.json differs"):
         average_checkpoints([a, b], tmp_path / "avg")
+
+
+def test_decoding_settings_and_languages_travel_with_the_checkpoint(tmp_path, tokenizer):
+    from tnmt.config import DecodeConfig
+
+    decode = DecodeConfig(beam_size=2, length_penalty=1.0, max_len=9)
+    save_checkpoint(tmp_path / "c", make_model(tokenizer), tokenizer, decode=decode, languages=("en", "de"))
+    loaded = load_checkpoint(tmp_path / "c")
+    assert (loaded.decode, loaded.languages) == (decode, ("en", "de"))
+    averaged = load_checkpoint(average_checkpoints([tmp_path / "c"], tmp_path / "avg"))
+    assert (averaged.decode, averaged.languages) == (decode, ("en", "de"))
+    save_checkpoint(tmp_path / "plain", make_model(tokenizer), tokenizer)
+    assert (load_checkpoint(tmp_path / "plain").decode, load_checkpoint(tmp_path / "plain").languages) == (
+        DecodeConfig(),
+        None,
+    )
+    config = json.loads((tmp_path / "c" / "config.json").read_text())
+    (tmp_path / "c" / "config.json").write_text(json.dumps({**config, "languages": {"source": "en"}}))
+    with pytest.raises(UserError, match=r"config\.json: languages must be"):
+        load_checkpoint(tmp_path / "c")
+    (tmp_path / "c" / "config.json").write_text(json.dumps({**config, "decode": {"beam_size": 0}}))
+    with pytest.raises(UserError, match=r"config\.json decode: DecodeConfig\.beam_size = 0"):
+        load_checkpoint(tmp_path / "c")

@@ -10,7 +10,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -199,9 +199,11 @@ def _add_native_api(app: FastAPI, models: list[ServedModel], config: ServeConfig
             raise ApiError(422, "return_attention needs a non-empty text")
         model = _pick(models, request.source, request.target)
         changes = {"beam_size": request.beam_size, "max_len": request.max_len}
-        settings = replace(model.translator.decode, **{k: v for k, v in changes.items() if v is not None})
+        settings = model.translator.settings(**{k: v for k, v in changes.items() if v is not None})
         _check_limits(texts, settings.beam_size, request.n_best, config, size_status=413)
-        results = await _translate(model, texts, settings, request.n_best, request.return_attention, config)
+        results = await _translate(
+            model, texts, settings, request.n_best, request.return_attention, timeout=config.timeout_s
+        )
         return {"model": model.id, "translations": [_translation(result, request.n_best) for result in results]}
 
 
@@ -229,10 +231,10 @@ def _add_libretranslate_api(app: FastAPI, models: list[ServedModel], config: Ser
         n_best = min(alternatives + 1, settings.beam_size) if alternatives > 0 else 1
         _check_limits(texts, settings.beam_size, n_best, config, size_status=400)
         if text_format == "html":
-            outputs = [await _translate_markup(model, text, settings, config) for text in texts]
+            outputs = [await _translate_markup(model, text, settings, timeout=config.timeout_s) for text in texts]
             answers: list[dict[str, Any]] = [{"translatedText": text} for text in outputs]
         else:
-            results = await _translate(model, texts, settings, n_best, False, config)
+            results = await _translate(model, texts, settings, n_best, False, timeout=config.timeout_s)
             answers = [{"translatedText": result[0][0]} for result in results]
             if alternatives:
                 for answer, result in zip(answers, results, strict=True):
@@ -267,9 +269,9 @@ def _add_probes(app: FastAPI, models: list[ServedModel], config: ServeConfig) ->
     @app.get("/ready")
     async def ready() -> dict[str, Any]:
         """Every model translates a probe sentence within `ready_timeout_s`; 503 otherwise."""
-        probe = replace(config, timeout_s=config.ready_timeout_s)
         for model in models:
-            await _translate(model, [PROBE], model.translator.decode, 1, False, probe, unavailable=503)
+            decode = model.translator.decode
+            await _translate(model, [PROBE], decode, 1, False, timeout=config.ready_timeout_s, unavailable=503)
         return {"status": "ready", "models": [model.id for model in models]}
 
 
@@ -279,27 +281,27 @@ async def _translate(
     settings: Any,
     n_best: int,
     attention: bool,
-    config: ServeConfig,
     *,
+    timeout: float,
     unavailable: int = 504,
 ) -> list[Any]:
-    """Queue the texts on the model's batcher and wait for them, at most `timeout_s`."""
+    """Queue the texts on the model's batcher and wait for them, at most `timeout` seconds."""
     try:
         futures = model.batcher.submit(texts, settings, n_best=n_best, attention=attention)
     except QueueFull as full:
         raise ApiError(503, f"server busy: {full}", {"Retry-After": "1"}) from None
     waiting = [asyncio.wrap_future(future) for future in futures]
     try:
-        return await asyncio.wait_for(asyncio.gather(*waiting), timeout=config.timeout_s)
+        return await asyncio.wait_for(asyncio.gather(*waiting), timeout=timeout)
     except TimeoutError:
         for future in futures:
             future.cancel()  # the worker skips what it has not started
-        raise ApiError(unavailable, f"no translation within the deadline of {config.timeout_s:g} s") from None
+        raise ApiError(unavailable, f"no translation within the deadline of {timeout:g} s") from None
 
 
-async def _translate_markup(model: ServedModel, fragment: str, settings: Any, config: ServeConfig) -> str:
+async def _translate_markup(model: ServedModel, fragment: str, settings: Any, *, timeout: float) -> str:
     nodes = text_nodes(fragment)
-    results = await _translate(model, nodes, settings, 1, False, config) if nodes else []
+    results = await _translate(model, nodes, settings, 1, False, timeout=timeout) if nodes else []
     return replace_text_nodes(fragment, [result[0][0] for result in results])
 
 
