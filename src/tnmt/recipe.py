@@ -66,6 +66,8 @@ def load_recipe(path: str | None, overrides: Sequence[str] = ()) -> Recipe:
     for name, table in data.items():
         if not isinstance(table, dict):
             raise UserError(f"{where}: {name} must be a table ([{name}]), not a value")
+    if "bf16" in data.get("train", {}):  # the key before train.precision: say what replaced it
+        raise UserError(f'{where} [train]: bf16 was replaced by precision = "bf16" (or "fp32", "fp16")')
     model = dict(data.get("model", {}))
     preset = model.pop("preset", "small")
     if preset not in PRESETS:

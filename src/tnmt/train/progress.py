@@ -46,14 +46,19 @@ class Progress:
 
 
 class MetricsLog:
-    """metrics.jsonl, one JSON object per line; on resume, lines past the checkpoint's step are dropped."""
+    """metrics.jsonl, one JSON object per line; on resume, lines past the checkpoint's step are dropped.
 
-    def __init__(self, path: Path, *, after_step: int) -> None:
-        self.path = path
-        if path.exists():
+    Disabled (`enabled=False`, every rank but 0 of a torchrun job), it neither reads nor writes.
+    """
+
+    def __init__(self, path: Path, *, after_step: int, enabled: bool = True) -> None:
+        self.path, self.enabled = path, enabled
+        if enabled and path.exists():
             kept = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= after_step]
             atomic_write_text(path, "".join(line + "\n" for line in kept))
 
     def write(self, **record: float) -> None:
+        if not self.enabled:
+            return
         with self.path.open("a") as f:
             f.write(json.dumps(record) + "\n")
