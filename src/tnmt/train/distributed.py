@@ -114,7 +114,7 @@ def collective(here: World) -> Iterator[None]:
         if here.size == 1 or not lost or isinstance(e, PeerLost):
             raise
         first = message.strip().splitlines()[0] if message.strip() else type(e).__name__
-        first = re.sub(r"^\[[^\]]*\]\s*", "", first)  # gloo starts with its source file and line
+        first = re.sub(r"^\[[^\]]*\]\s*", "", first).split(". ")[0]  # no gloo source file, no advice
         raise PeerLost(f"rank {here.rank} of {here.size}: lost the other ranks ({first})") from None
 
 
