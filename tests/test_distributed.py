@@ -223,3 +223,13 @@ def test_a_failed_collective_becomes_one_line():
 def test_collective_timeout_must_be_positive():
     with pytest.raises(ValueError, match=r"TrainConfig.collective_timeout_s = 0: must be positive"):
         TrainConfig(collective_timeout_s=0)
+
+
+def test_the_readme_torchrun_commands_use_the_launch_options_tested_here():
+    lines = [line.split("#")[0].split() for line in (REPO / "README.md").read_text().splitlines()]
+    commands = [words for words in lines if words[:1] == ["torchrun"]]
+    assert len(commands) == 2
+    tested = {"--nproc_per_node", "--nnodes", "--rdzv-backend", "--rdzv-endpoint", "-m"}
+    for words in commands:
+        assert words[words.index("-m") : words.index("-m") + 3] == ["-m", "tnmt", "train"]
+        assert {w for w in words if w.startswith("-") and not w.startswith("--train.")} <= tested
