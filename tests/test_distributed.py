@@ -74,18 +74,22 @@ def torchrun(launch: list[str], arguments: list[str], *, environment: dict[str, 
 
 
 def on_two_nodes(arguments: list[str], *, environment: dict[str, str], **popen) -> list[subprocess.Popen]:
-    """Two torchrun launches of one process each, meeting at a c10d rendezvous on 127.0.0.1 (two "machines")."""
+    """Two torchrun launches of one process each, meeting at a c10d rendezvous on 127.0.0.1 (two "machines").
+
+    Node 1 starts once node 0 listens, so node 0 hosts the rendezvous store, as the first machine would.
+    """
     port = free_port()
-    return [
-        torchrun(
-            ["--nnodes", "2", "--nproc_per_node", "1", "--node-rank", str(node), "--rdzv-backend", "c10d"]
-            + ["--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", f"test{port}"],
-            arguments,
-            environment=environment,
-            **popen,
-        )
-        for node in (0, 1)
-    ]
+    launch = ["--nnodes", "2", "--nproc_per_node", "1", "--rdzv-backend", "c10d"]
+    launch += ["--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", f"test{port}"]
+    first = torchrun([*launch, "--node-rank", "0"], arguments, environment=environment, **popen)
+    deadline = time.monotonic() + LAUNCH_TIMEOUT
+    while first.poll() is None and time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    return [first, torchrun([*launch, "--node-rank", "1"], arguments, environment=environment, **popen)]
 
 
 def finish(*processes: subprocess.Popen) -> None:
@@ -162,7 +166,7 @@ def test_only_rank_zero_writes(runs):
 
 def test_a_killed_rank_ends_the_job_with_a_one_line_error(tiny_training, tmp_path):
     out = tmp_path / "killed"
-    arguments = overrides(tiny_training, out, "--train.max_steps=100000", "--train.eval_every=0")
+    arguments = overrides(tiny_training, out, "--train.max_steps=100000", "--train.eval_every=100000")
     arguments += ["--train.collective_timeout_s=10"]  # if the dead peer's sockets are not seen closed at once
     node0, node1 = on_two_nodes(arguments, environment=env(), stderr=subprocess.PIPE)
     deadline = time.monotonic() + LAUNCH_TIMEOUT
@@ -176,8 +180,8 @@ def test_a_killed_rank_ends_the_job_with_a_one_line_error(tiny_training, tmp_pat
     assert time.monotonic() - killed < 60
     assert node0.returncode != 0 and node1.returncode != 0
     ours = [line for line in errors.splitlines() if line.startswith("tnmt train: error:")]
-    assert len(ours) == 1 and ours[0].startswith("tnmt train: error: rank 0 of 2: lost the other ranks (")
-    assert "tnmt/train/" not in errors  # no backtrace through our code (torchrun still prints its own summary)
+    assert len(ours) == 1 and ours[0].startswith("tnmt train: error: rank 0 of 2: lost the other ranks ("), errors
+    assert "tnmt/train/" not in errors, errors  # no backtrace through our code (torchrun still prints its own summary)
 
 
 def workers_of(pid: int) -> list[int]:

@@ -138,7 +138,7 @@ def out_of_budget(cfg: TrainConfig, state: TrainState) -> bool:
     )
 
 
-def _update(run: "Run", batches: list[Batch], *, real: int, steps: int) -> tuple[float, float, int]:
+def _update(run: Run, batches: list[Batch], *, real: int, steps: int) -> tuple[float, float, int]:
     """One optimizer update over this rank's `real` batches (of `batches`), accumulated; returns the summed
     loss, NLL and target tokens of all ranks.
 
