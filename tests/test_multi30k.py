@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tnmt.data import multi30k
+from tnmt.data import download, multi30k
 from tnmt.data.corpus import read_lines
 from tnmt.data.multi30k import fetch_multi30k, find_multi30k, multi30k_paths
 from tnmt.errors import UserError
@@ -145,7 +145,7 @@ def test_unreachable_server_fails_fast_with_one_line(tmp_path: Path) -> None:
 
 
 def test_silent_server_times_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(multi30k, "TIMEOUT", (1, 0.5))
+    monkeypatch.setattr(download, "TIMEOUT", (1, 0.5))
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen()  # the kernel completes the connection, nobody ever answers
