@@ -102,6 +102,7 @@ def load_checkpoint(path: str | os.PathLike[str], *, map_location: str = "cpu") 
     decode = parse(DecodeConfig, config.get("decode", {}), where=f"{config_path} decode")
     languages = _languages(config.get("languages"), config_path)
     weights = _read_tensors(path / "model.safetensors", map_location)
+    _check_shapes(model, weights, path / "model.safetensors")
     missing, unexpected = model.load_state_dict(weights, strict=False)
     tied = {name for name in missing if _is_tied(model, name, weights)}
     if set(missing) - tied or unexpected:
@@ -150,6 +151,18 @@ def _languages(value: Any, where: Path) -> tuple[str, str] | None:
     if not ok:
         raise UserError(f'{where}: languages must be {{"source": code, "target": code}}, got {value!r}')
     return value["source"], value["target"]
+
+
+def _check_shapes(model: Transformer, weights: dict[str, torch.Tensor], where: Path) -> None:
+    """One line for weights that config.json sizes differently (torch's own error is a page per tensor)."""
+    expected = model.state_dict()
+    wrong = [name for name, tensor in weights.items() if name in expected and tensor.shape != expected[name].shape]
+    if wrong:
+        name = wrong[0]
+        raise UserError(
+            f"{where}: {name} has shape {list(weights[name].shape)} but config.json makes it "
+            f"{list(expected[name].shape)} ({len(wrong)} of {len(weights)} tensors disagree)"
+        )
 
 
 def _unique_tensors(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -13,7 +13,7 @@ import signal
 import sys
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, Literal, NoReturn, get_args, get_origin
 
 from tnmt.config import DecodeConfig, ServeConfig
 from tnmt.errors import UserError
@@ -45,8 +45,15 @@ def main(argv: list[str] | None = None) -> int:
         log.setLevel(level)
 
 
+class _Parser(argparse.ArgumentParser):
+    """Argument errors are one line like every other error (`tnmt CMD: error: ...`, exit 2), not a usage dump."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tnmt", description="Transformer neural machine translation")
+    parser = _Parser(prog="tnmt", description="Transformer neural machine translation")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_training_commands(sub)
     _add_decoding_commands(sub)
@@ -218,7 +225,8 @@ def _train(args: argparse.Namespace, overrides: list[str]) -> int:
 
 
 def _translate(args: argparse.Namespace, _: list[str]) -> int:
-    from tnmt.data.corpus import read_lines
+    from tnmt.data.corpus import decode_lines, read_lines
+    from tnmt.io import atomic_write_text
 
     if args.engine == "ctranslate2":
         from tnmt.interop.ctranslate2 import CTranslate2Translator
@@ -226,11 +234,11 @@ def _translate(args: argparse.Namespace, _: list[str]) -> int:
         translator = CTranslate2Translator(args.checkpoint, **_given(args, DecodeConfig))
     else:
         translator = _translator(args)
-    lines = read_lines(args.input) if args.input else sys.stdin.read().splitlines()
-    outputs = translator.translate(lines)
-    text = "".join(line + "\n" for line in outputs)
+    _check_output(args.output)
+    lines = read_lines(args.input) if args.input else decode_lines(sys.stdin.buffer.read(), name="<stdin>")
+    text = "".join(line + "\n" for line in translator.translate(lines))
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        atomic_write_text(args.output, text)
     else:
         sys.stdout.write(text)
     return 0
@@ -239,15 +247,30 @@ def _translate(args: argparse.Namespace, _: list[str]) -> int:
 def _evaluate(args: argparse.Namespace, _: list[str]) -> int:
     from tnmt.data.corpus import read_lines
     from tnmt.evaluate import score
+    from tnmt.io import atomic_write_text
 
+    _check_output(args.hyp_out)
     sources, references = read_lines(args.src), read_lines(args.ref)
     if len(sources) != len(references):
         raise UserError(f"{args.src} has {len(sources)} lines but {args.ref} has {len(references)}")
     hypotheses = _translator(args).translate(sources)
     if args.hyp_out:
-        Path(args.hyp_out).write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+        atomic_write_text(args.hyp_out, "".join(h + "\n" for h in hypotheses))
     print(score(hypotheses, references).format())
     return 0
+
+
+def _check_output(path: str | None) -> None:
+    """Refuse an output file that cannot be written before spending time on the translation."""
+    if path is None:
+        return
+    parent = Path(path).resolve().parent
+    if Path(path).is_dir():
+        raise UserError(f"{path}: is a directory, expected a file name")
+    if not parent.is_dir():
+        raise UserError(f"{path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise UserError(f"{path}: directory {parent} is not writable")
 
 
 def _average(args: argparse.Namespace, _: list[str]) -> int:
