@@ -93,7 +93,8 @@ def load_checkpoint(path: str | os.PathLike[str], *, map_location: str = "cpu") 
     """Load a checkpoint directory (or a `last`/`best` link to one); errors name the bad file."""
     path = Path(path)
     if not path.is_dir():
-        raise UserError(f"{path}: no such checkpoint directory")
+        what = "a file, not a checkpoint directory" if path.exists() else "no such checkpoint directory"
+        raise UserError(f"{path}: {what}")
     config_path = path / "config.json"
     config = read_json(config_path)
     if not isinstance(config, dict) or not isinstance(config.get("model"), dict):
@@ -105,10 +106,14 @@ def load_checkpoint(path: str | os.PathLike[str], *, map_location: str = "cpu") 
     _check_shapes(model, weights, path / "model.safetensors")
     missing, unexpected = model.load_state_dict(weights, strict=False)
     tied = {name for name in missing if _is_tied(model, name, weights)}
-    if set(missing) - tied or unexpected:
+    if untied := sorted(set(missing) - tied):
         raise UserError(
-            f"{path / 'model.safetensors'}: missing {sorted(set(missing) - tied)}, "
-            f"unexpected {sorted(unexpected)} weights for this config.json"
+            f"{path / 'model.safetensors'}: lacks {len(untied)} weights config.json needs ({untied[0]}, ...)"
+        )
+    if unexpected:
+        extra = sorted(unexpected)
+        raise UserError(
+            f"{path / 'model.safetensors'}: has {len(extra)} weights config.json has no place for ({extra[0]}, ...)"
         )
     model.eval()
     checkpoint = Checkpoint(model=model, tokenizer=Tokenizer.load(path), path=path, decode=decode, languages=languages)
@@ -156,7 +161,9 @@ def _languages(value: Any, where: Path) -> tuple[str, str] | None:
 def _check_shapes(model: Transformer, weights: dict[str, torch.Tensor], where: Path) -> None:
     """One line for weights that config.json sizes differently (torch's own error is a page per tensor)."""
     expected = model.state_dict()
-    wrong = [name for name, tensor in weights.items() if name in expected and tensor.shape != expected[name].shape]
+    wrong = sorted(
+        name for name, tensor in weights.items() if name in expected and tensor.shape != expected[name].shape
+    )
     if wrong:
         name = wrong[0]
         raise UserError(

@@ -23,7 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "train":
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        print(f"tnmt {args.command}: error: unrecognized arguments: {' '.join(extra)}", file=sys.stderr)
+        return 2
     log, level = logging.getLogger("tnmt"), logging.getLogger("tnmt").level
     handler = logging.StreamHandler()  # sys.stderr as it is now
     handler.setFormatter(logging.Formatter(f"tnmt {args.command}: %(levelname)s: %(message)s"))
@@ -264,7 +265,7 @@ def _check_output(path: str | None) -> None:
     """Refuse an output file that cannot be written before spending time on the translation."""
     if path is None:
         return
-    parent = Path(path).resolve().parent
+    parent = Path(path).parent
     if Path(path).is_dir():
         raise UserError(f"{path}: is a directory, expected a file name")
     if not parent.is_dir():

@@ -106,6 +106,7 @@ class Tokenizer:
             )
         except RuntimeError as err:
             reason = str(err).rsplit("] ", 1)[-1]  # drop sentencepiece's "INTERNAL: file.cc(123) [check]"
+            reason = reason.strip() or str(err).strip()  # the check itself when it has no text
             raise UserError(f"cannot train the tokenizer (vocab_size={vocab_size}): {reason}") from None
         processor = spm.SentencePieceProcessor(model_proto=model.getvalue())
         return cls(processor, processor, pad_id=0, bos_id=1, eos_id=2, unk_id=3)
