@@ -178,7 +178,7 @@ def test_a_chunked_body_without_length_is_refused_before_it_is_read(server):
 
 
 def test_a_length_that_understates_the_body_only_lets_that_many_bytes_in(server):
-    """Content-Length 12 followed by 10 MB: the app sees 12 bytes (invalid JSON), never the rest."""
+    """Content-Length 12 followed by 10 MB: the app sees at most 12 bytes (invalid JSON), never the rest."""
     head = b"POST /v1/translate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
     head += b"Content-Length: 12\r\nConnection: close\r\n\r\n"
     with socket.create_connection(("127.0.0.1", server), timeout=10) as sock:
@@ -186,4 +186,5 @@ def test_a_length_that_understates_the_body_only_lets_that_many_bytes_in(server)
         with contextlib.suppress(OSError):  # the server answered and closed: it did not read them
             sock.sendall(b"e" * 10_000_000)
         answer = sock.recv(65536)
-    assert answer.split(b" ")[1] == b"422" and b"not valid JSON" in answer
+    # 422: the app parsed the 12 bytes; 400: uvicorn refused the excess as a malformed next request first
+    assert answer.split(b" ")[1] in (b"422", b"400") and b'"text": "one' not in answer
