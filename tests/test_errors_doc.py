@@ -105,6 +105,14 @@ def edit_config(change: Callable[[dict], object]) -> Callable[[Path], None]:
     return edit
 
 
+def nan_weight(ckpt: Path) -> None:
+    from safetensors.torch import load, save
+
+    weights = load((ckpt / "model.safetensors").read_bytes())
+    weights["decoder_layers.0.ffn.linear1.bias"][3] = float("nan")
+    (ckpt / "model.safetensors").write_bytes(save(weights))
+
+
 def gz(text: str, *, keep: float = 1.0) -> bytes:
     data = gzip.compress(text.encode(), mtime=0)
     return data[: int(len(data) * keep)]
@@ -154,6 +162,7 @@ INPUTS: dict[str, Callable[[Path, Path], None]] = {
     "ckpt-config-not-object": checkpoint(lambda c: (c / "config.json").write_text("[]\n")),
     "ckpt-config-unknown-field": checkpoint(edit_config(lambda c: c["model"].update(d_modle=16))),
     "ckpt-config-invalid-value": checkpoint(edit_config(lambda c: c["model"].update(n_heads=3))),
+    "ckpt-config-missing-field": checkpoint(edit_config(lambda c: c["model"].pop("src_vocab_size"))),
     "ckpt-config-shapes": checkpoint(edit_config(lambda c: c["model"].update(d_model=32, d_ff=64))),
     "ckpt-config-layers": checkpoint(edit_config(lambda c: c["model"].update(n_decoder_layers=2))),
     "ckpt-weights-missing": checkpoint(lambda c: (c / "model.safetensors").unlink()),
@@ -163,6 +172,12 @@ INPUTS: dict[str, Callable[[Path, Path], None]] = {
     ),
     "ckpt-weights-pickle": checkpoint(
         lambda c: (c / "model.safetensors").write_bytes(b"\x80\x04\x95\x0b\x00\x00\x00\x00\x00\x00\x00}\x94.")
+    ),
+    "ckpt-weights-nan": checkpoint(nan_weight),
+    "ckpt-tokenizer-not-utf8": checkpoint(
+        lambda c: (c / "source.spm").write_bytes(
+            (c / "source.spm").read_bytes().replace(b"<0x00>", b"\xff0x00>", 1)
+        )
     ),
     "ckpt-tokenizer-missing": checkpoint(lambda c: (c / "source.spm").unlink()),
     "ckpt-tokenizer-json-missing": checkpoint(lambda c: (c / "tokenizer.json").unlink()),

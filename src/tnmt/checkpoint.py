@@ -103,7 +103,7 @@ def load_checkpoint(path: str | os.PathLike[str], *, map_location: str = "cpu") 
     decode = parse(DecodeConfig, config.get("decode", {}), where=f"{config_path} decode")
     languages = _languages(config.get("languages"), config_path)
     weights = _read_tensors(path / "model.safetensors", map_location)
-    _check_shapes(model, weights, path / "model.safetensors")
+    _check_weights(model, weights, path / "model.safetensors")
     missing, unexpected = model.load_state_dict(weights, strict=False)
     tied = {name for name in missing if _is_tied(model, name, weights)}
     if untied := sorted(set(missing) - tied):
@@ -158,8 +158,9 @@ def _languages(value: Any, where: Path) -> tuple[str, str] | None:
     return value["source"], value["target"]
 
 
-def _check_shapes(model: Transformer, weights: dict[str, torch.Tensor], where: Path) -> None:
-    """One line for weights that config.json sizes differently (torch's own error is a page per tensor)."""
+def _check_weights(model: Transformer, weights: dict[str, torch.Tensor], where: Path) -> None:
+    """One line for weights that config.json sizes differently (torch's own error is a page per tensor),
+    and for NaN or infinite weights (a diverged run or a damaged file), which would translate to nothing."""
     expected = model.state_dict()
     wrong = sorted(
         name for name, tensor in weights.items() if name in expected and tensor.shape != expected[name].shape
@@ -170,6 +171,8 @@ def _check_shapes(model: Transformer, weights: dict[str, torch.Tensor], where: P
             f"{where}: {name} has shape {list(weights[name].shape)} but config.json makes it "
             f"{list(expected[name].shape)} ({len(wrong)} of {len(weights)} tensors disagree)"
         )
+    if broken := sorted(name for name, tensor in weights.items() if not torch.isfinite(tensor).all()):
+        raise UserError(f"{where}: {broken[0]} holds NaN or infinite values ({len(broken)} tensors do)")
 
 
 def _unique_tensors(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -261,6 +261,6 @@ def _load_model(path: Path) -> spm.SentencePieceProcessor:
     if data:  # sentencepiece would accept b"" as a model without pieces
         try:
             return spm.SentencePieceProcessor(model_proto=data)
-        except RuntimeError:
+        except (RuntimeError, ValueError):  # ValueError: a damaged proto's string is not UTF-8
             pass
     raise UserError(f"{path}: not a sentencepiece model (corrupt or wrong file)")
