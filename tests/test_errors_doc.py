@@ -175,9 +175,7 @@ INPUTS: dict[str, Callable[[Path, Path], None]] = {
     ),
     "ckpt-weights-nan": checkpoint(nan_weight),
     "ckpt-tokenizer-not-utf8": checkpoint(
-        lambda c: (c / "source.spm").write_bytes(
-            (c / "source.spm").read_bytes().replace(b"<0x00>", b"\xff0x00>", 1)
-        )
+        lambda c: (c / "source.spm").write_bytes((c / "source.spm").read_bytes().replace(b"<0x00>", b"\xff0x00>", 1))
     ),
     "ckpt-tokenizer-missing": checkpoint(lambda c: (c / "source.spm").unlink()),
     "ckpt-tokenizer-json-missing": checkpoint(lambda c: (c / "tokenizer.json").unlink()),
