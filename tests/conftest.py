@@ -10,10 +10,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import settings
 from num2words import num2words
 
 # Test tensors are tiny: one thread avoids oversubscription and makes timings steadier.
 torch.set_num_threads(1)
+# Property tests run a modest number of examples each; benchmarks/fuzz.py runs the large budgets.
+settings.register_profile("tnmt", max_examples=50, deadline=None)
+settings.load_profile("tnmt")
 
 
 @pytest.fixture(scope="session")

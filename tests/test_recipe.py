@@ -1,7 +1,11 @@
+from dataclasses import fields
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tnmt.errors import UserError
-from tnmt.recipe import load_recipe
+from tnmt.recipe import SECTIONS, load_recipe
 
 
 def test_shipped_recipes_load(repo_root):
@@ -75,3 +79,69 @@ def test_the_papers_recipes_hold_table_3(repo_root, name, shape, dropout, steps,
     assert (train.adam_betas, train.adam_eps, train.clip_norm) == ((0.9, 0.98), 1e-9, 0.0)
     assert train.average_last == train.keep_checkpoints == averaged
     assert (decode.beam_size, decode.length_penalty, decode.max_len_a, decode.max_len_b) == (4, 0.6, 1.0, 50)
+
+
+KEYS = sorted({f.name for cls in SECTIONS.values() for f in fields(cls)} | {"preset", "src_vocab_size", "nope"})
+VALUES = [
+    "1",
+    "0",
+    "-1",
+    "1.5",
+    "nan",
+    "inf",
+    "-inf",
+    "true",
+    '"x"',
+    '""',
+    '"multi30k"',
+    '"big"',
+    "[1, 2]",
+    "[0.9]",
+    "[]",
+    "{}",
+    "{a = 1}",
+    "1e400",
+    "99999999999999999999",
+    "2024-01-01",
+    '"\\u0000"',
+    "[[1]]",
+]
+
+
+@st.composite
+def toml_recipes(draw) -> str:
+    """TOML that parses, with real and made-up sections, keys and values of every TOML type."""
+    lines = []
+    for section in draw(st.lists(st.sampled_from([*SECTIONS, "extra"]), max_size=4, unique=True)):
+        lines.append(f"[{section}]")
+        for key in draw(st.lists(st.sampled_from(KEYS), max_size=4, unique=True)):
+            lines.append(f"{key} = {draw(st.sampled_from(VALUES))}")
+    return "\n".join(lines) + "\n"
+
+
+@given(st.one_of(toml_recipes(), st.text(), st.binary()))
+def test_property_any_recipe_file_loads_or_is_a_user_error(tmp_path_factory, content):
+    path = tmp_path_factory.mktemp("recipe") / "r.toml"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8", "surrogatepass"))
+    try:
+        load_recipe(str(path))
+    except UserError as e:
+        assert "\n" not in str(e) and str(path) in str(e)
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.text(),
+            st.builds(
+                "--{}.{}={}".format, st.sampled_from(list(SECTIONS)), st.sampled_from(KEYS), st.sampled_from(VALUES)
+            ),
+        ),
+        max_size=3,
+    )
+)
+def test_property_any_overrides_load_or_are_a_user_error(overrides):
+    try:
+        load_recipe(None, overrides)
+    except UserError as e:
+        assert "\n" not in str(e)

@@ -13,7 +13,7 @@ import signal
 import sys
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, Literal, NoReturn, get_args, get_origin
 
 from tnmt.config import DecodeConfig, ServeConfig
 from tnmt.errors import UserError
@@ -23,7 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "train":
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        print(f"tnmt {args.command}: error: unrecognized arguments: {' '.join(extra)}", file=sys.stderr)
+        return 2
     log, level = logging.getLogger("tnmt"), logging.getLogger("tnmt").level
     handler = logging.StreamHandler()  # sys.stderr as it is now
     handler.setFormatter(logging.Formatter(f"tnmt {args.command}: %(levelname)s: %(message)s"))
@@ -45,8 +46,15 @@ def main(argv: list[str] | None = None) -> int:
         log.setLevel(level)
 
 
+class _Parser(argparse.ArgumentParser):
+    """Argument errors are one line like every other error (`tnmt CMD: error: ...`, exit 2), not a usage dump."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tnmt", description="Transformer neural machine translation")
+    parser = _Parser(prog="tnmt", description="Transformer neural machine translation")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_training_commands(sub)
     _add_decoding_commands(sub)
@@ -218,7 +226,7 @@ def _train(args: argparse.Namespace, overrides: list[str]) -> int:
 
 
 def _translate(args: argparse.Namespace, _: list[str]) -> int:
-    from tnmt.data.corpus import read_lines
+    from tnmt.data.corpus import decode_lines, read_lines
 
     if args.engine == "ctranslate2":
         from tnmt.interop.ctranslate2 import CTranslate2Translator
@@ -226,11 +234,11 @@ def _translate(args: argparse.Namespace, _: list[str]) -> int:
         translator = CTranslate2Translator(args.checkpoint, **_given(args, DecodeConfig))
     else:
         translator = _translator(args)
-    lines = read_lines(args.input) if args.input else sys.stdin.read().splitlines()
-    outputs = translator.translate(lines)
-    text = "".join(line + "\n" for line in outputs)
+    _check_output(args.output)
+    lines = read_lines(args.input) if args.input else decode_lines(sys.stdin.buffer.read(), name="<stdin>")
+    text = "".join(line + "\n" for line in translator.translate(lines))
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        _write_output(args.output, text)
     else:
         sys.stdout.write(text)
     return 0
@@ -240,14 +248,44 @@ def _evaluate(args: argparse.Namespace, _: list[str]) -> int:
     from tnmt.data.corpus import read_lines
     from tnmt.evaluate import score
 
+    _check_output(args.hyp_out)
     sources, references = read_lines(args.src), read_lines(args.ref)
     if len(sources) != len(references):
         raise UserError(f"{args.src} has {len(sources)} lines but {args.ref} has {len(references)}")
     hypotheses = _translator(args).translate(sources)
     if args.hyp_out:
-        Path(args.hyp_out).write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+        _write_output(args.hyp_out, "".join(h + "\n" for h in hypotheses))
     print(score(hypotheses, references).format())
     return 0
+
+
+def _check_output(path: str | None) -> None:
+    """Refuse an output file that cannot be written before spending time on the translation."""
+    if path is None or _is_stream(path):
+        return
+    parent = Path(path).parent
+    if Path(path).is_dir():
+        raise UserError(f"{path}: is a directory, expected a file name")
+    if not parent.is_dir():
+        raise UserError(f"{path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise UserError(f"{path}: directory {parent} is not writable")
+
+
+def _is_stream(path: str) -> bool:
+    """A device or pipe such as /dev/stdout: written in place (renaming a file over it would replace it)."""
+    return Path(path).exists() and not Path(path).is_file()
+
+
+def _write_output(path: str, text: str) -> None:
+    """A regular output file is written atomically (all lines or its old content); a stream is written to."""
+    from tnmt.io import atomic_write_text
+
+    if _is_stream(path):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        atomic_write_text(path, text)
 
 
 def _average(args: argparse.Namespace, _: list[str]) -> int:

@@ -270,6 +270,8 @@ def parse(cls: type[T], values: Mapping[str, Any], *, where: str) -> T:
         return TypeAdapter(cls).validate_json(json.dumps(dict(values), default=str), strict=True)
     except ValidationError as e:
         error = e.errors(include_url=False)[0]
+        if error["loc"] and error["loc"][0] in types and error["loc"][0] not in values:
+            raise UserError(f"{where}: {error['loc'][0]} is missing") from None
         if error["loc"] and error["loc"][0] in types:
             key = error["loc"][0]
             raise UserError(f"{where} {key} = {values[key]!r}: expected {_type_name(types[key])}") from None
