@@ -255,3 +255,10 @@ def test_device_errors_are_one_line(tiny_checkpoint, args, message):
 def test_translate_on_an_explicit_device(tiny_checkpoint):
     result = tnmt("translate", "--checkpoint", str(tiny_checkpoint), "--device", "auto", stdin="forty-two\n")
     assert result.returncode == 0 and result.stdout.count("\n") == 1, result.stderr
+
+
+def test_output_to_a_device_is_written_in_place(tiny_checkpoint, tmp_path):
+    """`-o /dev/stdout` writes to the stream; an atomic rename over it would replace the device's entry."""
+    result = tnmt("translate", "--checkpoint", str(tiny_checkpoint), "-o", "/dev/stdout", stdin="one\ntwo\n")
+    assert result.returncode == 0 and result.stdout.count("\n") == 2, result.stderr
+    assert Path("/dev/stdout").is_symlink() or not Path("/dev/stdout").is_file()

@@ -54,11 +54,22 @@ def read_lines(path: str | Path) -> list[str]:
     data = _read_bytes(path)
     if not data:
         raise UserError(f"{path}: empty file")
+    return decode_lines(data, name=str(path))
+
+
+def decode_lines(data: bytes, *, name: str) -> list[str]:
+    """Split UTF-8 bytes (a file's, or stdin's) into lines as `read_lines` does; b"" gives no line.
+
+    Raises:
+        UserError: `data` is not valid UTF-8, naming `name` and the 1-based line of the first bad byte.
+    """
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         line = data.count(b"\n", 0, err.start) + 1
-        raise UserError(f"{path}:{line}: invalid UTF-8") from None
+        raise UserError(f"{name}:{line}: invalid UTF-8") from None
+    if not text:
+        return []
     lines = text.removeprefix("\ufeff").split("\n")
     if text.endswith("\n"):
         lines.pop()

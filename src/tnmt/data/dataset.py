@@ -50,7 +50,10 @@ def corpus_files(config: DataConfig, split: str) -> tuple[Path, Path]:
 
 def read_split(config: DataConfig, split: str, *, limit: int = 0) -> ParallelCorpus:
     """The raw sentence pairs of a split, whitespace-normalised if the recipe says so."""
-    corpus = read_parallel(*corpus_files(config, split), normalize_whitespace=config.normalize_whitespace)
+    src, tgt = corpus_files(config, split)
+    corpus = read_parallel(src, tgt, normalize_whitespace=config.normalize_whitespace)
+    if not any(s.strip() and t.strip() for s, t in zip(corpus.src, corpus.tgt, strict=True)):
+        raise UserError(f"{src}, {tgt}: no line pair has text on both sides ({len(corpus)} lines)")
     if limit:
         corpus = ParallelCorpus(src=corpus.src[:limit], tgt=corpus.tgt[:limit])
     return corpus
