@@ -1,5 +1,7 @@
 """Device and precision decisions, tested for GPU capabilities this machine does not have."""
 
+import json
+
 import pytest
 import torch
 
@@ -60,3 +62,19 @@ def test_a_batch_reaches_the_gpu_intact():
     moved = to_device(batch, GPU)
     assert moved.src.device.type == "cuda" and moved.n_tgt_tokens == batch.n_tgt_tokens
     assert torch.equal(moved.tgt_out.cpu(), batch.tgt_out)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_training_and_decoding_on_the_gpu(tiny_training, tmp_path, precision):
+    from tnmt.decode.translator import Translator
+    from tnmt.recipe import load_recipe
+    from tnmt.train.loop import train
+
+    overrides = [*tiny_training, f"--train.out_dir={tmp_path}", "--train.max_steps=4", "--train.eval_every=2"]
+    out = train(load_recipe(None, [*overrides, "--train.device=cuda", f"--train.precision={precision}"]))
+    state = json.loads((out / "last" / "trainer_state.json").read_text())
+    assert state["step"] == 4 and bool(state["grad_scaler"]) == (precision == "fp16")  # the loss scale is resumed
+    on_gpu = Translator.from_checkpoint(out / "last", device="cuda", beam_size=1).translate(["forty-two", "seven"])
+    on_cpu = Translator.from_checkpoint(out / "last", device="cpu", beam_size=1).translate(["forty-two", "seven"])
+    assert on_gpu == on_cpu

@@ -90,8 +90,9 @@ def train(recipe: Recipe, *, resume: bool = False, progress: bool = True) -> Pat
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     device = resolve_device(cfg.device, local_rank=env_world().local_rank)
+    precision = mixed_precision(cfg.precision, device)  # before any work: fp16 on the CPU is an error
     with process_group(device=device, timeout_s=cfg.collective_timeout_s) as world:
-        run = _prepare(recipe, resume=resume, progress=progress, world=world, device=device)
+        run = _prepare(recipe, resume=resume, progress=progress, world=world, device=device, precision=precision)
         state, ids = run.state, _special_ids(run.tokenizer)
         if not world.is_main:  # dropout masks of its own; checkpoints keep rank 0's RNG state (see _prepare)
             torch.manual_seed(random.Random(f"tnmt-dropout/{cfg.seed}/{world.rank}/{state.step}").getrandbits(63))
@@ -212,7 +213,9 @@ def evaluate(
     }
 
 
-def _prepare(recipe: Recipe, *, resume: bool, progress: bool, world: World, device: torch.device) -> Run:
+def _prepare(
+    recipe: Recipe, *, resume: bool, progress: bool, world: World, device: torch.device, precision: MixedPrecision
+) -> Run:
     """Model, tokenizer, optimizer and state (fresh, from `init_from`, or from `out/last` when resuming),
     and the encoded data. The training text is read once: it trains a new tokenizer and is encoded.
 
@@ -248,7 +251,6 @@ def _prepare(recipe: Recipe, *, resume: bool, progress: bool, world: World, devi
     if world.is_main:  # the only rank that writes
         out.mkdir(parents=True, exist_ok=True)
         atomic_write_text(out / "recipe.json", json.dumps(recipe.to_dict(), indent=2) + "\n")
-    precision = mixed_precision(cfg.precision, device)
     scaler = torch.amp.GradScaler(device.type, enabled=precision.scaled)
     if state.grad_scaler:
         scaler.load_state_dict(state.grad_scaler)
