@@ -7,7 +7,8 @@ gradient accumulation makes a larger effective batch from several smaller ones.
 
 Everything the loop needs to continue is in its checkpoints: weights, Adam moments, the step (which
 determines the learning rate), the data position (epoch, batch index: batches are a pure function of
-seed and epoch) and the RNG state, so a resumed run ends with the same weights as an uninterrupted one.
+seed and epoch) and the RNG state, so a resumed run ends with the same weights as an uninterrupted one
+(for several processes under torchrun, see distributed.py and `_prepare`'s note on RNG state).
 """
 
 import json
