@@ -164,6 +164,20 @@ def test_only_rank_zero_writes(runs):
     assert any("metrics.jsonl" in w for w in rank0) and any("curves.png" in w for w in rank0)
 
 
+def test_a_time_budget_stops_every_rank_at_the_same_update(tiny_training, tmp_path):
+    """max_minutes is judged on rank 0's clock, shared each update: no rank trains on while another stopped."""
+    out = tmp_path / "budget"
+    arguments = overrides(tiny_training, out, "--train.max_steps=0", "--train.max_minutes=0.003")
+    launch = torchrun(
+        ["--nproc_per_node", "2", "--master-port", str(free_port())],
+        [*arguments, "--train.collective_timeout_s=30"],
+        environment=env(),
+    )
+    finish(launch)
+    state = json.loads((out / "last" / "trainer_state.json").read_text())
+    assert state["step"] >= 1 and state["elapsed"] >= 0.18
+
+
 def test_a_killed_rank_ends_the_job_with_a_one_line_error(tiny_training, tmp_path):
     out = tmp_path / "killed"
     arguments = overrides(tiny_training, out, "--train.max_steps=100000", "--train.eval_every=100000")
