@@ -308,7 +308,8 @@ def _stop(run: Run, stop: StopRequest) -> None:
 
 def _finish(run: Run) -> Path:
     run.bar.bar.close()
-    plot_curves(run.out / "metrics.jsonl", run.out / "curves.png")
+    if run.log.path.exists():  # not when stopped before the first log line
+        plot_curves(run.log.path, run.out / "curves.png")
     return run.out
 
 
