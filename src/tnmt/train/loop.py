@@ -267,9 +267,8 @@ def _log_window(run: Run, window: Window) -> None:
 
 
 def _save(run: Run) -> None:
-    """A new step checkpoint, then the `last` and `best` links, then pruning of old ones (and of what a
-    killed run left behind). `best` follows `state.best_step`, which also repairs it after a kill between
-    the two link updates."""
+    """A new step checkpoint, then the `last` and `best` links, then pruning of old ones and of leftovers.
+    `best` follows `state.best_step`, which also repairs it after a kill between the two link updates."""
     out, state = run.out, run.state
     path = save_checkpoint(
         out / "checkpoints" / f"step_{state.step:07d}",
@@ -289,8 +288,7 @@ def _save(run: Run) -> None:
     for old in steps[: -run.recipe.train.keep_checkpoints]:
         if old.resolve() not in keep:
             remove_checkpoint(old)
-    for directory in (out, out / "checkpoints"):
-        remove_leftovers(directory)
+    _remove_leftovers(run)
 
 
 def _stop(run: Run, stop: StopRequest) -> None:
@@ -308,9 +306,17 @@ def _stop(run: Run, stop: StopRequest) -> None:
 
 def _finish(run: Run) -> Path:
     run.bar.bar.close()
+    _remove_leftovers(run)  # also when a resumed run had nothing left to do
     if run.log.path.exists():  # not when stopped before the first log line
         plot_curves(run.log.path, run.out / "curves.png")
     return run.out
+
+
+def _remove_leftovers(run: Run) -> None:
+    """What a killed run (or a failed deletion) left behind: hidden, but it takes space."""
+    for directory in (run.out, run.out / "checkpoints"):
+        if directory.is_dir():
+            remove_leftovers(directory)
 
 
 def _special_ids(tokenizer: Tokenizer) -> dict[str, int]:
