@@ -145,6 +145,10 @@ class _Metrics:
             registry=self.registry,
             buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
         )
+        tasks = Gauge(
+            "tnmt_tasks", "asyncio tasks of the server (growth under steady load = a leak)", registry=self.registry
+        )
+        tasks.set_function(lambda: len(asyncio.all_tasks()))  # read while /metrics answers, in the event loop
         depth = Gauge("tnmt_queue_sentences", "Sentences waiting", ["model"], registry=self.registry)
         for model in models:
             depth.labels(model.id).set_function(lambda m=model: m.batcher.depth)
