@@ -53,3 +53,25 @@ def test_model_table_starts_from_its_preset_and_is_saved_resolved(repo_root):
 def test_missing_file():
     with pytest.raises(UserError, match="no such recipe file"):
         load_recipe("/nonexistent/recipe.toml")
+
+
+@pytest.mark.parametrize(
+    ("name", "shape", "dropout", "steps", "averaged"),
+    [("wmt14_en_de_base", (512, 2048, 8), 0.1, 100_000, 5), ("wmt14_en_de_big", (1024, 4096, 16), 0.3, 300_000, 20)],
+)
+def test_the_papers_recipes_hold_table_3(repo_root, name, shape, dropout, steps, averaged):
+    recipe = load_recipe(str(repo_root / "configs" / f"{name}.toml"))  # strict: an unknown key would fail here
+    data, model, train, decode = recipe.data, recipe.model, recipe.train, recipe.decode
+    assert (data.corpus, data.src_lang, data.tgt_lang) == ("files", "en", "de")
+    assert (data.train_src, data.train_tgt) == ("data/wmt14/train.en.gz", "data/wmt14/train.de.gz")  # `tnmt data wmt14`
+    assert (data.valid_src, data.valid_tgt) == ("data/wmt14/newstest2013.en", "data/wmt14/newstest2013.de")
+    assert (data.tokenizer_model, data.vocab_size) == ("bpe", 37_000)
+    assert (model.d_model, model.d_ff, model.n_heads, model.n_encoder_layers, model.n_decoder_layers) == (*shape, 6, 6)
+    assert (model.dropout, model.share_embeddings, model.tie_output, model.norm_first) == (dropout, True, True, False)
+    world_size = 1  # as written; with N processes the TOML says to divide accum_steps by N
+    assert train.max_tokens * train.accum_steps * world_size == 25_000
+    assert train.max_tokens * 1 * 8 == 25_000  # the paper's 8 GPUs, with --train.accum_steps=1
+    assert (train.max_steps, train.warmup_steps, train.lr_factor, train.label_smoothing) == (steps, 4000, 1.0, 0.1)
+    assert (train.adam_betas, train.adam_eps, train.clip_norm) == ((0.9, 0.98), 1e-9, 0.0)
+    assert train.average_last == train.keep_checkpoints == averaged
+    assert (decode.beam_size, decode.length_penalty, decode.max_len_a, decode.max_len_b) == (4, 0.6, 1.0, 50)

@@ -72,11 +72,11 @@ def _add_training_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs still go to metrics.jsonl)")
     p.set_defaults(run=_train)
 
-    p = sub.add_parser("data", help="fetch a data set")
-    p.add_argument("dataset", choices=["multi30k"])
+    p = sub.add_parser("data", help="fetch a data set (checksum-verified; a rerun reuses what is there)")
+    p.add_argument("dataset", choices=["multi30k", "wmt14"], help="wmt14: the paper's en-de corpus, about 1.7 GB")
     p.add_argument("--out", required=True, type=Path, help="directory for the files")
     p.add_argument("--from", dest="source", help="local copy (directory) or base URL to fetch from")
-    p.add_argument("--langs", nargs="+", default=["en", "de", "fr", "cs"])
+    p.add_argument("--langs", nargs="+", help="Multi30k's languages (default: en de fr cs)")
     p.set_defaults(run=_data)
 
     p = sub.add_parser("quickstart", help="train, evaluate and translate end to end (Multi30k, or offline)")
@@ -288,13 +288,25 @@ def _export(args: argparse.Namespace, _: list[str]) -> int:
 
 
 def _data(args: argparse.Namespace, _: list[str]) -> int:
-    from tnmt.data.multi30k import TOKENISED_LANGS, fetch_multi30k
+    if args.dataset == "wmt14":
+        return _data_wmt14(args)
+    from tnmt.data.multi30k import LANGS, TOKENISED_LANGS, fetch_multi30k
 
-    source = args.source or os.environ.get("TNMT_DATA_DIR")
-    fetch_multi30k(args.out, source=source, langs=args.langs, tok=False)
-    if tokenised := [lang for lang in args.langs if lang in TOKENISED_LANGS]:  # references exist for these only
+    source, langs = args.source or os.environ.get("TNMT_DATA_DIR"), args.langs or list(LANGS)
+    fetch_multi30k(args.out, source=source, langs=langs, tok=False)
+    if tokenised := [lang for lang in langs if lang in TOKENISED_LANGS]:  # references exist for these only
         fetch_multi30k(args.out, source=source, langs=tokenised)
-    print(f"Multi30k ({', '.join(args.langs)}) in {args.out}; train on it with TNMT_DATA_DIR={args.out}")
+    print(f"Multi30k ({', '.join(langs)}) in {args.out}; train on it with TNMT_DATA_DIR={args.out}")
+    return 0
+
+
+def _data_wmt14(args: argparse.Namespace) -> int:
+    from tnmt.data.wmt14 import fetch_wmt14
+
+    if args.langs:
+        raise UserError("--langs is for multi30k; wmt14 is English-German")
+    out = fetch_wmt14(args.out, source=args.source)
+    print(f"WMT14 en-de in {out}: train.{{en,de}}.gz, newstest2013.{{en,de}} (dev), newstest2014.{{en,de}} (test)")
     return 0
 
 

@@ -14,7 +14,7 @@ import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from tnmt.errors import UserError
 
@@ -39,15 +39,17 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         raise UserError(f"{path}:{err.lineno}: invalid JSON ({err.msg})") from None
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write `data` to `path` so that `path` holds either its old content or all of `data`.
+@contextmanager
+def atomic_open(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+    """A binary file to write that appears at `path` only when the `with` block ends without an exception.
 
-    The temporary file is created with the usual permissions (0o666 minus the umask), unlike
+    The data goes to a temporary file in the same directory, is flushed to disk, then renamed over `path`;
+    on an exception the temporary file is removed and `path` keeps its old content (or stays absent). The
+    temporary file is created with the usual permissions (0o666 minus the umask), unlike
     `tempfile.mkstemp`'s 0o600, so an atomically written file is as readable as a plainly written one.
 
     Args:
         path: Destination file; its directory must exist.
-        data: The complete new content.
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
@@ -55,7 +57,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(data)
+                yield f
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
@@ -63,6 +65,12 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
             tmp.unlink(missing_ok=True)
             raise
         _fsync_directory(path.parent)
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write `data` to `path` so that `path` holds either its old content or all of `data` (see `atomic_open`)."""
+    with atomic_open(path) as f:
+        f.write(data)
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str, *, encoding: str = "utf-8") -> None:
@@ -78,11 +86,12 @@ def append_line(path: str | os.PathLike[str], line: str) -> None:
 
 @contextmanager
 def _naming(path: Path) -> Iterator[None]:
-    """Give an `OSError` without a file name (a failed write or fsync says only "No space left") `path`."""
+    """Give a plain `OSError` without a file name (a failed write or fsync says only "No space left") `path`.
+    Subclasses pass unchanged: they are someone else's errors (a download's connection error, say)."""
     try:
         yield
     except OSError as e:
-        if e.filename is None:
+        if type(e) is OSError and e.filename is None:
             raise OSError(e.errno, e.strerror or str(e), str(path)) from None
         raise
 

@@ -19,7 +19,14 @@ from pathlib import Path
 
 import torch
 
-from tnmt.checkpoint import load_checkpoint, remove_checkpoint, remove_leftovers, save_checkpoint, update_link
+from tnmt.checkpoint import (
+    average_checkpoints,
+    load_checkpoint,
+    remove_checkpoint,
+    remove_leftovers,
+    save_checkpoint,
+    update_link,
+)
 from tnmt.config import TrainConfig
 from tnmt.data.batching import TokenBatchSampler, collate
 from tnmt.data.corpus import ParallelCorpus
@@ -292,7 +299,8 @@ def _save(run: Run) -> None:
 
 
 def _stop(run: Run, stop: StopRequest) -> None:
-    """Checkpoint the update just done (unless validation just did) and raise `Stopped`."""
+    """Checkpoint the update just done (unless validation just did) and raise `Stopped`: training has not
+    ended, so no averaging and no curves (a resume makes them)."""
     path = run.out / "checkpoints" / f"step_{run.state.step:07d}"
     if (run.out / "last").resolve() != path.resolve():
         try:
@@ -300,15 +308,18 @@ def _stop(run: Run, stop: StopRequest) -> None:
         except OSError as e:
             why = f"stopping on {stop.name}, could not save a checkpoint: {e.strerror}"
             raise OSError(e.errno, why, e.filename) from None
-    _finish(run)
+    run.bar.bar.close()
     raise Stopped(stop.name, run.state.step, path)
 
 
 def _finish(run: Run) -> Path:
     run.bar.bar.close()
     _remove_leftovers(run)  # also when a resumed run had nothing left to do
-    if run.log.path.exists():  # not when stopped before the first log line
-        plot_curves(run.log.path, run.out / "curves.png")
+    if n := run.recipe.train.average_last:  # section 6.1: the paper decodes the average of the last 5 (big: 20)
+        steps = sorted((run.out / "checkpoints").glob("step_*"))[-n:]  # older ones kept only as `best` drop out
+        average_checkpoints(steps, run.out / "averaged")
+        log.info(f"averaged the last {len(steps)} checkpoints ({steps[0].name} to {steps[-1].name}) into averaged")
+    plot_curves(run.out / "metrics.jsonl", run.out / "curves.png")
     return run.out
 
 
