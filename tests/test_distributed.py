@@ -251,3 +251,19 @@ def test_the_readme_torchrun_commands_use_the_launch_options_tested_here():
     for words in commands:
         assert words[words.index("-m") : words.index("-m") + 3] == ["-m", "tnmt", "train"]
         assert {w for w in words if w.startswith("-") and not w.startswith("--train.")} <= tested
+
+
+def test_a_signal_to_one_rank_stops_every_rank_with_a_checkpoint(tiny_training, tmp_path):
+    """SIGTERM to rank 1 alone: the stop request is shared at the next update, rank 0 saves, both exit 0."""
+    out = tmp_path / "stopped"
+    arguments = overrides(tiny_training, out, "--train.max_steps=100000", "--train.eval_every=100000")
+    launch = torchrun(["--nproc_per_node", "2", "--master-port", str(free_port())], arguments, environment=env())
+    deadline = time.monotonic() + LAUNCH_TIMEOUT
+    while not ((out / "metrics.jsonl").exists() and (out / "metrics.jsonl").read_text()):
+        assert time.monotonic() < deadline and launch.poll() is None, "training never started"
+        time.sleep(0.2)
+    (rank1,) = [pid for pid in workers_of(launch.pid) if b"\0RANK=1\0" in Path(f"/proc/{pid}/environ").read_bytes()]
+    os.kill(rank1, signal.SIGTERM)
+    finish(launch)
+    state = json.loads((out / "last" / "trainer_state.json").read_text())
+    assert state["step"] >= 1 and (out / "last").resolve().name == f"step_{state['step']:07d}"

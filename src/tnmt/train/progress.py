@@ -1,13 +1,14 @@
 """What a training run reports while it runs: metrics.jsonl, the per-window averages, the progress bar."""
 
 import json
+import math
 import time
 from pathlib import Path
 
 from tqdm import tqdm
 
 from tnmt.config import TrainConfig
-from tnmt.io import atomic_write_text
+from tnmt.io import append_line, atomic_write_text
 
 
 class Window:
@@ -46,7 +47,8 @@ class Progress:
 
 
 class MetricsLog:
-    """metrics.jsonl, one JSON object per line; on resume, lines past the checkpoint's step are dropped.
+    """metrics.jsonl, one JSON object per line; on resume, lines past the checkpoint's step are dropped,
+    and so is a line torn by a crash mid-write (the only line a crash can tear is the last).
 
     Disabled (`enabled=False`, every rank but 0 of a torchrun job), it neither reads nor writes.
     """
@@ -54,11 +56,17 @@ class MetricsLog:
     def __init__(self, path: Path, *, after_step: int, enabled: bool = True) -> None:
         self.path, self.enabled = path, enabled
         if enabled and path.exists():
-            kept = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= after_step]
+            kept = [line for line in path.read_text().splitlines() if _step(line) <= after_step]
             atomic_write_text(path, "".join(line + "\n" for line in kept))
 
     def write(self, **record: float) -> None:
-        if not self.enabled:
-            return
-        with self.path.open("a") as f:
-            f.write(json.dumps(record) + "\n")
+        if self.enabled:
+            append_line(self.path, json.dumps(record))
+
+
+def _step(line: str) -> float:
+    """The step of a metrics.jsonl line; infinity (dropped on resume) for a torn or empty one."""
+    try:
+        return json.loads(line)["step"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return math.inf
