@@ -10,6 +10,7 @@ one, never a mix.
 import json
 import os
 import secrets
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,24 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
 def atomic_write_text(path: str | os.PathLike[str], text: str, *, encoding: str = "utf-8") -> None:
     """Write `text` atomically; see `atomic_write_bytes`. No newline translation happens."""
     atomic_write_bytes(path, text.encode(encoding))
+
+
+def replace_directory(tmp: str | os.PathLike[str], path: str | os.PathLike[str]) -> None:
+    """Put the complete directory `tmp` at `path`, replacing any previous one.
+
+    Built elsewhere and renamed into place, a directory (a checkpoint, a prepared corpus) is either
+    absent or whole at `path`; the old one is moved aside first because a rename cannot replace a
+    non-empty directory.
+    """
+    tmp, path = Path(tmp), Path(path)
+    if path.exists():
+        old = path.parent / f".{path.name}.old-{secrets.token_hex(4)}"
+        os.replace(path, old)
+        os.replace(tmp, path)
+        shutil.rmtree(old)
+    else:
+        os.replace(tmp, path)
+    _fsync_directory(path.parent)
 
 
 def _fsync_directory(directory: Path) -> None:
