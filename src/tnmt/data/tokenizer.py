@@ -14,6 +14,7 @@ space. So `decode(encode(x)) == x` for any x without leading, trailing or repeat
 "▁"; tabs, no-break spaces and other whitespace are kept as they are.
 """
 
+import hashlib
 import io
 import json
 from collections.abc import Iterable, Sequence
@@ -185,6 +186,18 @@ class Tokenizer:
         if self._vocab is None:
             return [self._target.id_to_piece(i) for i in ids]
         return [self._vocab[i] for i in ids]
+
+    def fingerprint(self) -> str:
+        """SHA-256 of everything that decides the ids: both models, the vocabulary and the special ids.
+
+        A corpus encoded with one tokenizer is valid for another only if their fingerprints match.
+        """
+        digest = hashlib.sha256()
+        for part in (self._source.serialized_model_proto(), self._target.serialized_model_proto()):
+            digest.update(hashlib.sha256(part).digest())
+        specials = [self._pad_id, self._bos_id, self._eos_id, self._unk_id]
+        digest.update(json.dumps([self._vocab, specials], ensure_ascii=False).encode())
+        return digest.hexdigest()
 
     def save(self, directory: str | Path) -> None:
         """Write `source.spm`, `target.spm`, `tokenizer.json` and, with an explicit vocabulary,
