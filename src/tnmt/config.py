@@ -133,7 +133,7 @@ class DataConfig:
     normalize_whitespace: bool = True  # collapse runs of spaces and strip line ends
     max_train_pairs: int = 0  # 0 = all; a positive number keeps the first N (quick runs, tests)
     max_valid_pairs: int = 0
-    tokenizer_sample: int = 1_000_000  # training pairs (both sides) the tokenizer learns from, drawn at random; 0 = all
+    tokenizer_sample: int = 100_000  # random training pairs whose both sides train the tokenizer; 0 = all
     prepare_workers: int = 0  # processes encoding the training corpus; 0 = one per CPU core
     prepared_dir: str = ""  # where the encoded training corpus goes; "" = <train.out_dir>/prepared
 

@@ -47,7 +47,7 @@ FORMAT_VERSION = 1
 MANIFEST, TOKENIZER_DIR = "manifest.json", "tokenizer"
 CHUNK_PAIRS = 10_000  # pairs per task of an encoding worker
 SAMPLE_SEED = 0  # of the tokenizer's sample: fixed, so the same corpus always gives the same tokenizer
-NOT_CONTENT = ("prepare_workers", "prepared_dir")  # data keys that do not change the prepared ids
+NOT_CONTENT = ("prepare_workers", "prepared_dir", "valid_src", "valid_tgt", "max_valid_pairs")  # no effect on the ids
 SIDES = ("src", "tgt")
 
 T = TypeVar("T")
