@@ -10,9 +10,11 @@ Every figure comes from a fresh subprocess, so one measurement's memory never co
 - prepare: `tnmt prepare` on the corpus: wall time and peak RSS of the process tree (the sum over the
   process and its encoding workers, sampled every 50 ms from /proc).
 - train (prepared): `tnmt train` on the prepared corpus (the recipe's model, `--updates` + 1 updates,
-  `log_every = 1`): time from launch to the first update (the first line of metrics.jsonl), peak RSS,
-  RSS beyond the model and Adam (4 x the fp32 weights: weights, gradients, two moments), and target
-  tokens/s over the last `--updates` updates (the first one warms up).
+  `log_every = 1`): time from launch to the first update (the first line of metrics.jsonl), RSS then,
+  peak RSS while training (`peak_rss_training_mb`; `peak_rss_mb` adds the final validation and plots),
+  that peak beyond the model and Adam (4 x the fp32 weights: weights, gradients, two moments; the rest
+  is the Python + torch runtime and the data), and target tokens/s over the last `--updates` updates
+  (the first one warms up).
 - train (in memory): the same for today's in-memory path (`read_split` + `train_tokenizer` on all the
   text + `encode` + `EncodedPairs`) at `--baseline-pairs` (default 0.5M), run by this script itself
   (`--in-memory-train`) with `tnmt.train.loop.prepare_recipe` swapped for that path.
@@ -80,26 +82,31 @@ def tree_rss(pid: int) -> int:
     return total
 
 
-def run(command: list[str], *, metrics: Path | None = None, timeout: float = 7200) -> dict:
-    """Run `command`, sampling the RSS of its process tree; with `metrics`, note when its first line appears."""
+def run(command: list[str], *, metrics: Path | None = None, updates: int = 0, timeout: float = 7200) -> dict:
+    """Run `command`, sampling the RSS of its process tree. With `metrics` (a training run's metrics.jsonl,
+    one line per update), also: when the first update was logged, the RSS then, and the peak RSS until
+    update `updates` + 1 was logged (training only: the final validation and plots come after)."""
     env = {"TNMT_DATA_DIR": str(multi30k_dir()), **os.environ, "PYTHONPATH": str(HERE.parent / "src")}
     started = time.monotonic()
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak, first_update = 0, None
+    peak, logged, result = 0, 0, {}
     while process.poll() is None:
-        peak = max(peak, tree_rss(process.pid))
-        if first_update is None and metrics is not None and metrics.exists() and metrics.stat().st_size:
-            first_update = time.monotonic() - started
+        rss = tree_rss(process.pid)
+        peak = max(peak, rss)
+        if metrics is not None and logged <= updates and metrics.exists():
+            logged = len(metrics.read_text().splitlines())
+            if logged and "time_to_first_update_s" not in result:
+                result["time_to_first_update_s"] = round(time.monotonic() - started, 2)
+                result["rss_at_first_update_mb"] = round(rss / 2**20, 1)
+            if logged > updates:
+                result["peak_rss_training_mb"] = round(peak / 2**20, 1)
         if time.monotonic() - started > timeout:
             process.kill()
         time.sleep(0.05)
-    out, err = process.communicate()
+    _, err = process.communicate()
     if process.returncode:
         raise SystemExit(f"{' '.join(command)} failed ({process.returncode}):\n{err[-3000:]}")
-    result = {"wall_s": round(time.monotonic() - started, 2), "peak_rss_mb": round(peak / 2**20, 1)}
-    if first_update is not None:
-        result["time_to_first_update_s"] = round(first_update, 2)
-    return result
+    return {"wall_s": round(time.monotonic() - started, 2), "peak_rss_mb": round(peak / 2**20, 1), **result}
 
 
 def training_figures(out: Path, updates: int) -> dict:

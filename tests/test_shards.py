@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -116,7 +117,17 @@ def test_any_change_rebuilds(corpus: Path, tmp_path: Path, change: str):
     expected = in_memory(data, tokenizer, max_len=after.manifest["max_len"])
     assert everything(after) == expected.pairs(range(len(expected)))
     assert after.manifest["tokenizer"]["trained"] == (change != "tokenizer")
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no leftovers
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == [".prepared.lock"]  # no leftovers
+
+
+def test_concurrent_prepares_build_once(corpus: Path, tmp_path: Path, monkeypatch):
+    """Ranks of a distributed run prepare at the same time: the first builds, the others reuse."""
+    builds, build = [], shards._build
+    monkeypatch.setattr(shards, "_build", lambda *args, **kwargs: builds.append(1) or build(*args, **kwargs))
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(lambda _: prepare(config(corpus), tmp_path / "prepared", max_len=60), range(3)))
+    assert len(builds) == 1
+    assert everything(results[0]) == everything(results[1]) == everything(results[2])
 
 
 def test_a_crash_mid_prepare_leaves_the_old_corpus_or_none(corpus: Path, tmp_path: Path, monkeypatch):
@@ -135,7 +146,7 @@ def test_a_crash_mid_prepare_leaves_the_old_corpus_or_none(corpus: Path, tmp_pat
     with pytest.raises(KeyboardInterrupt):
         prepare(data, tmp_path / "prepared", max_len=60)
     assert not (tmp_path / "prepared").exists()
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".prepared")]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".prepared.tmp")]
     monkeypatch.setattr(shards, "_encode_chunk", encode_chunk)
     good = everything(prepare(data, tmp_path / "prepared", max_len=60))
     calls.clear()

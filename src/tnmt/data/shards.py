@@ -16,6 +16,7 @@ in a temporary directory renamed into place at the end, so a crash never leaves 
 looks valid. Pairs with an empty or over-long side are dropped here, as `filter_pairs` says.
 """
 
+import fcntl
 import hashlib
 import itertools
 import json
@@ -28,6 +29,7 @@ import shutil
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from functools import cache
 from pathlib import Path
@@ -97,12 +99,29 @@ def prepare(
     """
     directory = Path(directory)
     key = _key(data, max_len)
-    if _is_current(directory, key, tokenizer):
-        prepared = PreparedPairs(directory)
-        log.info(f"{directory}: prepared corpus is up to date ({len(prepared)} pairs)")
-        return prepared
-    started = time.monotonic()
+    with _exclusive(directory):
+        if _is_current(directory, key, tokenizer):
+            prepared = PreparedPairs(directory)
+            log.info(f"{directory}: prepared corpus is up to date ({len(prepared)} pairs)")
+            return prepared
+        return _build(data, directory, key, max_len=max_len, tokenizer=tokenizer)
+
+
+@contextmanager
+def _exclusive(directory: Path) -> Iterator[None]:
+    """One prepare at a time per directory: the ranks of a distributed run (or runs sharing a
+    `data.prepared_dir`) wait for the first, then find its corpus current instead of racing to rebuild."""
     directory.parent.mkdir(parents=True, exist_ok=True)
+    with open(directory.parent / f".{directory.name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed, also if the process dies
+        yield
+
+
+def _build(
+    data: DataConfig, directory: Path, key: dict[str, Any], *, max_len: int, tokenizer: Tokenizer | None
+) -> PreparedPairs:
+    """Train the tokenizer if none is given, encode, and rename the result into place."""
+    started = time.monotonic()
     tmp = directory.parent / f".{directory.name}.tmp-{secrets.token_hex(4)}"
     tmp.mkdir()
     try:
