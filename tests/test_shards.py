@@ -163,7 +163,7 @@ def test_errors_name_the_file(corpus: Path, tmp_path: Path):
     (corpus / "train.it").write_text("uno\n")
     with pytest.raises(UserError, match=f"has 302 lines but {corpus / 'train.it'} has 1"):
         prepare(config(corpus), tmp_path / "prepared", max_len=60)
-    assert not list(tmp_path.glob("*prepared*"))
+    assert sorted(p.name for p in tmp_path.glob("*prepared*")) == [".prepared.lock"]
 
 
 def test_reservoir_sample_is_bounded_seeded_and_uniform():
