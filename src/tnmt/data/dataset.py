@@ -1,7 +1,9 @@
-"""A translation dataset: the corpus of a recipe, read and turned into subword ids.
+"""A translation dataset: the corpus of a recipe, read and turned into subword ids, in memory.
 
-Ties together the pieces of this package for the training loop: find the text (Multi30k or the
-recipe's files), train or reuse the tokenizer, encode, and drop over-long training pairs.
+Ties together the pieces of this package: find the text (Multi30k or the recipe's files), train or
+reuse the tokenizer, encode, and drop over-long training pairs. Training keeps only the small
+validation set this way; its training corpus is prepared on disk by `shards.prepare`, which uses
+`corpus_files` and `train_tokenizer` from here.
 """
 
 from dataclasses import dataclass
