@@ -1,15 +1,23 @@
 """Fixtures shared by the test files."""
 
+import functools
+import http.server
 import os
 import random
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import settings
 from num2words import num2words
 
 # Test tensors are tiny: one thread avoids oversubscription and makes timings steadier.
 torch.set_num_threads(1)
+# Property tests run a modest number of examples each; benchmarks/fuzz.py runs the large budgets.
+settings.register_profile("tnmt", max_examples=50, deadline=None)
+settings.load_profile("tnmt")
 
 
 @pytest.fixture(scope="session")
@@ -21,6 +29,67 @@ def multi30k_dir() -> Path:
     if shared.is_dir():
         return shared
     pytest.skip("Multi30k not found: set TNMT_DATA_DIR or place ../shared/data/multi30k")
+
+
+class Server:
+    """A static file server on 127.0.0.1 that records the paths it was asked for (and the Range headers).
+
+    With `ranges`, a `Range: bytes=N-` request gets 206 and the file from byte N (416 past its end), as
+    real download servers answer; without, the whole file with 200, as `http.server` alone does.
+    """
+
+    def __init__(self, root: Path, *, ranges: bool = True) -> None:
+        requests: list[str] = []
+        range_headers: list[str] = []
+        self.requests, self.range_headers = requests, range_headers
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+                requests.append(self.path)
+                path = Path(self.translate_path(self.path))
+                if (header := self.headers.get("Range")) is None or not path.is_file():
+                    return super().do_GET()
+                range_headers.append(header)
+                if not ranges:
+                    return super().do_GET()
+                data, start = path.read_bytes(), int(header.removeprefix("bytes=").removesuffix("-"))
+                if start >= len(data):
+                    self.send_response(416)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                self.send_response(206)
+                self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                self.send_header("Content-Length", str(len(data) - start))
+                self.end_headers()
+                self.wfile.write(data[start:])
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()
+
+
+@pytest.fixture(scope="session")
+def http_server() -> Iterator[Callable[..., Server]]:
+    """Start a `Server(root, ranges=...)` on a free loopback port; all are stopped at the end of the session."""
+    servers: list[Server] = []
+
+    def start(root: Path, *, ranges: bool = True) -> Server:
+        servers.append(Server(root, ranges=ranges))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
 
 
 @pytest.fixture(scope="session")

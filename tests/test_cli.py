@@ -233,3 +233,10 @@ def test_attention_takes_the_decoding_flags(tiny_checkpoint, tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert list(tmp_path.glob("*.png"))
+
+
+def test_output_to_a_device_is_written_in_place(tiny_checkpoint, tmp_path):
+    """`-o /dev/stdout` writes to the stream; an atomic rename over it would replace the device's entry."""
+    result = tnmt("translate", "--checkpoint", str(tiny_checkpoint), "-o", "/dev/stdout", stdin="one\ntwo\n")
+    assert result.returncode == 0 and result.stdout.count("\n") == 2, result.stderr
+    assert Path("/dev/stdout").is_symlink() or not Path("/dev/stdout").is_file()

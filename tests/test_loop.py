@@ -84,3 +84,27 @@ def test_fine_tuning_starts_from_a_checkpoint(tiny_training, tmp_path):
     before, after = load_checkpoint(first / "last"), load_checkpoint(tuned / "last")
     assert after.model.config == before.model.config
     assert after.tokenizer.vocab_size == before.tokenizer.vocab_size
+
+
+def test_average_last_averages_the_last_step_checkpoints(tiny_training, tmp_path):
+    out = train(
+        recipe(
+            tiny_training,
+            tmp_path / "avg",
+            "--train.max_steps=16",
+            "--train.keep_checkpoints=3",
+            "--train.average_last=2",
+        ),
+        progress=False,
+    )
+    steps = sorted((out / "checkpoints").glob("step_*"))[-2:]
+    assert [p.name for p in steps] == ["step_0000012", "step_0000016"]
+    averaged, parts = weights(out / "averaged"), [weights(p) for p in steps]
+    for name in averaged:
+        assert torch.allclose(averaged[name], (parts[0][name].double() + parts[1][name].double()).div(2).float()), name
+    assert load_checkpoint(out / "averaged").decode == load_checkpoint(out / "last").decode
+
+
+def test_average_last_needs_the_checkpoints_kept(tiny_training, tmp_path):
+    with pytest.raises(UserError, match=r"average_last = 6: must be <= keep_checkpoints"):
+        recipe(tiny_training, tmp_path / "x", "--train.keep_checkpoints=5", "--train.average_last=6")

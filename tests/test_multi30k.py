@@ -1,20 +1,17 @@
-"""Multi30k fetching, against a local HTTP server laid out like upstream's `data/task1` folder."""
+"""Multi30k fetching, against a local HTTP server (conftest's `http_server`) laid out like upstream's `data/task1`."""
 
-import functools
 import gzip
-import http.server
 import logging
 import re
 import shutil
 import socket
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import Server
 
-from tnmt.data import multi30k
+from tnmt.data import download, multi30k
 from tnmt.data.corpus import read_lines
 from tnmt.data.multi30k import fetch_multi30k, find_multi30k, multi30k_paths
 from tnmt.errors import UserError
@@ -22,33 +19,8 @@ from tnmt.errors import UserError
 SPLITS = ("train", "val", "test_2016_flickr")
 
 
-class Server:
-    """A static file server on 127.0.0.1 that records the paths it was asked for."""
-
-    def __init__(self, root: Path) -> None:
-        requests = self.requests = []
-
-        class Handler(http.server.SimpleHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-                requests.append(self.path)
-                super().do_GET()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
-        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join()
-
-
 @pytest.fixture(scope="module")
-def server(multi30k_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def server(multi30k_dir: Path, tmp_path_factory: pytest.TempPathFactory, http_server) -> Server:
     """Serves `good/` (en, de and upstream's layout: raw gz, tok uncompressed) and `bad/` (corrupt)."""
     root = tmp_path_factory.mktemp("upstream")
     (root / "good" / "raw").mkdir(parents=True)
@@ -60,9 +32,7 @@ def server(multi30k_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
             (root / "good" / "tok" / f"{split}.lc.norm.tok.{lang}").write_bytes(tok)
     (root / "bad" / "raw").mkdir(parents=True)
     (root / "bad" / "raw" / "val.en.gz").write_bytes(gzip.compress(b"not the captions\n"))
-    server = Server(root)
-    yield server
-    server.close()
+    return http_server(root)
 
 
 @pytest.fixture(autouse=True)
@@ -145,7 +115,7 @@ def test_unreachable_server_fails_fast_with_one_line(tmp_path: Path) -> None:
 
 
 def test_silent_server_times_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(multi30k, "TIMEOUT", (1, 0.5))
+    monkeypatch.setattr(download, "TIMEOUT", (1, 0.5))
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen()  # the kernel completes the connection, nobody ever answers

@@ -1,7 +1,11 @@
+from dataclasses import fields
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tnmt.errors import UserError
-from tnmt.recipe import load_recipe
+from tnmt.recipe import SECTIONS, load_recipe
 
 
 def test_shipped_recipes_load(repo_root):
@@ -53,3 +57,91 @@ def test_model_table_starts_from_its_preset_and_is_saved_resolved(repo_root):
 def test_missing_file():
     with pytest.raises(UserError, match="no such recipe file"):
         load_recipe("/nonexistent/recipe.toml")
+
+
+@pytest.mark.parametrize(
+    ("name", "shape", "dropout", "steps", "averaged"),
+    [("wmt14_en_de_base", (512, 2048, 8), 0.1, 100_000, 5), ("wmt14_en_de_big", (1024, 4096, 16), 0.3, 300_000, 20)],
+)
+def test_the_papers_recipes_hold_table_3(repo_root, name, shape, dropout, steps, averaged):
+    recipe = load_recipe(str(repo_root / "configs" / f"{name}.toml"))  # strict: an unknown key would fail here
+    data, model, train, decode = recipe.data, recipe.model, recipe.train, recipe.decode
+    assert (data.corpus, data.src_lang, data.tgt_lang) == ("files", "en", "de")
+    assert (data.train_src, data.train_tgt) == ("data/wmt14/train.en.gz", "data/wmt14/train.de.gz")  # `tnmt data wmt14`
+    assert (data.valid_src, data.valid_tgt) == ("data/wmt14/newstest2013.en", "data/wmt14/newstest2013.de")
+    assert (data.tokenizer_model, data.vocab_size) == ("bpe", 37_000)
+    assert (model.d_model, model.d_ff, model.n_heads, model.n_encoder_layers, model.n_decoder_layers) == (*shape, 6, 6)
+    assert (model.dropout, model.share_embeddings, model.tie_output, model.norm_first) == (dropout, True, True, False)
+    world_size = 1  # as written; with N processes the TOML says to divide accum_steps by N
+    assert train.max_tokens * train.accum_steps * world_size == 25_000
+    assert train.max_tokens * 1 * 8 == 25_000  # the paper's 8 GPUs, with --train.accum_steps=1
+    assert (train.max_steps, train.warmup_steps, train.lr_factor, train.label_smoothing) == (steps, 4000, 1.0, 0.1)
+    assert (train.adam_betas, train.adam_eps, train.clip_norm) == ((0.9, 0.98), 1e-9, 0.0)
+    assert train.average_last == train.keep_checkpoints == averaged
+    assert (decode.beam_size, decode.length_penalty, decode.max_len_a, decode.max_len_b) == (4, 0.6, 1.0, 50)
+
+
+KEYS = sorted({f.name for cls in SECTIONS.values() for f in fields(cls)} | {"preset", "src_vocab_size", "nope"})
+VALUES = [
+    "1",
+    "0",
+    "-1",
+    "1.5",
+    "nan",
+    "inf",
+    "-inf",
+    "true",
+    '"x"',
+    '""',
+    '"multi30k"',
+    '"big"',
+    "[1, 2]",
+    "[0.9]",
+    "[]",
+    "{}",
+    "{a = 1}",
+    "1e400",
+    "99999999999999999999",
+    "2024-01-01",
+    '"\\u0000"',
+    "[[1]]",
+]
+
+
+@st.composite
+def toml_recipes(draw) -> str:
+    """TOML that parses, with real and made-up sections, keys and values of every TOML type."""
+    lines = []
+    for section in draw(st.lists(st.sampled_from([*SECTIONS, "extra"]), max_size=4, unique=True)):
+        lines.append(f"[{section}]")
+        for key in draw(st.lists(st.sampled_from(KEYS), max_size=4, unique=True)):
+            lines.append(f"{key} = {draw(st.sampled_from(VALUES))}")
+    return "\n".join(lines) + "\n"
+
+
+@given(st.one_of(toml_recipes(), st.text(), st.binary()))
+def test_property_any_recipe_file_loads_or_is_a_user_error(tmp_path_factory, content):
+    path = tmp_path_factory.mktemp("recipe") / "r.toml"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8", "surrogatepass"))
+    try:
+        load_recipe(str(path))
+    except UserError as e:
+        assert "\n" not in str(e) and str(path) in str(e)
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.text(),
+            st.builds(
+                "--{}.{}={}".format, st.sampled_from(list(SECTIONS)), st.sampled_from(KEYS), st.sampled_from(VALUES)
+            ),
+        ),
+        max_size=3,
+    )
+)
+def test_property_any_overrides_load_or_are_a_user_error(overrides):
+    try:
+        load_recipe(None, overrides)
+    except UserError as e:
+        assert "\n" not in str(e)

@@ -169,3 +169,17 @@ def test_special_ids_must_be_in_the_vocabulary(tokenizer: Tokenizer, tmp_path: P
             eos_id=2,
             unk_id=0,
         )
+
+
+@pytest.fixture(scope="module")
+def tiny_tokenizer(tiny_checkpoint: Path) -> Tokenizer:
+    """Trained on a few hundred number words, without Multi30k: most characters are spelled as bytes."""
+    return Tokenizer.load(tiny_checkpoint)
+
+
+@given(st.text(st.one_of(st.sampled_from(" \t\n\x00\u00a0\u2581\u2028\ufeff\ud800\udfff"), st.characters())))
+def test_any_python_string_round_trips_up_to_the_documented_normalisation(tiny_tokenizer: Tokenizer, text: str) -> None:
+    """Lone surrogates included: they become U+FFFD (see the module docstring)."""
+    expected = sentencepiece_normalization(re.sub("[\ud800-\udfff]", "\ufffd", text))
+    assert tiny_tokenizer.decode_target(tiny_tokenizer.encode_target(text)) == expected
+    assert tiny_tokenizer.source_pieces(text) is not None

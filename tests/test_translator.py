@@ -1,5 +1,7 @@
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tnmt import ModelConfig, Transformer
 from tnmt.config import DecodeConfig
@@ -147,3 +149,22 @@ def test_from_checkpoint_rejects_unknown_quantization(tmp_path):
 def test_quantize_is_fixed_when_the_translator_is_made(translator):
     with pytest.raises(ValueError, match="quantize is applied when the Translator is made"):
         translator.translate(["a dog"], quantize="int8")
+
+
+@pytest.fixture(scope="module")
+def tiny_translator(tiny_checkpoint) -> Translator:
+    return Translator.from_checkpoint(tiny_checkpoint)
+
+
+UNUSUAL = st.sampled_from(["", " ", "\n", "\r", "\x00", "\x0c", "\u2028", "\u2581", "\ufeff", "\ud800", "one two " * 9])
+
+
+@given(
+    texts=st.lists(st.lists(st.one_of(st.characters(), UNUSUAL), max_size=12).map("".join), max_size=6),
+    beam_size=st.integers(1, 3),
+    batch_size=st.integers(1, 4),
+)
+def test_property_any_strings_give_one_translation_each_and_never_raise(tiny_translator, texts, beam_size, batch_size):
+    outputs = tiny_translator.translate(texts, beam_size=beam_size, batch_size=batch_size)
+    assert len(outputs) == len(texts) and all(isinstance(output, str) for output in outputs)
+    assert all(output == "" for output, text in zip(outputs, texts, strict=True) if not text.strip())

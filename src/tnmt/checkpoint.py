@@ -93,7 +93,8 @@ def load_checkpoint(path: str | os.PathLike[str], *, map_location: str = "cpu") 
     """Load a checkpoint directory (or a `last`/`best` link to one); errors name the bad file."""
     path = Path(path)
     if not path.is_dir():
-        raise UserError(f"{path}: no such checkpoint directory")
+        what = "a file, not a checkpoint directory" if path.exists() else "no such checkpoint directory"
+        raise UserError(f"{path}: {what}")
     config_path = path / "config.json"
     config = read_json(config_path)
     if not isinstance(config, dict) or not isinstance(config.get("model"), dict):
@@ -102,12 +103,17 @@ def load_checkpoint(path: str | os.PathLike[str], *, map_location: str = "cpu") 
     decode = parse(DecodeConfig, config.get("decode", {}), where=f"{config_path} decode")
     languages = _languages(config.get("languages"), config_path)
     weights = _read_tensors(path / "model.safetensors", map_location)
+    _check_weights(model, weights, path / "model.safetensors")
     missing, unexpected = model.load_state_dict(weights, strict=False)
     tied = {name for name in missing if _is_tied(model, name, weights)}
-    if set(missing) - tied or unexpected:
+    if untied := sorted(set(missing) - tied):
         raise UserError(
-            f"{path / 'model.safetensors'}: missing {sorted(set(missing) - tied)}, "
-            f"unexpected {sorted(unexpected)} weights for this config.json"
+            f"{path / 'model.safetensors'}: lacks {len(untied)} weights config.json needs ({untied[0]}, ...)"
+        )
+    if unexpected:
+        extra = sorted(unexpected)
+        raise UserError(
+            f"{path / 'model.safetensors'}: has {len(extra)} weights config.json has no place for ({extra[0]}, ...)"
         )
     model.eval()
     checkpoint = Checkpoint(model=model, tokenizer=Tokenizer.load(path), path=path, decode=decode, languages=languages)
@@ -150,6 +156,23 @@ def _languages(value: Any, where: Path) -> tuple[str, str] | None:
     if not ok:
         raise UserError(f'{where}: languages must be {{"source": code, "target": code}}, got {value!r}')
     return value["source"], value["target"]
+
+
+def _check_weights(model: Transformer, weights: dict[str, torch.Tensor], where: Path) -> None:
+    """One line for weights that config.json sizes differently (torch's own error is a page per tensor),
+    and for NaN or infinite weights (a diverged run or a damaged file), which would translate to nothing."""
+    expected = model.state_dict()
+    wrong = sorted(
+        name for name, tensor in weights.items() if name in expected and tensor.shape != expected[name].shape
+    )
+    if wrong:
+        name = wrong[0]
+        raise UserError(
+            f"{where}: {name} has shape {list(weights[name].shape)} but config.json makes it "
+            f"{list(expected[name].shape)} ({len(wrong)} of {len(weights)} tensors disagree)"
+        )
+    if broken := sorted(name for name, tensor in weights.items() if not torch.isfinite(tensor).all()):
+        raise UserError(f"{where}: {broken[0]} holds NaN or infinite values ({len(broken)} tensors do)")
 
 
 def _unique_tensors(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

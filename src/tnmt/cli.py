@@ -13,7 +13,7 @@ import signal
 import sys
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, Literal, NoReturn, get_args, get_origin
 
 from tnmt.config import DecodeConfig, ServeConfig
 from tnmt.errors import UserError
@@ -23,7 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args, extra = parser.parse_known_args(argv)
     if extra and args.command not in ("train", "prepare"):
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        print(f"tnmt {args.command}: error: unrecognized arguments: {' '.join(extra)}", file=sys.stderr)
+        return 2
     log, level = logging.getLogger("tnmt"), logging.getLogger("tnmt").level
     handler = logging.StreamHandler()  # sys.stderr as it is now
     handler.setFormatter(logging.Formatter(f"tnmt {args.command}: %(levelname)s: %(message)s"))
@@ -45,8 +46,15 @@ def main(argv: list[str] | None = None) -> int:
         log.setLevel(level)
 
 
+class _Parser(argparse.ArgumentParser):
+    """Argument errors are one line like every other error (`tnmt CMD: error: ...`, exit 2), not a usage dump."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tnmt", description="Transformer neural machine translation")
+    parser = _Parser(prog="tnmt", description="Transformer neural machine translation")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_training_commands(sub)
     _add_decoding_commands(sub)
@@ -76,11 +84,11 @@ def _add_training_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("config", help="TOML recipe, e.g. configs/multi30k_en_de.toml")
     p.set_defaults(run=_prepare)
 
-    p = sub.add_parser("data", help="fetch a data set")
-    p.add_argument("dataset", choices=["multi30k"])
+    p = sub.add_parser("data", help="fetch a data set (checksum-verified; a rerun reuses what is there)")
+    p.add_argument("dataset", choices=["multi30k", "wmt14"], help="wmt14: the paper's en-de corpus, about 1.7 GB")
     p.add_argument("--out", required=True, type=Path, help="directory for the files")
     p.add_argument("--from", dest="source", help="local copy (directory) or base URL to fetch from")
-    p.add_argument("--langs", nargs="+", default=["en", "de", "fr", "cs"])
+    p.add_argument("--langs", nargs="+", help="Multi30k's languages (default: en de fr cs)")
     p.set_defaults(run=_data)
 
     p = sub.add_parser("quickstart", help="train, evaluate and translate end to end (Multi30k, or offline)")
@@ -243,7 +251,7 @@ def _prepare(args: argparse.Namespace, overrides: list[str]) -> int:
 
 
 def _translate(args: argparse.Namespace, _: list[str]) -> int:
-    from tnmt.data.corpus import read_lines
+    from tnmt.data.corpus import decode_lines, read_lines
 
     if args.engine == "ctranslate2":
         from tnmt.interop.ctranslate2 import CTranslate2Translator
@@ -251,11 +259,11 @@ def _translate(args: argparse.Namespace, _: list[str]) -> int:
         translator = CTranslate2Translator(args.checkpoint, **_given(args, DecodeConfig))
     else:
         translator = _translator(args)
-    lines = read_lines(args.input) if args.input else sys.stdin.read().splitlines()
-    outputs = translator.translate(lines)
-    text = "".join(line + "\n" for line in outputs)
+    _check_output(args.output)
+    lines = read_lines(args.input) if args.input else decode_lines(sys.stdin.buffer.read(), name="<stdin>")
+    text = "".join(line + "\n" for line in translator.translate(lines))
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        _write_output(args.output, text)
     else:
         sys.stdout.write(text)
     return 0
@@ -265,14 +273,44 @@ def _evaluate(args: argparse.Namespace, _: list[str]) -> int:
     from tnmt.data.corpus import read_lines
     from tnmt.evaluate import score
 
+    _check_output(args.hyp_out)
     sources, references = read_lines(args.src), read_lines(args.ref)
     if len(sources) != len(references):
         raise UserError(f"{args.src} has {len(sources)} lines but {args.ref} has {len(references)}")
     hypotheses = _translator(args).translate(sources)
     if args.hyp_out:
-        Path(args.hyp_out).write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+        _write_output(args.hyp_out, "".join(h + "\n" for h in hypotheses))
     print(score(hypotheses, references).format())
     return 0
+
+
+def _check_output(path: str | None) -> None:
+    """Refuse an output file that cannot be written before spending time on the translation."""
+    if path is None or _is_stream(path):
+        return
+    parent = Path(path).parent
+    if Path(path).is_dir():
+        raise UserError(f"{path}: is a directory, expected a file name")
+    if not parent.is_dir():
+        raise UserError(f"{path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise UserError(f"{path}: directory {parent} is not writable")
+
+
+def _is_stream(path: str) -> bool:
+    """A device or pipe such as /dev/stdout: written in place (renaming a file over it would replace it)."""
+    return Path(path).exists() and not Path(path).is_file()
+
+
+def _write_output(path: str, text: str) -> None:
+    """A regular output file is written atomically (all lines or its old content); a stream is written to."""
+    from tnmt.io import atomic_write_text
+
+    if _is_stream(path):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        atomic_write_text(path, text)
 
 
 def _average(args: argparse.Namespace, _: list[str]) -> int:
@@ -300,13 +338,25 @@ def _export(args: argparse.Namespace, _: list[str]) -> int:
 
 
 def _data(args: argparse.Namespace, _: list[str]) -> int:
-    from tnmt.data.multi30k import TOKENISED_LANGS, fetch_multi30k
+    if args.dataset == "wmt14":
+        return _data_wmt14(args)
+    from tnmt.data.multi30k import LANGS, TOKENISED_LANGS, fetch_multi30k
 
-    source = args.source or os.environ.get("TNMT_DATA_DIR")
-    fetch_multi30k(args.out, source=source, langs=args.langs, tok=False)
-    if tokenised := [lang for lang in args.langs if lang in TOKENISED_LANGS]:  # references exist for these only
+    source, langs = args.source or os.environ.get("TNMT_DATA_DIR"), args.langs or list(LANGS)
+    fetch_multi30k(args.out, source=source, langs=langs, tok=False)
+    if tokenised := [lang for lang in langs if lang in TOKENISED_LANGS]:  # references exist for these only
         fetch_multi30k(args.out, source=source, langs=tokenised)
-    print(f"Multi30k ({', '.join(args.langs)}) in {args.out}; train on it with TNMT_DATA_DIR={args.out}")
+    print(f"Multi30k ({', '.join(langs)}) in {args.out}; train on it with TNMT_DATA_DIR={args.out}")
+    return 0
+
+
+def _data_wmt14(args: argparse.Namespace) -> int:
+    from tnmt.data.wmt14 import fetch_wmt14
+
+    if args.langs:
+        raise UserError("--langs is for multi30k; wmt14 is English-German")
+    out = fetch_wmt14(args.out, source=args.source)
+    print(f"WMT14 en-de in {out}: train.{{en,de}}.gz, newstest2013.{{en,de}} (dev), newstest2014.{{en,de}} (test)")
     return 0
 
 

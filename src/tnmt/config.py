@@ -172,12 +172,13 @@ class TrainConfig:
     best_metric: Literal["bleu", "chrf"] = "bleu"  # validation metric that picks `best`, drives early stopping
     patience: int = 0  # stop after N validations without a better best_metric; 0 = never
     keep_checkpoints: int = 5  # step checkpoints kept on disk (for averaging); best/last are kept too
+    average_last: int = 0  # at the end, average the last N step checkpoints into OUT/averaged (section 6.1); 0 = no
     log_every: int = 50  # updates between metric log lines
     threads: int = 0  # torch threads; 0 = PyTorch's default
 
     def __post_init__(self) -> None:
         _check_literals(self)
-        for name in ("max_steps", "max_epochs", "eval_every", "eval_beam_size", "patience", "threads"):
+        for name in ("max_steps", "max_epochs", "eval_every", "eval_beam_size", "patience", "threads", "average_last"):
             _check(self, name, getattr(self, name) >= 0, ">= 0")
         for name in ("max_tokens", "accum_steps", "warmup_steps", "keep_checkpoints", "log_every"):
             _check(self, name, getattr(self, name) > 0, "positive")
@@ -185,6 +186,9 @@ class TrainConfig:
         _check(self, "lr_factor", self.lr_factor > 0, "positive")
         _check(self, "clip_norm", self.clip_norm >= 0, ">= 0")
         _check(self, "max_minutes", self.max_minutes >= 0, ">= 0")
+        _check(
+            self, "average_last", self.average_last <= self.keep_checkpoints, "<= keep_checkpoints (kept to average)"
+        )
         betas_ok = len(self.adam_betas) == 2 and all(0 <= b < 1 for b in self.adam_betas)
         _check(self, "adam_betas", betas_ok, "two numbers in [0, 1)")
         ends = self.max_steps or self.max_epochs or self.max_minutes
@@ -269,6 +273,8 @@ def parse(cls: type[T], values: Mapping[str, Any], *, where: str) -> T:
         return TypeAdapter(cls).validate_json(json.dumps(dict(values), default=str), strict=True)
     except ValidationError as e:
         error = e.errors(include_url=False)[0]
+        if error["loc"] and error["loc"][0] in types and error["loc"][0] not in values:
+            raise UserError(f"{where}: {error['loc'][0]} is missing") from None
         if error["loc"] and error["loc"][0] in types:
             key = error["loc"][0]
             raise UserError(f"{where} {key} = {values[key]!r}: expected {_type_name(types[key])}") from None

@@ -11,8 +11,10 @@ import json
 import os
 import secrets
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from tnmt.errors import UserError
 
@@ -37,22 +39,24 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         raise UserError(f"{path}:{err.lineno}: invalid JSON ({err.msg})") from None
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write `data` to `path` so that `path` holds either its old content or all of `data`.
+@contextmanager
+def atomic_open(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+    """A binary file to write that appears at `path` only when the `with` block ends without an exception.
 
-    The temporary file is created with the usual permissions (0o666 minus the umask), unlike
+    The data goes to a temporary file in the same directory, is flushed to disk, then renamed over `path`;
+    on an exception the temporary file is removed and `path` keeps its old content (or stays absent). The
+    temporary file is created with the usual permissions (0o666 minus the umask), unlike
     `tempfile.mkstemp`'s 0o600, so an atomically written file is as readable as a plainly written one.
 
     Args:
         path: Destination file; its directory must exist.
-        data: The complete new content.
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -60,6 +64,12 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         tmp.unlink(missing_ok=True)
         raise
     _fsync_directory(path.parent)
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write `data` to `path` so that `path` holds either its old content or all of `data` (see `atomic_open`)."""
+    with atomic_open(path) as f:
+        f.write(data)
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str, *, encoding: str = "utf-8") -> None:

@@ -1,4 +1,4 @@
-"""From text files to padded id tensors: corpora, the Multi30k download, subwords and batching.
+"""From text files to padded id tensors: corpora, the Multi30k and WMT14 downloads, subwords and batching.
 
 The flow: `iter_parallel` (or `read_tsv`) -> `Tokenizer.encode_*_batch` -> `filter_pairs` (all three
 run by `shards.prepare` for a training corpus, in worker processes) -> `TokenBatchSampler.batches(epoch)`
@@ -18,6 +18,7 @@ _HOMES = {
     "Tokenizer": "tnmt.data.tokenizer",
     "collate": "tnmt.data.batching",
     "fetch_multi30k": "tnmt.data.multi30k",
+    "fetch_wmt14": "tnmt.data.wmt14",
     "filter_pairs": "tnmt.data.corpus",
     "find_multi30k": "tnmt.data.multi30k",
     "iter_lines": "tnmt.data.corpus",

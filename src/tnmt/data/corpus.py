@@ -11,10 +11,12 @@ misalign the two sides.
 """
 
 import gzip
+import io
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from tnmt.errors import UserError
 
@@ -53,26 +55,42 @@ def iter_lines(path: str | Path) -> Iterator[str]:
             1-based line of the first bad byte).
     """
     path = Path(path)
-    number = 0
+    empty = True
     try:
         with gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb") as f:
-            for number, raw in enumerate(f, start=1):  # binary files split on b"\n" only
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    raise UserError(f"{path}:{number}: invalid UTF-8") from None
-                if number == 1:
-                    line = line.removeprefix("\ufeff")
-                line = line.removesuffix("\n")
-                yield line.removesuffix("\r")
+            for line in _decode(f, name=str(path)):
+                empty = False
+                yield line
     except FileNotFoundError:
         raise UserError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise UserError(f"{path}: is a directory, expected a file") from None
     except (gzip.BadGzipFile, EOFError, zlib.error) as err:
         raise UserError(f"{path}: not a valid gzip file ({err})") from None
-    if number == 0:
+    if empty:
         raise UserError(f"{path}: empty file")
+
+
+def decode_lines(data: bytes, *, name: str) -> list[str]:
+    """Split UTF-8 bytes (stdin's, say) into lines as `iter_lines` does a file; b"" gives no line.
+
+    Raises:
+        UserError: `data` is not valid UTF-8, naming `name` and the 1-based line of the first bad byte.
+    """
+    return list(_decode(io.BytesIO(data), name=name))
+
+
+def _decode(stream: BinaryIO, *, name: str) -> Iterator[str]:
+    """The lines of a binary stream, split on b"\\n" only (a binary stream's own iteration), a "\\r"
+    before it dropped and a leading byte-order mark removed."""
+    for number, raw in enumerate(stream, start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise UserError(f"{name}:{number}: invalid UTF-8") from None
+        if number == 1:
+            line = line.removeprefix("\ufeff")
+        yield line.removesuffix("\n").removesuffix("\r")
 
 
 def read_lines(path: str | Path) -> list[str]:

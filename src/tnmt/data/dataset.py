@@ -6,11 +6,12 @@ validation set this way; its training corpus is prepared on disk by `shards.prep
 `corpus_files` and `train_tokenizer` from here.
 """
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from tnmt.config import DataConfig
-from tnmt.data.corpus import ParallelCorpus, filter_pairs, read_parallel
+from tnmt.data.corpus import ParallelCorpus, filter_pairs, iter_parallel
 from tnmt.data.multi30k import find_multi30k, multi30k_paths
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.errors import UserError
@@ -50,9 +51,28 @@ def corpus_files(config: DataConfig, split: str) -> tuple[Path, Path]:
     return multi30k_paths(root, split, config.src_lang, config.tgt_lang)
 
 
+def iter_split(config: DataConfig, split: str) -> Iterator[tuple[str, str]]:
+    """The raw sentence pairs of a split, streamed, whitespace-normalised if the recipe says so.
+
+    Raises:
+        UserError: as `iter_parallel`; and, once every line is read, if no pair has text on both sides.
+    """
+    src, tgt = corpus_files(config, split)
+    lines, with_text = 0, False
+    for source, target in iter_parallel(src, tgt, normalize_whitespace=config.normalize_whitespace):
+        lines += 1
+        with_text = with_text or bool(source.strip() and target.strip())
+        yield source, target
+    if not with_text:
+        raise UserError(f"{src}, {tgt}: no line pair has text on both sides ({lines} lines)")
+
+
 def read_split(config: DataConfig, split: str, *, limit: int = 0) -> ParallelCorpus:
-    """The raw sentence pairs of a split, whitespace-normalised if the recipe says so."""
-    corpus = read_parallel(*corpus_files(config, split), normalize_whitespace=config.normalize_whitespace)
+    """The pairs of `iter_split` in memory (the first `limit` of them if that is set)."""
+    corpus = ParallelCorpus(src=[], tgt=[])
+    for source, target in iter_split(config, split):
+        corpus.src.append(source)
+        corpus.tgt.append(target)
     if limit:
         corpus = ParallelCorpus(src=corpus.src[:limit], tgt=corpus.tgt[:limit])
     return corpus

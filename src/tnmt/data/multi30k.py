@@ -18,20 +18,19 @@ import gzip
 import hashlib
 import logging
 import os
-import re
 import tempfile
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tnmt.data.download import Checksum, download
 from tnmt.errors import UserError
 from tnmt.io import atomic_write_bytes
 
 UPSTREAM_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1"
 LANGS = ("en", "de", "fr", "cs")
 SPLITS = ("train", "val", "test_2016_flickr")
-TIMEOUT = (10, 60)  # seconds: to connect, and between two received bytes
 MB_PER_LANG = {"raw": 0.7, "tok": 2.3}  # download size of one language's three splits (tok: uncompressed)
 
 # sha256 of the gzipped raw files, identical to upstream's `raw/` folder.
@@ -217,41 +216,8 @@ def _copy(path: Path, f: _File) -> bytes:
 
 def _download(url: str, f: _File) -> bytes:
     """Download `url`, checking its sha256, and return it in local form (tokenised files gzipped)."""
-    # Imported here: pooch and requests take a quarter of a second to import, and most commands
-    # never download anything.
-    import pooch
-    import requests
-
     with tempfile.TemporaryDirectory(prefix="tnmt-multi30k-") as tmp:
-        try:
-            fetched = pooch.retrieve(
-                url,
-                known_hash=f"sha256:{f.sha256}",
-                fname=Path(f.remote).name,
-                path=tmp,
-                downloader=pooch.HTTPDownloader(timeout=TIMEOUT, progressbar=False),
-            )
-        except requests.RequestException as err:
-            raise UserError(
-                f"cannot download Multi30k from {url}: {_reason(err)}; set TNMT_DATA_DIR to a local copy "
-                "or pass --from DIR"
-            ) from None
-        except ValueError:  # pooch's hash mismatch
-            raise UserError(f"{url}: sha256 mismatch (expected {f.sha256}): not the Multi30k file") from None
-        data = Path(fetched).read_bytes()
+        hint = "set TNMT_DATA_DIR to a local copy or pass --from DIR"
+        path = download(url, Path(tmp) / Path(f.remote).name, Checksum("sha256", f.sha256), name="Multi30k", hint=hint)
+        data = path.read_bytes()
     return gzip.compress(data, mtime=0) if f.of_content else data
-
-
-def _reason(err: Exception) -> str:
-    """A short reason for a failed request: requests' own messages nest three exceptions deep."""
-    import requests
-
-    if isinstance(err, requests.HTTPError) and err.response is not None:
-        return f"HTTP {err.response.status_code} {err.response.reason}"
-    if isinstance(err, requests.ConnectTimeout):
-        return f"no connection within {TIMEOUT[0]} s"
-    if isinstance(err, requests.ReadTimeout):
-        return f"the server sent nothing for {TIMEOUT[1]} s"
-    text = " ".join(str(err).split())
-    os_error = re.search(r"\[Errno -?\d+\] [^)\"']+", text)  # e.g. "[Errno 111] Connection refused"
-    return os_error.group(0) if os_error else text

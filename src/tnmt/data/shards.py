@@ -29,6 +29,7 @@ import shutil
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict
 from functools import cache
@@ -38,8 +39,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from tnmt.config import DataConfig
-from tnmt.data.corpus import ParallelCorpus, filter_pairs, iter_parallel
-from tnmt.data.dataset import corpus_files, train_tokenizer
+from tnmt.data.corpus import ParallelCorpus, filter_pairs
+from tnmt.data.dataset import corpus_files, iter_split, train_tokenizer
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.errors import UserError
 from tnmt.io import atomic_write_text, read_json, replace_directory
@@ -180,8 +181,7 @@ def reservoir_sample(items: Iterable[T], k: int, *, seed: int) -> list[T]:
 
 def _pairs(data: DataConfig) -> Iterator[tuple[str, str]]:
     """The training pairs of `data`, streamed, the first `max_train_pairs` if that is set."""
-    pairs = iter_parallel(*corpus_files(data, "train"), normalize_whitespace=data.normalize_whitespace)
-    return itertools.islice(pairs, data.max_train_pairs or None)
+    return itertools.islice(iter_split(data, "train"), data.max_train_pairs or None)
 
 
 def _key(data: DataConfig, max_len: int) -> dict[str, Any]:
@@ -279,14 +279,16 @@ def _encoded(
             yield _encode_chunk(chunk, tokenizer, max_len, dtype)
         return
     args = (str(directory / TOKENIZER_DIR), max_len, dtype.name)
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        pending: deque = deque()
+    # An executor, not a multiprocessing.Pool: a worker that dies (out of memory, killed) fails the
+    # prepare with BrokenProcessPool instead of leaving it waiting forever for the lost chunk.
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        pending: deque[Future] = deque()
         for chunk in chunks:
-            pending.append(pool.apply_async(_encode_in_worker, (chunk, *args)))
+            pending.append(pool.submit(_encode_in_worker, chunk, *args))
             if len(pending) >= 2 * workers:
-                yield pending.popleft().get()
+                yield pending.popleft().result()
         while pending:
-            yield pending.popleft().get()
+            yield pending.popleft().result()
 
 
 def _encode_in_worker(chunk: list[tuple[str, str]], tokenizer_dir: str, max_len: int, dtype: str) -> Encoded:

@@ -10,13 +10,16 @@ Normalisation, the only way decoding can differ from the input: with `Tokenizer.
 (`normalization_rule_name="identity"`, byte fallback) every character survives, unseen ones as UTF-8
 byte pieces, except that sentencepiece (`remove_extra_whitespaces`, on by default) strips leading and
 trailing spaces (U+0020) and collapses runs of them into one. "▁" (U+2581) in the input is read as a
-space. So `decode(encode(x)) == x` for any x without leading, trailing or repeated spaces and without
-"▁"; tabs, no-break spaces and other whitespace are kept as they are.
+space. A lone surrogate (U+D800-U+DFFF: not Unicode, but a Python string can hold one) is read as
+U+FFFD. So `decode(encode(x)) == x` for any x without leading, trailing or repeated spaces, without "▁"
+and without lone surrogates; tabs, no-break spaces, control characters and other whitespace are kept as
+they are.
 """
 
 import hashlib
 import io
 import json
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -26,6 +29,7 @@ from tnmt.errors import UserError
 from tnmt.io import atomic_write_bytes, atomic_write_text, read_json
 
 FORMAT_VERSION = 1
+SURROGATE = re.compile("[\ud800-\udfff]")  # sentencepiece takes UTF-8, which cannot hold these
 SOURCE_FILE, TARGET_FILE, VOCAB_FILE, CONFIG_FILE = "source.spm", "target.spm", "vocab.json", "tokenizer.json"
 
 
@@ -107,6 +111,7 @@ class Tokenizer:
             )
         except RuntimeError as err:
             reason = str(err).rsplit("] ", 1)[-1]  # drop sentencepiece's "INTERNAL: file.cc(123) [check]"
+            reason = reason.strip() or str(err).strip()  # the check itself when it has no text
             raise UserError(f"cannot train the tokenizer (vocab_size={vocab_size}): {reason}") from None
         processor = spm.SentencePieceProcessor(model_proto=model.getvalue())
         return cls(processor, processor, pad_id=0, bos_id=1, eos_id=2, unk_id=3)
@@ -179,7 +184,7 @@ class Tokenizer:
 
     def source_pieces(self, text: str) -> list[str]:
         """The pieces `encode_source(text)` stands for, e.g. to label an attention plot."""
-        return self._source.encode(text, out_type=str)
+        return self._source.encode(SURROGATE.sub("\ufffd", text), out_type=str)
 
     def target_pieces(self, ids: Sequence[int]) -> list[str]:
         """One piece per id, specials included (`<s>`, `</s>`)."""
@@ -253,10 +258,11 @@ class Tokenizer:
             raise UserError(f"{directory}: {err}") from None
 
     def _encode(self, model: spm.SentencePieceProcessor, texts: Sequence[str]) -> list[list[int]]:
+        texts = [SURROGATE.sub("\ufffd", text) for text in texts]
         if self._piece_to_id is None:
-            return model.encode(list(texts))
+            return model.encode(texts)
         unk, index = self._unk_id, self._piece_to_id
-        pieces = model.encode(list(texts), out_type=str)
+        pieces = model.encode(texts, out_type=str)
         return [[index.get(piece, unk) for piece in sentence] for sentence in pieces]
 
 
@@ -268,6 +274,6 @@ def _load_model(path: Path) -> spm.SentencePieceProcessor:
     if data:  # sentencepiece would accept b"" as a model without pieces
         try:
             return spm.SentencePieceProcessor(model_proto=data)
-        except RuntimeError:
+        except (RuntimeError, ValueError):  # ValueError: a damaged proto's string is not UTF-8
             pass
     raise UserError(f"{path}: not a sentencepiece model (corrupt or wrong file)")

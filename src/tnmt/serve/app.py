@@ -173,6 +173,8 @@ def _add_error_handlers(app: FastAPI, config: ServeConfig, metrics: _Metrics) ->
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
         first = error.errors()[0]
+        if first["type"] == "json_invalid":  # its loc is a character offset, its msg says nothing more
+            return _error(422, f"the body is not valid JSON ({first['ctx']['error']} at character {first['loc'][-1]})")
         where = ".".join(str(part) for part in first["loc"] if part != "body") or "body"
         return _error(422, f"{where}: {first['msg']}")
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from tnmt.checkpoint import load_checkpoint, save_checkpoint, update_link
+from tnmt.checkpoint import average_checkpoints, load_checkpoint, save_checkpoint, update_link
 from tnmt.config import TrainConfig
 from tnmt.data.batching import TokenBatchSampler, collate
 from tnmt.data.corpus import ParallelCorpus
@@ -285,6 +285,10 @@ def _save(run: Run, *, best: bool) -> None:
 
 def _finish(run: Run) -> Path:
     run.bar.bar.close()
+    if n := run.recipe.train.average_last:  # section 6.1: the paper decodes the average of the last 5 (big: 20)
+        steps = sorted((run.out / "checkpoints").glob("step_*"))[-n:]  # older ones kept only as `best` drop out
+        average_checkpoints(steps, run.out / "averaged")
+        log.info(f"averaged the last {len(steps)} checkpoints ({steps[0].name} to {steps[-1].name}) into averaged")
     plot_curves(run.out / "metrics.jsonl", run.out / "curves.png")
     return run.out
 
