@@ -299,7 +299,7 @@ def _check_output(path: str | None) -> None:
 
 def _is_stream(path: str) -> bool:
     """A device or pipe such as /dev/stdout: written in place (renaming a file over it would replace it)."""
-    return Path(path).exists() and not Path(path).is_file()
+    return Path(path).exists() and not Path(path).is_file() and not Path(path).is_dir()
 
 
 def _write_output(path: str, text: str) -> None:
