@@ -125,11 +125,11 @@ def train(name: str, overrides: list[str], out: Path, *, updates: int, in_memory
     command = [sys.executable, *(["-m", "tnmt"] if not in_memory else [__file__, "--in-memory-train"])]
     settings = [f"--train.out_dir={out}", f"--train.max_steps={updates + 1}", "--train.log_every=1"]
     settings += ["--train.eval_every=0", "--train.eval_beam_size=1", "--data.max_valid_pairs=100"]
-    result = run(
-        [*command, "train", str(RECIPE), *overrides, *settings, "--no-progress"], metrics=out / "metrics.jsonl"
-    )
+    command = [*command, "train", str(RECIPE), *overrides, *settings, "--no-progress"]
+    result = run(command, metrics=out / "metrics.jsonl", updates=updates)
     result.update(training_figures(out, updates))
-    result["rss_beyond_model_optimizer_mb"] = round(result["peak_rss_mb"] - result["model_optimizer_mb"], 1)
+    beyond = result["peak_rss_training_mb"] - result["model_optimizer_mb"]
+    result["rss_beyond_model_optimizer_mb"] = round(beyond, 1)
     print(f"{name}: {result}", flush=True)
     return result
 
