@@ -16,8 +16,9 @@ first test_2016_flickr sentences, sorted by length and cut into the same batches
 text in and text out with the checkpoint's tokenizer, length limits (the largest of a batch for
 CTranslate2, which takes one per call) and length penalty; speed is sentences per second.
 
-A configuration's speed is the work of its searches / their wall time (encoder included), median of
-`--runs` runs after one warm-up. Each system runs in its own process per thread count (`--threads`,
+A configuration's speed is the work of its searches / their wall time (encoder included; `--clock cpu`:
+the process's CPU time, steadier for 1-thread before/after runs on a busy machine), median of `--runs`
+runs after one warm-up. Each system runs in its own process per thread count (`--threads`,
 default 1 and 2: CTranslate2 with 2 intra threads can be many times slower than with 1 on a 2-vCPU
 host, so a single thread count would handicap someone); all processes take turns, run by run, so a
 burst of load hits them alike. The summary compares tnmt with every peer at each one's best thread
@@ -326,16 +327,16 @@ def child(system: str, work: Path, threads: int, checkpoint: Path | None) -> Non
         name, batch, beam, n = CONFIGS[row_set][int(index)]
         prepare, run = runners[row_set]
         batches = [prepare(b) for b in batches_of(row_set, work, batch, n)]
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         outputs = [out for b in batches for out in run(b, beam)]
-        seconds = time.perf_counter() - start
+        seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
         if row_set == "random" and [len(o) for o in outputs] != [STEPS] * n:
             raise RuntimeError(f"{system} {name}: expected {STEPS} tokens per sentence")
         digest = hashlib.sha1(json.dumps(outputs).encode()).hexdigest()[:12]
-        print(json.dumps({"seconds": seconds, "digest": digest}), file=protocol, flush=True)
+        print(json.dumps({"wall": seconds, "cpu": cpu_seconds, "digest": digest}), file=protocol, flush=True)
 
 
-def measure(children: dict, row_set: str, *, runs: int, configs: list[str]) -> dict:
+def measure(children: dict, row_set: str, *, runs: int, configs: list[str], clock: str) -> dict:
     """Time every configuration of one row set on every (system, threads) process, interleaving them
     run by run: other processes on the machine come and go, and a burst of load should hit all alike."""
 
@@ -360,7 +361,7 @@ def measure(children: dict, row_set: str, *, runs: int, configs: list[str]) -> d
         times = {key: [] for key in active}
         for run in range(runs):
             for key in active[run % len(active) :] + active[: run % len(active)]:
-                times[key].append(ask(key, i)["seconds"])
+                times[key].append(ask(key, i)[clock])
         work = n * STEPS if row_set == "random" else n
         results[name] = {
             f"{s}@{t}": {
@@ -462,6 +463,12 @@ def main() -> None:
     )
     parser.add_argument("--checkpoint", type=Path, help="a trained tnmt checkpoint: the second row set")
     parser.add_argument("--baseline", type=Path, help="another tnmt checkout, run as tnmt-base / tnmt-int8-base")
+    parser.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="cpu: each process's CPU time, steadier than wall time for 1-thread before/after runs on a busy machine",
+    )
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "decode.json")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
@@ -500,7 +507,10 @@ def main() -> None:
                     command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
                 )
         try:
-            results = {r: measure(children, r, runs=args.runs, configs=args.configs.split(",")) for r in row_sets}
+            results = {
+                r: measure(children, r, runs=args.runs, configs=args.configs.split(","), clock=args.clock)
+                for r in row_sets
+            }
         finally:
             for process in children.values():
                 process.stdin.close()
@@ -509,6 +519,7 @@ def main() -> None:
     report = {
         "steps": STEPS,
         "threads": threads,
+        "clock": args.clock,
         "shape": SHAPE,
         "checkpoint": None if args.checkpoint is None else str(args.checkpoint),
         "baseline": None if args.baseline is None else str(args.baseline),
