@@ -26,14 +26,15 @@ def model() -> Transformer:
     return Transformer(config).eval()
 
 
-def test_every_linear_but_cross_attention_in_proj_is_quantized_and_the_original_is_untouched(model):
+def test_every_linear_is_quantized_cross_attention_split_into_q_and_kv_and_the_original_is_untouched(model):
     quantized = quantize_int8(model)
     dynamic = torch.ao.nn.quantized.dynamic.Linear
     kinds = {name: type(m) for name, m in quantized.named_modules() if isinstance(m, nn.Linear | dynamic)}
-    assert len(kinds) == 2 * 4 + 2 * 6 + 1  # encoder: in, out, 2 FFN; decoder: + cross in, out; output
-    assert all(kind is nn.Linear for name, kind in kinds.items() if name.endswith("cross_attn.in_proj"))
-    assert all(kind is dynamic for name, kind in kinds.items() if not name.endswith("cross_attn.in_proj"))
-    assert type(quantized.output) is dynamic
+    assert len(kinds) == 2 * 4 + 2 * 7 + 1  # encoder: in, out, 2 FFN; decoder: + cross q, kv, out; output
+    assert all(kind is dynamic for kind in kinds.values())
+    assert {name for name in kinds if "cross_attn" in name} == {
+        f"decoder_layers.{i}.cross_attn.{p}" for i in range(2) for p in ("q_proj", "kv_proj", "out_proj")
+    }
     assert all(type(m) is nn.Linear for name, m in model.named_modules() if name.endswith(("proj", "output")))
     assert model.output.weight is model.tgt_embed.weight  # still tied in the float model
 

@@ -6,10 +6,12 @@ reads every decoder matrix and the (V, D) output projection once. Storing the Li
 batch, so no calibration data is needed. Cost: a small loss of precision, measured on Multi30k in
 benchmarks/BENCHMARKS.md before this was offered.
 
-Cross-attention keeps float32 projections: it reads slices of the stacked [W_Q; W_K; W_V] matrix,
-which a quantised Linear does not expose. Embeddings, LayerNorms and attention itself stay float32.
+Cross-attention reads slices of its stacked [W_Q; W_K; W_V] matrix, which a quantised Linear does not
+expose, so the copy first splits it into W_Q and [W_K; W_V] Linear layers (`split_cross_projections`)
+and those are quantised too. Embeddings, LayerNorms and attention itself stay float32.
 """
 
+import copy
 import warnings
 
 import torch
@@ -19,13 +21,12 @@ from tnmt.model import Transformer
 
 
 def quantize_int8(model: Transformer) -> Transformer:
-    """A copy of `model` whose Linear layers (except cross-attention's in_proj) compute in int8."""
+    """A copy of `model` whose Linear layers compute in int8 (cross-attention's split into Q and K/V first)."""
+    quantized = copy.deepcopy(model).eval()  # deepcopy keeps tied weights tied
+    for layer in quantized.decoder_layers:
+        layer.cross_attn.split_cross_projections()
     config = torch.ao.quantization.per_channel_dynamic_qconfig
-    spec = {
-        name: config
-        for name, module in model.named_modules()
-        if isinstance(module, nn.Linear) and not name.endswith("cross_attn.in_proj")
-    }
+    spec = {name: config for name, module in quantized.named_modules() if isinstance(module, nn.Linear)}
     with warnings.catch_warnings():  # torch.ao announces its move to torchao; the API still works
         warnings.simplefilter("ignore")
-        return torch.ao.quantization.quantize_dynamic(model.eval(), spec, dtype=torch.qint8)
+        return torch.ao.quantization.quantize_dynamic(quantized, spec, dtype=torch.qint8, inplace=True)
