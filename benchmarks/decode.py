@@ -333,7 +333,14 @@ def child(system: str, work: Path, threads: int, checkpoint: Path | None) -> Non
         if row_set == "random" and [len(o) for o in outputs] != [STEPS] * n:
             raise RuntimeError(f"{system} {name}: expected {STEPS} tokens per sentence")
         digest = hashlib.sha1(json.dumps(outputs).encode()).hexdigest()[:12]
-        print(json.dumps({"wall": seconds, "cpu": cpu_seconds, "digest": digest}), file=protocol, flush=True)
+        reply = {"wall": seconds, "cpu": cpu_seconds, "digest": digest, "tnmt": tnmt_source()}
+        print(json.dumps(reply), file=protocol, flush=True)
+
+
+def tnmt_source() -> str | None:
+    """The directory of the tnmt package this process imported, if any (proof of which checkout ran)."""
+    module = sys.modules.get("tnmt")
+    return None if module is None else str(Path(module.__file__).parent)
 
 
 def measure(children: dict, row_set: str, *, runs: int, configs: list[str], clock: str) -> dict:
@@ -357,7 +364,7 @@ def measure(children: dict, row_set: str, *, runs: int, configs: list[str], cloc
         if row_set == "checkpoint":
             active = [key for key in active if key[0].removesuffix(BASE) not in RANDOM_ONLY]
         before = os.getloadavg()[0]
-        digests = {key: ask(key, i)["digest"] for key in active}  # warm-up
+        warm_up = {key: ask(key, i) for key in active}
         times = {key: [] for key in active}
         for run in range(runs):
             for key in active[run % len(active) :] + active[: run % len(active)]:
@@ -367,7 +374,8 @@ def measure(children: dict, row_set: str, *, runs: int, configs: list[str], cloc
             f"{s}@{t}": {
                 "speed": work / statistics.median(times[(s, t)]),
                 "seconds": times[(s, t)],
-                "digest": digests[(s, t)],
+                "digest": warm_up[(s, t)]["digest"],
+                "tnmt": warm_up[(s, t)]["tnmt"],
             }
             for s, t in active
         }
@@ -496,9 +504,11 @@ def main() -> None:
             prepare_checkpoint(work, args.checkpoint)
         children = {}
         for s in systems:
-            env = dict(os.environ)
-            if s.endswith(BASE):
-                env["PYTHONPATH"] = os.pathsep.join([str(args.baseline.resolve() / "src"), env.get("PYTHONPATH", "")])
+            # tnmt from this checkout (whatever is installed), or from the baseline's
+            checkout = args.baseline.resolve() if s.endswith(BASE) else Path(__file__).resolve().parents[1]
+            env = dict(
+                os.environ, PYTHONPATH=os.pathsep.join([str(checkout / "src"), os.environ.get("PYTHONPATH", "")])
+            )
             for t in threads:
                 command = [sys.executable, __file__, "--child", s, "--work", str(work), "--threads", str(t)]
                 if args.checkpoint is not None:
