@@ -115,9 +115,8 @@ class MultiHeadAttention(nn.Module):
         keys/values after its own and the queries attend over all L + T positions (`mask` is then
         (.., T, L + T) or None).
         """
-        b, t, _ = x.shape
-        qkv = self.in_proj(x).view(b, t, 3, self.n_heads, self.d_head)  # (B, T, 3D) -> (B, T, 3, H, Dh)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, H, T, Dh)
+        q, k, v = self.in_proj(x).chunk(3, dim=-1)  # 3 x (B, T, D)
+        q, k, v = self._split_heads(q), self._split_heads(k), self._split_heads(v)
         if cache is not None:
             k, v = cache.append(k, v)  # (B, H, L + T, Dh)
         return self._attend(q, k, v, mask, need_weights)

@@ -27,5 +27,4 @@ class FeedForward(nn.Module):
         self.dropout = Dropout(dropout)  # on the hidden activations ("relu dropout"; 0 in the paper)
 
     def forward(self, x: Tensor) -> Tensor:
-        hidden = self.activation(self.linear1(x))  # (B, T, F)
-        return self.linear2(self.dropout(hidden) if self.training else hidden)  # no call at all in eval mode
+        return self.linear2(self.dropout(self.activation(self.linear1(x))))

@@ -26,15 +26,9 @@ class Residual(nn.Module):
         self.norm_first = norm_first
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
-        # Dropout is the identity in eval mode; skipping its call saves a decoding step ~2 us per sub-layer.
-        dropout = self.dropout if self.training else _identity
         if self.norm_first:
-            return x + dropout(sublayer(self.norm(x)))
-        return self.norm(x + dropout(sublayer(x)))
-
-
-def _identity(x: Tensor) -> Tensor:
-    return x
+            return x + self.dropout(sublayer(self.norm(x)))
+        return self.norm(x + self.dropout(sublayer(x)))
 
 
 class EncoderLayer(nn.Module):
