@@ -251,31 +251,31 @@ def checkpoint_runner(system: str, work: Path, threads: int, checkpoint: Path):
     if system.startswith("ct2"):
         import torch
 
-        from tnmt.decode.step import output_limits
+        from tnmt.decode.step import banned_ids, output_limits
         from tnmt.interop.ctranslate2 import CTranslate2Translator
 
         export = work / ("ct2-checkpoint-int8" if system == "ct2-int8" else "ct2-checkpoint")
         ct2 = CTranslate2Translator(export, threads=threads)
-        tok = ct2.tokenizer
+        tok, settings = ct2.tokenizer, ct2.decode
+        suppressed = [[ct2.target_pieces[i]] for i in banned_ids(ct2.config)] or None
+        target_ids = {piece: i for i, piece in enumerate(ct2.target_pieces)}
 
-        def prepare_ct2(texts):
+        def run_ct2(texts, beam):
+            """Text in, text out like `Translator.translate`, with one length limit per call: the batch's
+            largest (CTranslate2Translator splits a batch by limit, which costs CTranslate2 speed here)."""
             pieces = [[ct2.source_pieces[i] for i in tok.encode_source(t)] for t in texts]
             lengths = torch.tensor([len(p) + 1 for p in pieces])  # EOS counted, as tnmt counts it
-            return pieces, int(output_limits(lengths, model_max_len=ct2.config.max_len, decode=ct2.decode).max())
-
-        def run_ct2(prepared, beam):
-            pieces, limit = prepared  # one limit per call: the batch's largest (others end with EOS long before)
+            limit = int(output_limits(lengths, model_max_len=ct2.config.max_len, decode=settings).max())
             results = ct2.translator.translate_batch(
                 pieces,
                 beam_size=beam,
-                length_penalty=ct2.decode.length_penalty,
+                length_penalty=settings.length_penalty,
                 max_decoding_length=limit,
-                suppress_sequences=ct2._suppressed or None,
+                suppress_sequences=suppressed,
             )
-            ids = [[ct2._target_ids.get(p, tok.unk_id) for p in r.hypotheses[0]] for r in results]
-            return [tok.decode_target(i) for i in ids]
+            return [tok.decode_target([target_ids.get(p, tok.unk_id) for p in r.hypotheses[0]]) for r in results]
 
-        return prepare_ct2, run_ct2
+        return (lambda texts: texts), run_ct2
 
     import torch
 
