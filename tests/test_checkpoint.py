@@ -4,7 +4,14 @@ import pytest
 import torch
 
 from tnmt import ModelConfig, Transformer
-from tnmt.checkpoint import average_checkpoints, load_checkpoint, save_checkpoint, update_link
+from tnmt.checkpoint import (
+    average_checkpoints,
+    load_checkpoint,
+    remove_checkpoint,
+    remove_leftovers,
+    save_checkpoint,
+    update_link,
+)
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.errors import UserError
 
@@ -145,3 +152,18 @@ def test_decoding_settings_and_languages_travel_with_the_checkpoint(tmp_path, to
     (tmp_path / "c" / "config.json").write_text(json.dumps({**config, "decode": {"beam_size": 0}}))
     with pytest.raises(UserError, match=r"config\.json decode: DecodeConfig\.beam_size = 0"):
         load_checkpoint(tmp_path / "c")
+
+
+def test_leftovers_of_killed_writers_are_removed_and_checkpoints_kept(tmp_path, tokenizer):
+    model = make_model(tokenizer)
+    directory = tmp_path / "checkpoints"
+    keep = save_checkpoint(directory / "step_0000002", model, tokenizer)
+    gone = save_checkpoint(directory / "step_0000001", model, tokenizer)
+    remove_checkpoint(gone)
+    (directory / ".step_0000003.tmp-0a1b2c3d").mkdir()  # a checkpoint being built when the writer was killed
+    (directory / ".step_0000000.old-0a1b2c3d").mkdir()  # a deletion cut short
+    (directory / ".config.json.0a1b2c3d.tmp").write_text("{")  # an atomic write cut short
+    (directory / ".last.tmp-0a1b2c3d").symlink_to("step_0000002")  # a link swap cut short
+    remove_leftovers(directory)
+    assert [p.name for p in directory.iterdir()] == [keep.name]
+    load_checkpoint(keep)

@@ -34,3 +34,11 @@ def test_window_sums_and_metrics_log_drops_lines_past_a_resumed_step(tmp_path):
         log.write(step=step, train_loss=1.0)
     MetricsLog(tmp_path / "metrics.jsonl", after_step=4)
     assert (tmp_path / "metrics.jsonl").read_text().count("\n") == 2
+
+
+def test_resuming_drops_later_lines_and_a_line_torn_by_a_crash(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 2, "train_loss": 3.1}\n{"step": 4, "val_loss": 2.9}\n{"step": 6, "train_loss": 2.')
+    log = MetricsLog(path, after_step=2)
+    log.write(step=4, train_loss=2.5)
+    assert path.read_text() == '{"step": 2, "train_loss": 3.1}\n{"step": 4, "train_loss": 2.5}\n'

@@ -10,7 +10,10 @@
 
 A checkpoint is built in a hidden sibling directory and renamed into place, so a process killed at
 any moment leaves either no checkpoint or a complete one. The training loop then points the `last`
-and `best` symlinks at it with an atomic rename (`update_link`). Averaging (section 6.1) lives here too.
+and `best` symlinks at it with an atomic rename (`update_link`), and deletes a checkpoint by first
+renaming it out of sight (`remove_checkpoint`), so no visible checkpoint is ever half deleted either.
+What a killed writer leaves behind is hidden (a leading dot) and `remove_leftovers` clears it.
+Averaging (section 6.1) lives here too.
 The decoding settings the recipe validated with travel in config.json, so translating with the
 checkpoint later uses them by default. Training, decoding, serving and interop all load through here.
 """
@@ -131,6 +134,25 @@ def update_link(link: Path, target: Path) -> None:
     tmp = link.parent / f".{link.name}.tmp-{secrets.token_hex(4)}"
     tmp.symlink_to(os.path.relpath(target, link.parent))
     os.replace(tmp, link)
+
+
+def remove_checkpoint(path: Path) -> None:
+    """Delete a checkpoint directory: renamed to a hidden name first, so a kill mid-way leaves no partial one."""
+    old = path.parent / f".{path.name}.old-{secrets.token_hex(4)}"
+    os.replace(path, old)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def remove_leftovers(directory: Path) -> None:
+    """Delete what writers killed mid-way left in `directory`: checkpoints being built (`.NAME.tmp-*`),
+    replaced or deleted ones (`.NAME.old-*`), link swaps (`.NAME.tmp-*`) and temporary files (`.NAME.*.tmp`).
+    Only for a directory no other process is writing to (a training run's own output)."""
+    for pattern in (".*.tmp-*", ".*.old-*", ".*.tmp"):
+        for leftover in directory.glob(pattern):
+            if leftover.is_dir() and not leftover.is_symlink():
+                shutil.rmtree(leftover, ignore_errors=True)
+            else:
+                leftover.unlink(missing_ok=True)
 
 
 def average_checkpoints(paths: list[Path], out: Path) -> Path:

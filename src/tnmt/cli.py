@@ -1,8 +1,9 @@
 """The `tnmt` command: thin wrappers over the library, one function per subcommand.
 
 Bad input (a missing file, a malformed corpus line, an unknown config key) prints one line on
-stderr and exits with status 2; no traceback, nothing half-written. Warnings and notes are one line
-each on stderr too. Only argparse and the config dataclasses are imported up front: `tnmt --help` and
+stderr and exits with status 2; no traceback, nothing half-written. A failing file system (full,
+read-only, no permission) prints one line naming the path and exits with status 1. Warnings and notes
+are one line each on stderr too. Only argparse and the config dataclasses are imported up front: `tnmt --help` and
 argument errors answer without loading torch, and each subcommand imports what it needs.
 """
 
@@ -41,6 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader stopped early (`tnmt translate ... | head`): not our error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit-time flush stays quiet
         return 0
+    except OSError as e:  # the environment failed us (a full disk, a read-only place): one line naming the path
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"tnmt {args.command}: error: {where}{e.strerror or e}", file=sys.stderr)
+        return 1
     finally:
         log.removeHandler(handler)
         log.setLevel(level)
@@ -228,8 +233,16 @@ def _serve(args: argparse.Namespace, _: list[str]) -> int:
 def _train(args: argparse.Namespace, overrides: list[str]) -> int:
     from tnmt.recipe import load_recipe
     from tnmt.train.loop import train
+    from tnmt.train.stop import Stopped, stop_on_signals
 
-    out = train(load_recipe(args.config, overrides), resume=args.resume, progress=not args.no_progress)
+    with stop_on_signals() as stop:
+        try:
+            out = train(
+                load_recipe(args.config, overrides), resume=args.resume, progress=not args.no_progress, stop=stop
+            )
+        except Stopped as stopped:
+            print(f"tnmt train: {stopped}", file=sys.stderr)
+            return stopped.exit_status
     print(f"checkpoints in {out}: best -> {(out / 'best').resolve().name}, last -> {(out / 'last').resolve().name}")
     return 0
 
@@ -299,7 +312,8 @@ def _check_output(path: str | None) -> None:
 
 def _is_stream(path: str) -> bool:
     """A device or pipe such as /dev/stdout: written in place (renaming a file over it would replace it)."""
-    return Path(path).exists() and not Path(path).is_file() and not Path(path).is_dir()
+    path = Path(path)
+    return path.is_char_device() or path.is_fifo()
 
 
 def _write_output(path: str, text: str) -> None:

@@ -241,6 +241,9 @@ class ServeConfig:
     max_wait_ms: float = field(default=5.0, metadata=_help("how long a batch waits for more sentences"))
     timeout_s: float = field(default=30.0, metadata=_help("a request's deadline (past it: 504)"))
     ready_timeout_s: float = field(default=10.0, metadata=_help("deadline of the /ready probe translation"))
+    body_timeout_s: float = field(
+        default=10.0, metadata=_help("time a client has to send its request body (past: 408)")
+    )
     threads: int = field(default=0, metadata=_help("torch threads; 0 = PyTorch's default"))
     batching: bool = field(
         default=True, metadata=_help("batch sentences across requests (false: one request = one batch)")
@@ -252,7 +255,7 @@ class ServeConfig:
         for name in ("max_chars", "max_texts", "max_body_bytes", "max_beam_size", "max_n_best", "max_queue"):
             _check(self, name, _is_int(getattr(self, name)) and getattr(self, name) >= 1, ">= 1")
         _check(self, "max_batch_tokens", self.max_batch_tokens >= 1, ">= 1")
-        for name in ("max_wait_ms", "timeout_s", "ready_timeout_s"):
+        for name in ("max_wait_ms", "timeout_s", "ready_timeout_s", "body_timeout_s"):
             _check(self, name, math.isfinite(getattr(self, name)) and getattr(self, name) >= 0, "a number >= 0")
 
 

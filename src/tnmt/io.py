@@ -4,7 +4,8 @@ A training run killed mid-save (Ctrl-C, OOM killer, a full disk) must never leav
 checkpoint or tokenizer behind the name of a good one. So every file tnmt writes goes to a temporary
 file in the same directory, is flushed to disk, then renamed over the target: `os.replace` is atomic
 on POSIX and Windows when both names are on one file system, so readers see the old file or the new
-one, never a mix.
+one, never a mix. A write that fails (a full disk, a read-only file system) raises an `OSError` that
+names the file, so the one-line error says where.
 """
 
 import json
@@ -53,17 +54,18 @@ def atomic_open(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_directory(path.parent)
+    with _naming(path):
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                yield f
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        _fsync_directory(path.parent)
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
@@ -81,18 +83,36 @@ def replace_directory(tmp: str | os.PathLike[str], path: str | os.PathLike[str])
     """Put the complete directory `tmp` at `path`, replacing any previous one.
 
     Built elsewhere and renamed into place, a directory (a checkpoint, a prepared corpus) is either
-    absent or whole at `path`; the old one is moved aside first because a rename cannot replace a
-    non-empty directory.
+    absent or whole at `path`: a rename cannot replace a non-empty directory, so an existing one is moved
+    aside first, and a kill in between leaves `path` missing (the old one hidden), never mixed.
     """
     tmp, path = Path(tmp), Path(path)
     if path.exists():
         old = path.parent / f".{path.name}.old-{secrets.token_hex(4)}"
         os.replace(path, old)
         os.replace(tmp, path)
-        shutil.rmtree(old)
+        shutil.rmtree(old, ignore_errors=True)
     else:
         os.replace(tmp, path)
     _fsync_directory(path.parent)
+
+
+def append_line(path: str | os.PathLike[str], line: str) -> None:
+    """Append one line (a log record) with a single write: a crash can tear only the last line of the file."""
+    with _naming(Path(path)), Path(path).open("a", encoding="utf-8") as f:
+        f.write(line + "\n")
+
+
+@contextmanager
+def _naming(path: Path) -> Iterator[None]:
+    """Give a plain `OSError` without a file name (a failed write or fsync says only "No space left") `path`.
+    Subclasses pass unchanged: they are someone else's errors (a download's connection error, say)."""
+    try:
+        yield
+    except OSError as e:
+        if type(e) is OSError and e.filename is None:
+            raise OSError(e.errno, e.strerror or str(e), str(path)) from None
+        raise
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -110,12 +110,16 @@ def prepare(
 
 @contextmanager
 def _exclusive(directory: Path) -> Iterator[None]:
-    """One prepare at a time per directory: the ranks of a distributed run (or runs sharing a
-    `data.prepared_dir`) wait for the first, then find its corpus current instead of racing to rebuild."""
+    """One prepare at a time per parent directory: the ranks of a distributed run (or runs sharing a
+    `data.prepared_dir`) wait for the first, then find its corpus current instead of racing to rebuild.
+    The lock is on the parent directory itself, so no lock file is left behind."""
     directory.parent.mkdir(parents=True, exist_ok=True)
-    with open(directory.parent / f".{directory.name}.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed, also if the process dies
+    fd = os.open(directory.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released when closed, also if the process dies
         yield
+    finally:
+        os.close(fd)
 
 
 def _build(

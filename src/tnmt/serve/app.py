@@ -3,7 +3,9 @@
 Every sentence goes through its model's `Batcher`, so concurrent requests share decoder batches. Errors
 are JSON `{"error": "..."}` with the status that says what happened: 413 over a size limit, 422 over a
 search limit or a malformed field, 400 an unknown language pair (LibreTranslate's statuses on its own
-endpoints: 400 for any bad request), 503 + Retry-After when the queue is full, 504 past the deadline.
+endpoints: 400 for any bad request), 503 + Retry-After when the queue is full, 504 past the deadline,
+408 when the body is not complete within `body_timeout_s` (serve/body_deadline.py). A client that hangs
+up before its answer has its sentences dropped from the queue (499 in the metrics).
 """
 
 import asyncio
@@ -28,10 +30,12 @@ from tnmt.config import ServeConfig
 from tnmt.decode.translator import Translator
 from tnmt.errors import UserError
 from tnmt.serve.batcher import Batcher, QueueFull
+from tnmt.serve.body_deadline import BodyDeadline
 from tnmt.serve.html_text import replace_text_nodes, text_nodes
 
 STATIC = Path(str(files("tnmt"))) / "serve" / "static"
 PROBE = "Hello."  # what /ready translates
+CLIENT_GONE = 499  # nginx's "client closed request": nobody reads it, the metrics count it
 LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech", "it": "Italian", "es": "Spanish"}
 
 
@@ -107,6 +111,7 @@ def create_app(models: list[ServedModel], config: ServeConfig) -> FastAPI:
     metrics = _Metrics(models)
     for model in models:
         model.batcher.on_batch = metrics.batch_sentences.observe
+    app.add_middleware(BodyDeadline, seconds=config.body_timeout_s)  # inside the size limit: added first
     _add_error_handlers(app, config, metrics)
     _add_native_api(app, models, config)
     _add_libretranslate_api(app, models, config)
@@ -140,6 +145,10 @@ class _Metrics:
             registry=self.registry,
             buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
         )
+        tasks = Gauge(
+            "tnmt_tasks", "asyncio tasks of the server (growth under steady load = a leak)", registry=self.registry
+        )
+        tasks.set_function(lambda: len(asyncio.all_tasks()))  # read while /metrics answers, in the event loop
         depth = Gauge("tnmt_queue_sentences", "Sentences waiting", ["model"], registry=self.registry)
         for model in models:
             depth.labels(model.id).set_function(lambda m=model: m.batcher.depth)
@@ -191,7 +200,7 @@ def _add_native_api(app: FastAPI, models: list[ServedModel], config: ServeConfig
         return {"models": [_describe(model) for model in models], "limits": limits}
 
     @app.post("/v1/translate")
-    async def translate(request: TranslateRequest) -> dict[str, Any]:
+    async def translate(request: TranslateRequest, http: Request) -> dict[str, Any]:
         """Translate a text or a list of texts; with `n_best` > 1 alternatives with scores, with
         `return_attention` (one text) the cross-attention weights and subword pieces."""
         texts = [request.text] if isinstance(request.text, str) else request.text
@@ -204,7 +213,7 @@ def _add_native_api(app: FastAPI, models: list[ServedModel], config: ServeConfig
         settings = model.translator.settings(**{k: v for k, v in changes.items() if v is not None})
         _check_limits(texts, settings.beam_size, request.n_best, config, size_status=413)
         results = await _translate(
-            model, texts, settings, request.n_best, request.return_attention, timeout=config.timeout_s
+            model, texts, settings, request.n_best, request.return_attention, timeout=config.timeout_s, client=http
         )
         return {"model": model.id, "translations": [_translation(result, request.n_best) for result in results]}
 
@@ -233,10 +242,13 @@ def _add_libretranslate_api(app: FastAPI, models: list[ServedModel], config: Ser
         n_best = min(alternatives + 1, settings.beam_size) if alternatives > 0 else 1
         _check_limits(texts, settings.beam_size, n_best, config, size_status=400)
         if text_format == "html":
-            outputs = [await _translate_markup(model, text, settings, timeout=config.timeout_s) for text in texts]
+            outputs = [
+                await _translate_markup(model, text, settings, timeout=config.timeout_s, client=request)
+                for text in texts
+            ]
             answers: list[dict[str, Any]] = [{"translatedText": text} for text in outputs]
         else:
-            results = await _translate(model, texts, settings, n_best, False, timeout=config.timeout_s)
+            results = await _translate(model, texts, settings, n_best, False, timeout=config.timeout_s, client=request)
             answers = [{"translatedText": result[0][0]} for result in results]
             if alternatives:
                 for answer, result in zip(answers, results, strict=True):
@@ -286,24 +298,41 @@ async def _translate(
     *,
     timeout: float,
     unavailable: int = 504,
+    client: Request | None = None,
 ) -> list[Any]:
-    """Queue the texts on the model's batcher and wait for them, at most `timeout` seconds."""
+    """Queue the texts on the model's batcher and wait for them, at most `timeout` seconds and only while
+    the `client` is connected: past the deadline or once it hung up, the sentences not started are dropped."""
     try:
         futures = model.batcher.submit(texts, settings, n_best=n_best, attention=attention)
     except QueueFull as full:
         raise ApiError(503, f"server busy: {full}", {"Retry-After": "1"}) from None
-    waiting = [asyncio.wrap_future(future) for future in futures]
+    results = asyncio.ensure_future(asyncio.gather(*[asyncio.wrap_future(future) for future in futures]))
+    hang_up = asyncio.ensure_future(_hang_up(client)) if client is not None else None
     try:
-        return await asyncio.wait_for(asyncio.gather(*waiting), timeout=timeout)
-    except TimeoutError:
-        for future in futures:
-            future.cancel()  # the worker skips what it has not started
-        raise ApiError(unavailable, f"no translation within the deadline of {timeout:g} s") from None
+        await asyncio.wait([results, hang_up] if hang_up else [results], timeout=timeout, return_when="FIRST_COMPLETED")
+    finally:
+        if hang_up:
+            hang_up.cancel()
+        if not results.done():
+            results.cancel()  # cancels the futures: the worker skips what it has not started
+    if results.done() and not results.cancelled():
+        return results.result()
+    if hang_up and hang_up.done() and not hang_up.cancelled():
+        raise ApiError(CLIENT_GONE, "the client closed the connection before the answer")
+    raise ApiError(unavailable, f"no translation within the deadline of {timeout:g} s")
 
 
-async def _translate_markup(model: ServedModel, fragment: str, settings: Any, *, timeout: float) -> str:
+async def _hang_up(client: Request) -> None:
+    """Return when the client disconnects (the body is read: what can still arrive is the disconnect)."""
+    while (await client.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _translate_markup(
+    model: ServedModel, fragment: str, settings: Any, *, timeout: float, client: Request
+) -> str:
     nodes = text_nodes(fragment)
-    results = await _translate(model, nodes, settings, 1, False, timeout=timeout) if nodes else []
+    results = await _translate(model, nodes, settings, 1, False, timeout=timeout, client=client) if nodes else []
     return replace_text_nodes(fragment, [result[0][0] for result in results])
 
 

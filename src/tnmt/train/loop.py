@@ -13,14 +13,20 @@ seed and epoch) and the RNG state, so a resumed run ends with the same weights a
 import json
 import logging
 import math
-import shutil
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
 
-from tnmt.checkpoint import average_checkpoints, load_checkpoint, save_checkpoint, update_link
+from tnmt.checkpoint import (
+    average_checkpoints,
+    load_checkpoint,
+    remove_checkpoint,
+    remove_leftovers,
+    save_checkpoint,
+    update_link,
+)
 from tnmt.config import TrainConfig
 from tnmt.data.batching import TokenBatchSampler, collate
 from tnmt.data.corpus import ParallelCorpus
@@ -36,6 +42,7 @@ from tnmt.recipe import Recipe
 from tnmt.train.loss import label_smoothed_loss
 from tnmt.train.progress import MetricsLog, Progress, Window
 from tnmt.train.schedule import inverse_sqrt_lr
+from tnmt.train.stop import Stopped, StopRequest
 from tnmt.visualize import plot_curves
 
 log = logging.getLogger("tnmt")
@@ -71,8 +78,12 @@ class Run:
     bar: Progress
 
 
-def train(recipe: Recipe, *, resume: bool = False, progress: bool = True) -> Path:
-    """Train as the recipe says and return the output directory (with `best` and `last` links)."""
+def train(recipe: Recipe, *, resume: bool = False, progress: bool = True, stop: StopRequest | None = None) -> Path:
+    """Train as the recipe says and return the output directory (with `best` and `last` links).
+
+    Raises:
+        Stopped: `stop` was set (a signal, see train/stop.py); a checkpoint of the last update was saved.
+    """
     cfg = recipe.train
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -102,6 +113,8 @@ def train(recipe: Recipe, *, resume: bool = False, progress: bool = True) -> Pat
                 patience_spent = _validate_and_save(run)
                 if patience_spent or done:
                     return _finish(run)
+            if stop:
+                _stop(run, stop)
         state.epoch, state.batch_index = state.epoch + 1, 0
         if not cfg.eval_every and _validate_and_save(run):
             return _finish(run)
@@ -233,7 +246,7 @@ def _validate_and_save(run: Run) -> bool:
     else:
         state.bad_evals += 1
     run.log.write(step=state.step, epoch=state.epoch, **metrics)
-    _save(run, best=improved)
+    _save(run)
     run.bar.bar.write(
         f"step {state.step}: val_loss {metrics['val_loss']:.3f}  val_bleu {metrics['val_bleu']:.2f}"
         f"  val_chrf {metrics['val_chrf']:.2f}  (best {cfg.best_metric} {state.best_score:.2f} at step"
@@ -261,8 +274,9 @@ def _log_window(run: Run, window: Window) -> None:
     run.bar.bar.set_postfix(step=state.step, loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{rate:.0f}", epoch=state.epoch)
 
 
-def _save(run: Run, *, best: bool) -> None:
-    """A new step checkpoint, then the `last` (and maybe `best`) links, then pruning of old ones."""
+def _save(run: Run) -> None:
+    """A new step checkpoint, then the `last` and `best` links, then pruning of old ones and of leftovers.
+    `best` follows `state.best_step`, which also repairs it after a kill between the two link updates."""
     out, state = run.out, run.state
     path = save_checkpoint(
         out / "checkpoints" / f"step_{state.step:07d}",
@@ -274,23 +288,47 @@ def _save(run: Run, *, best: bool) -> None:
         trainer_state=asdict(state),
     )
     update_link(out / "last", path)
-    if best:
-        update_link(out / "best", path)
+    best = out / "checkpoints" / f"step_{state.best_step:07d}"
+    if best.is_dir() and (out / "best").resolve() != best.resolve():
+        update_link(out / "best", best)
     keep = {(out / name).resolve() for name in ("last", "best") if (out / name).exists()}
     steps = sorted((out / "checkpoints").glob("step_*"))
     for old in steps[: -run.recipe.train.keep_checkpoints]:
         if old.resolve() not in keep:
-            shutil.rmtree(old, ignore_errors=True)
+            remove_checkpoint(old)
+    _remove_leftovers(run)
+
+
+def _stop(run: Run, stop: StopRequest) -> None:
+    """Checkpoint the update just done (unless validation just did) and raise `Stopped`: training has not
+    ended, so no averaging and no curves (a resume makes them)."""
+    path = run.out / "checkpoints" / f"step_{run.state.step:07d}"
+    if (run.out / "last").resolve() != path.resolve():
+        try:
+            _save(run)
+        except OSError as e:
+            why = f"stopping on {stop.name}, could not save a checkpoint: {e.strerror}"
+            raise OSError(e.errno, why, e.filename) from None
+    run.bar.bar.close()
+    raise Stopped(stop.name, run.state.step, path)
 
 
 def _finish(run: Run) -> Path:
     run.bar.bar.close()
+    _remove_leftovers(run)  # also when a resumed run had nothing left to do
     if n := run.recipe.train.average_last:  # section 6.1: the paper decodes the average of the last 5 (big: 20)
         steps = sorted((run.out / "checkpoints").glob("step_*"))[-n:]  # older ones kept only as `best` drop out
         average_checkpoints(steps, run.out / "averaged")
         log.info(f"averaged the last {len(steps)} checkpoints ({steps[0].name} to {steps[-1].name}) into averaged")
     plot_curves(run.out / "metrics.jsonl", run.out / "curves.png")
     return run.out
+
+
+def _remove_leftovers(run: Run) -> None:
+    """What a killed run (or a failed deletion) left behind: hidden, but it takes space."""
+    for directory in (run.out, run.out / "checkpoints"):
+        if directory.is_dir():
+            remove_leftovers(directory)
 
 
 def _special_ids(tokenizer: Tokenizer) -> dict[str, int]:

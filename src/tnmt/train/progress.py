@@ -1,13 +1,14 @@
 """What a training run reports while it runs: metrics.jsonl, the per-window averages, the progress bar."""
 
 import json
+import math
 import time
 from pathlib import Path
 
 from tqdm import tqdm
 
 from tnmt.config import TrainConfig
-from tnmt.io import atomic_write_text
+from tnmt.io import append_line, atomic_write_text
 
 
 class Window:
@@ -46,14 +47,22 @@ class Progress:
 
 
 class MetricsLog:
-    """metrics.jsonl, one JSON object per line; on resume, lines past the checkpoint's step are dropped."""
+    """metrics.jsonl, one JSON object per line; on resume, lines past the checkpoint's step are dropped,
+    and so is a line torn by a crash mid-write (the only line a crash can tear is the last)."""
 
     def __init__(self, path: Path, *, after_step: int) -> None:
         self.path = path
         if path.exists():
-            kept = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= after_step]
+            kept = [line for line in path.read_text().splitlines() if _step(line) <= after_step]
             atomic_write_text(path, "".join(line + "\n" for line in kept))
 
     def write(self, **record: float) -> None:
-        with self.path.open("a") as f:
-            f.write(json.dumps(record) + "\n")
+        append_line(self.path, json.dumps(record))
+
+
+def _step(line: str) -> float:
+    """The step of a metrics.jsonl line; infinity (dropped on resume) for a torn or empty one."""
+    try:
+        return json.loads(line)["step"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return math.inf
