@@ -30,7 +30,8 @@ from tnmt.checkpoint import (
 from tnmt.config import TrainConfig
 from tnmt.data.batching import TokenBatchSampler, collate
 from tnmt.data.corpus import ParallelCorpus
-from tnmt.data.dataset import EncodedPairs, encode, read_split, train_tokenizer
+from tnmt.data.dataset import EncodedPairs, encode, read_split
+from tnmt.data.shards import PreparedPairs, prepare_recipe
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.decode.translator import Translator
 from tnmt.errors import UserError
@@ -70,7 +71,7 @@ class Run:
     tokenizer: Tokenizer
     optimizer: torch.optim.Optimizer
     state: TrainState
-    train_data: EncodedPairs
+    train_data: PreparedPairs | EncodedPairs  # lengths() and pairs(indices): on disk, or in memory
     valid_data: EncodedPairs
     valid_text: ParallelCorpus
     log: MetricsLog
@@ -189,10 +190,10 @@ def evaluate(
 
 def _prepare(recipe: Recipe, *, resume: bool, progress: bool) -> Run:
     """Model, tokenizer, optimizer and state (fresh, from `init_from`, or from `out/last` when resuming),
-    and the encoded data. The training text is read once: it trains a new tokenizer and is encoded."""
+    and the data: the training corpus prepared on disk (`shards.prepare`, reused when current) and
+    encoded with the checkpoint's tokenizer if there is one; the small validation set in memory."""
     cfg, out = recipe.train, Path(recipe.train.out_dir)
     torch.manual_seed(cfg.seed)
-    train_text = read_split(recipe.data, "train", limit=recipe.data.max_train_pairs)
     valid_text = read_split(recipe.data, "val", limit=recipe.data.max_valid_pairs)
     state, checkpoint = TrainState(), None
     if resume:
@@ -205,8 +206,10 @@ def _prepare(recipe: Recipe, *, resume: bool, progress: bool) -> Run:
         checkpoint = load_checkpoint(cfg.init_from)
     if checkpoint is not None:
         model, tokenizer = checkpoint.model, checkpoint.tokenizer
+        train_data = prepare_recipe(recipe, tokenizer=tokenizer, model_max_len=model.config.max_len)
     else:
-        tokenizer = train_tokenizer(recipe.data, train_text)
+        train_data = prepare_recipe(recipe, tokenizer=None, model_max_len=recipe.model.max_len)
+        tokenizer = train_data.tokenizer()
         model = Transformer(recipe.model_config(vocab_size=tokenizer.vocab_size, **_special_ids(tokenizer)))
     # fused: one kernel over all parameters instead of a Python loop per tensor (~14% of a small-model step)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.0, betas=cfg.adam_betas, eps=cfg.adam_eps, fused=True)
@@ -215,8 +218,6 @@ def _prepare(recipe: Recipe, *, resume: bool, progress: bool) -> Run:
         torch.set_rng_state(checkpoint.trainer_state["rng.torch"])
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "recipe.json", json.dumps(recipe.to_dict(), indent=2) + "\n")
-    max_len = min(recipe.data.max_tokens_per_sentence, model.config.max_len - 1)
-    train_data = encode(train_text, tokenizer, max_len=max_len)
     return Run(
         recipe=recipe,
         out=out,
