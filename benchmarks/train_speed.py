@@ -37,7 +37,11 @@ pass on the real (non-pad) tokens, 2 * m * n * k each, attention scores and mixi
 is the best 2048 x 2048 matmul of a 2-second loop on the same threads, measured before and after the
 timed steps in each precision.
 
-    python benchmarks/train_speed.py [--iters 7] [--batch bucketed|random] [--adam fused|default]
+Threads: every system runs at each of `--threads` (default 1 and 2), interleaved in the same rounds
+(`torch.set_num_threads` before each step), and is compared with Marian at each one's best thread count
+and per core (both at 1 thread); the matmul peak is measured at each thread count.
+
+    python benchmarks/train_speed.py [--iters 7] [--threads 1,2] [--batch bucketed|random] [--adam fused|default]
 """
 
 import argparse
@@ -214,6 +218,7 @@ class Runner:
 
     name: str
     precision: str
+    threads: int
     model: nn.Module
     forward: Callable[[nn.Module, Tensor, Tensor], Tensor]
     loss: Callable[[Tensor, Tensor], Tensor]
@@ -227,6 +232,7 @@ class Runner:
 
     def step(self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, n_tokens: int) -> None:
         """One training step, as `tnmt.train.loop._update` does it (minus clipping and schedule)."""
+        torch.set_num_threads(self.threads)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.precision == "bf16"):
             logits = self.forward(self.model, src, tgt_in)  # (B, T, V)
         (self.loss(logits, tgt_out) / n_tokens).backward()
@@ -243,16 +249,17 @@ class Runner:
         self.quiet.append(foreign < max_foreign * elapsed * os.cpu_count())
 
 
-def make_runner(system: str, precision: str, *, adam: str) -> Runner:
+def make_runner(system: str, precision: str, threads: int, *, adam: str) -> Runner:
     model, forward = build(system)
     kind = {"fused": dict(fused=True), "foreach": dict(foreach=True), "default": {}}[adam]
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, **kind)
-    return Runner(system, precision, model.train(), forward, loss_fn(system), optimizer)
+    return Runner(system, precision, threads, model.train(), forward, loss_fn(system), optimizer)
 
 
 # ------------------------------------------------------------------------------------------ MFU helpers
-def matmul_peak(dtype: torch.dtype, n: int = 2048, seconds: float = 2.0) -> float:
-    """Best GFLOP/s of an n x n matmul loop in `dtype`."""
+def matmul_peak(dtype: torch.dtype, threads: int, n: int = 2048, seconds: float = 2.0) -> float:
+    """Best GFLOP/s of an n x n matmul loop in `dtype` on `threads` threads."""
+    torch.set_num_threads(threads)
     a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
     for _ in range(3):
         a @ b
@@ -286,15 +293,16 @@ def summarise(times: list[float], n_tokens: int) -> dict[str, float]:
 
 def main() -> None:
     args = parse_args()
-    torch.set_num_threads(args.threads)
-    peak = {name: matmul_peak(dtype) for name, dtype in DTYPES.items()}  # GFLOP/s
+    threads = [int(t) for t in args.threads.split(",")]
+    peak = {(name, t): matmul_peak(dtype, t) for name, dtype in DTYPES.items() for t in threads}  # GFLOP/s
     lengths, origin = pick_lengths(args.batch)
     src, tgt_in, tgt_out = make_batch(lengths)
     n_tokens = int((tgt_out != PAD).sum())
     runners = [
-        make_runner(system, precision, adam=args.adam)
+        make_runner(system, precision, t, adam=args.adam)
         for system in args.systems.split(",")
         for precision in args.precisions.split(",")
+        for t in threads
     ]
     for _ in range(args.warmup):
         for runner in runners:
@@ -304,7 +312,7 @@ def main() -> None:
         rounds += 1
         for runner in runners:  # interleaved: a burst of background load hits every system alike
             runner.timed_step(src, tgt_in, tgt_out, n_tokens, max_foreign=args.max_foreign)
-    peak = {name: max(peak[name], matmul_peak(dtype)) for name, dtype in DTYPES.items()}
+    peak = {(name, t): max(peak[name, t], matmul_peak(dtype, t)) for name, dtype in DTYPES.items() for t in threads}
 
     report = {
         "batch": {
@@ -321,10 +329,10 @@ def main() -> None:
         "warmup": args.warmup,
         "rounds": rounds,
         "max_foreign": args.max_foreign,
-        "threads": args.threads,
+        "threads": threads,
         "torch": torch.__version__,
         "transformers": transformers_version(),
-        "matmul_peak_gflops": peak,
+        "matmul_peak_gflops": {f"{name}@{t}": gflops for (name, t), gflops in peak.items()},
         "model_gflop_per_step": model_flops(lengths) / 1e9,
         "results": [result(r, n_tokens, model_flops(lengths), peak, runners) for r in runners],
     }
@@ -343,27 +351,41 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--systems", default="tnmt,torch.nn,marian")
     parser.add_argument("--precisions", default="fp32,bf16")
     parser.add_argument("--adam", choices=["fused", "foreach", "default"], default="fused")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", default="1,2", help="comma-separated thread counts, each system at each")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "train_speed.json")
     return parser.parse_args()
 
 
-def result(runner: Runner, n_tokens: int, flops: float, peak: dict[str, float], runners: list[Runner]) -> dict:
-    """One cell of the table: quiet-step statistics (all steps if fewer than 3 were quiet), MFU, and
-    the speed relative to Marian in the same precision as the median of per-round ratios: the two steps
-    of a round ran seconds apart, so a slow drift of the machine cancels out."""
-    stats = summarise(runner.quiet_times if len(runner.quiet_times) >= 3 else runner.times, n_tokens)
-    marian = next((r for r in runners if r.name == "marian" and r.precision == runner.precision), None)
-    ratios = [] if marian is None else paired_ratios(marian, runner)
+def stats_of(runner: Runner, n_tokens: int) -> dict[str, float]:
+    """Quiet-step statistics (all steps if fewer than 3 were quiet)."""
+    return summarise(runner.quiet_times if len(runner.quiet_times) >= 3 else runner.times, n_tokens)
+
+
+def result(
+    runner: Runner, n_tokens: int, flops: float, peak: dict[tuple[str, int], float], runners: list[Runner]
+) -> dict:
+    """One cell of the table: quiet-step statistics, MFU against the peak at its thread count, and the
+    speed relative to Marian in the same precision, at the same thread count as the median of per-round
+    ratios (the two steps of a round ran seconds apart, so a slow drift of the machine cancels out) and
+    at each one's best thread count as the ratio of medians."""
+    stats = stats_of(runner, n_tokens)
+    marians = [r for r in runners if r.name == "marian" and r.precision == runner.precision]
+    same = next((r for r in marians if r.threads == runner.threads), None)
+    ratios = [] if same is None else paired_ratios(same, runner)
+    mine = [r for r in runners if (r.name, r.precision) == (runner.name, runner.precision)]
+    own_best = max(stats_of(r, n_tokens)["tokens_per_s"] for r in mine)
+    marian_best = max((stats_of(r, n_tokens)["tokens_per_s"] for r in marians), default=None)
     return {
         "system": runner.name,
         "precision": runner.precision,
+        "threads": runner.threads,
         **stats,
-        "mfu": flops / stats["step_s"] / 1e9 / peak[runner.precision],
+        "mfu": flops / stats["step_s"] / 1e9 / peak[runner.precision, runner.threads],
         "quiet_steps": len(runner.quiet_times),
         "timed_steps": len(runner.times),
         "tokens_per_s_all_steps": summarise(runner.times, n_tokens)["tokens_per_s"],
         "vs_marian_paired": statistics.median(ratios) if ratios else None,
+        "best_vs_marian_best": None if marian_best is None else own_best / marian_best,
     }
 
 
@@ -387,20 +409,20 @@ def print_table(report: dict) -> None:
         f"batch ({b['kind']}): {b['sentences']} sentences, {b['target_tokens']} target tokens, src {b['src_shape']},"
         f" tgt {b['tgt_shape']}, {b['target_padding_pct']:.0f}% of target positions are padding"
     )
+    peaks = ", ".join(f"{key} {gflops:.0f}" for key, gflops in peak.items())
+    print(f"matmul peak (GFLOP/s, precision@threads): {peaks}; model: {report['model_gflop_per_step']:.1f} GFLOP/step;")
+    print(f"{report['optimizer']}\n")
     print(
-        f"matmul peak: fp32 {peak['fp32']:.0f} GFLOP/s, bf16 {peak['bf16']:.0f} GFLOP/s;"
-        f" model: {report['model_gflop_per_step']:.1f} GFLOP per step; {report['optimizer']}\n"
+        "| system | precision | threads | target tokens/s | IQR | step (s) | MFU"
+        " | vs Marian, same threads (paired) | best vs Marian's best | quiet steps |"
     )
-    marian = {r["precision"]: r["tokens_per_s"] for r in report["results"] if r["system"] == "marian"}
-    print("| system | precision | target tokens/s | IQR | step (s) | MFU | vs Marian (medians; paired) | quiet steps |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in report["results"]:
-        ratio = "-"
-        if r["precision"] in marian:
-            ratio = f"{r['tokens_per_s'] / marian[r['precision']]:.2f}x; {r['vs_marian_paired']:.2f}x"
+        paired = "-" if r["vs_marian_paired"] is None else f"{r['vs_marian_paired']:.2f}x"
+        best = "-" if r["best_vs_marian_best"] is None else f"{r['best_vs_marian_best']:.2f}x"
         print(
-            f"| {r['system']} | {r['precision']} | {r['tokens_per_s']:.0f} | {r['iqr_pct']:.0f}% |"
-            f" {r['step_s']:.2f} | {100 * r['mfu']:.0f}% | {ratio} | {r['quiet_steps']}/{r['timed_steps']} |"
+            f"| {r['system']} | {r['precision']} | {r['threads']} | {r['tokens_per_s']:.0f} | {r['iqr_pct']:.0f}% |"
+            f" {r['step_s']:.2f} | {100 * r['mfu']:.0f}% | {paired} | {best} | {r['quiet_steps']}/{r['timed_steps']} |"
         )
 
 

@@ -86,6 +86,22 @@ def test_cross_attention_matches_torch_multihead_attention():
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=0)
 
 
+def test_split_cross_projections_change_no_output_and_leave_no_stacked_matrix():
+    torch.manual_seed(3)
+    d, h = 16, 4
+    ours = MultiHeadAttention(d, h).eval()
+    x, memory = torch.randn(2, 3, d), torch.randn(2, 6, d)
+    mask = padding_mask(torch.tensor([[4, 4, 4, 4, 0, 0], [4, 4, 4, 4, 4, 4]]), 0)
+    stacked, _ = ours.cross_attention(x, memory, mask)
+    stacked_kv = ours.project_kv(memory)
+    ours.split_cross_projections()
+    split, _ = ours.cross_attention(x, memory, mask)
+    assert ours.in_proj is None and {"q_proj.weight", "kv_proj.bias"} <= set(ours.state_dict())
+    torch.testing.assert_close(split, stacked, atol=1e-6, rtol=0)
+    for before, after in zip(stacked_kv, ours.project_kv(memory), strict=True):
+        torch.testing.assert_close(after, before, atol=1e-6, rtol=0)
+
+
 def test_heads_must_divide_d_model():
     with pytest.raises(ValueError, match="divisible"):
         MultiHeadAttention(10, 3)

@@ -1,12 +1,18 @@
 import itertools
 import random
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tnmt.data.batching import TokenBatchSampler, collate
+
+
+def lists(batches: list[np.ndarray]) -> list[list[int]]:
+    assert all(isinstance(batch, np.ndarray) and batch.dtype == np.int64 for batch in batches)
+    return [batch.tolist() for batch in batches]
 
 
 def check_epoch(batches: list[list[int]], lengths: list[int], max_tokens: int) -> None:
@@ -27,14 +33,14 @@ def lengths() -> list[int]:
 def test_epoch_covers_every_index_once_within_budget(lengths: list[int]) -> None:
     sampler = TokenBatchSampler(lengths, max_tokens=4096, seed=1)
     for epoch in range(3):
-        batches = sampler.batches(epoch)
+        batches = lists(sampler.batches(epoch))
         check_epoch(batches, lengths, 4096)
         assert len(batches) == len(sampler)
 
 
 def test_batches_group_similar_lengths(lengths: list[int]) -> None:
     """Each batch is a run of the length-sorted order: the length ranges of two batches never overlap."""
-    batches = TokenBatchSampler(lengths, max_tokens=4096, seed=1).batches(0)
+    batches = lists(TokenBatchSampler(lengths, max_tokens=4096, seed=1).batches(0))
     spans = sorted((min(lengths[i] for i in b), max(lengths[i] for i in b)) for b in batches)
     assert all(hi <= next_lo for (_, hi), (next_lo, _) in itertools.pairwise(spans))
     padded = sum(len(b) * max(lengths[i] for i in b) for b in batches)
@@ -44,23 +50,25 @@ def test_batches_group_similar_lengths(lengths: list[int]) -> None:
 def test_deterministic_per_seed_and_epoch_and_different_across_epochs(lengths: list[int]) -> None:
     sampler = TokenBatchSampler(lengths, max_tokens=4096, seed=1)
     again = TokenBatchSampler(lengths, max_tokens=4096, seed=1)
-    assert sampler.batches(3) == again.batches(3) == sampler.batches(3)
-    assert sampler.batches(3) != sampler.batches(4)
-    assert sorted(map(sorted, sampler.batches(3))) != sorted(map(sorted, sampler.batches(4))), "same groups"
-    assert sampler.batches(3) != TokenBatchSampler(lengths, max_tokens=4096, seed=2).batches(3)
+    assert lists(sampler.batches(3)) == lists(again.batches(3)) == lists(sampler.batches(3))
+    assert lists(sampler.batches(3)) != lists(sampler.batches(4))
+    assert sorted(map(sorted, lists(sampler.batches(3)))) != sorted(map(sorted, lists(sampler.batches(4)))), (
+        "same groups"
+    )
+    assert lists(sampler.batches(3)) != lists(TokenBatchSampler(lengths, max_tokens=4096, seed=2).batches(3))
 
 
 def test_resume_needs_only_epoch_and_batch_index(lengths: list[int]) -> None:
     sampler = TokenBatchSampler(lengths, max_tokens=4096, seed=7)
-    seen = sampler.batches(2)[:10]
-    resumed = TokenBatchSampler(lengths, max_tokens=4096, seed=7).batches(2)[10:]
-    assert seen + resumed == sampler.batches(2)
+    seen = lists(sampler.batches(2))[:10]
+    resumed = lists(TokenBatchSampler(lengths, max_tokens=4096, seed=7).batches(2))[10:]
+    assert seen + resumed == lists(sampler.batches(2))
 
 
 def test_without_shuffle_batches_are_sorted_and_fixed(lengths: list[int]) -> None:
     sampler = TokenBatchSampler(lengths, max_tokens=4096, seed=1, shuffle=False)
-    batches = sampler.batches(0)
-    assert batches == sampler.batches(5)
+    batches = lists(sampler.batches(0))
+    assert batches == lists(sampler.batches(5))
     order = [i for batch in batches for i in batch]
     assert order == sorted(range(len(lengths)), key=lengths.__getitem__)
 
@@ -68,17 +76,42 @@ def test_without_shuffle_batches_are_sorted_and_fixed(lengths: list[int]) -> Non
 def test_overlong_example_gets_a_batch_of_its_own() -> None:
     sampler = TokenBatchSampler([3, 50, 3, 3, 20], max_tokens=10, seed=0)
     for epoch in range(5):
-        batches = sampler.batches(epoch)
+        batches = lists(sampler.batches(epoch))
         assert [1] in batches and [4] in batches
         assert sorted(map(sorted, batches)) == [[0, 2, 3], [1], [4]]
 
 
 def test_batches_are_cut_only_where_the_next_example_would_break_the_budget(lengths: list[int]) -> None:
     """Greedy cutting of the sorted order: a batch never stops while the next example still fits."""
-    batches = TokenBatchSampler(lengths, max_tokens=4096, seed=1, shuffle=False).batches(0)
+    batches = lists(TokenBatchSampler(lengths, max_tokens=4096, seed=1, shuffle=False).batches(0))
     for batch, following in itertools.pairwise(batches):
         longest = max(lengths[i] for i in batch + following[:1])
         assert (len(batch) + 1) * longest > 4096
+
+
+def greedy(order: list[int], lengths: list[int], max_tokens: int) -> list[list[int]]:
+    """The reference cutting rule, one example at a time: close the batch when the next one would break the budget."""
+    batches: list[list[int]] = []
+    for i in order:
+        if batches and (len(batches[-1]) + 1) * max(lengths[j] for j in [*batches[-1], i]) <= max_tokens:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
+
+
+@settings(max_examples=200, deadline=None)
+@given(lengths=st.lists(st.integers(1, 40), max_size=200), max_tokens=st.integers(1, 120))
+def test_binary_search_cuts_equal_the_greedy_rule(lengths: list[int], max_tokens: int) -> None:
+    batches = lists(TokenBatchSampler(lengths, max_tokens=max_tokens, seed=0, shuffle=False).batches(0))
+    assert batches == greedy(sorted(range(len(lengths)), key=lengths.__getitem__), lengths, max_tokens)
+
+
+def test_numpy_lengths_give_the_same_batches_as_a_list(lengths: list[int]) -> None:
+    as_array = TokenBatchSampler(np.array(lengths, dtype=np.int32), max_tokens=4096, seed=3)
+    as_list = TokenBatchSampler(lengths, max_tokens=4096, seed=3)
+    assert len(as_array) == len(as_list)
+    assert lists(as_array.batches(1)) == lists(as_list.batches(1))
 
 
 def test_invalid_arguments() -> None:
@@ -86,7 +119,7 @@ def test_invalid_arguments() -> None:
         TokenBatchSampler([3], max_tokens=0, seed=0)
     with pytest.raises(ValueError, match="at least 1"):
         TokenBatchSampler([3, 0], max_tokens=10, seed=0)
-    assert TokenBatchSampler([], max_tokens=10, seed=0).batches(0) == []
+    assert lists(TokenBatchSampler([], max_tokens=10, seed=0).batches(0)) == []
 
 
 @settings(max_examples=200, deadline=None)
@@ -101,10 +134,10 @@ def test_property_every_index_once_within_budget(
     lengths: list[int], max_tokens: int, seed: int, epoch: int, shuffle: bool
 ) -> None:
     sampler = TokenBatchSampler(lengths, max_tokens=max_tokens, seed=seed, shuffle=shuffle)
-    batches = sampler.batches(epoch)
+    batches = lists(sampler.batches(epoch))
     check_epoch(batches, lengths, max_tokens)
     assert len(batches) == len(sampler)
-    assert batches == sampler.batches(epoch)
+    assert batches == lists(sampler.batches(epoch))
 
 
 def test_collate_shifts_target_and_pads() -> None:

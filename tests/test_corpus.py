@@ -1,10 +1,19 @@
 import gzip
+import itertools
 import re
 from pathlib import Path
 
 import pytest
 
-from tnmt.data.corpus import ParallelCorpus, filter_pairs, read_lines, read_parallel, read_tsv
+from tnmt.data.corpus import (
+    ParallelCorpus,
+    filter_pairs,
+    iter_lines,
+    iter_parallel,
+    read_lines,
+    read_parallel,
+    read_tsv,
+)
 from tnmt.errors import UserError
 
 
@@ -69,6 +78,40 @@ def test_read_parallel_line_count_mismatch_names_both_files(tmp_path: Path) -> N
     tgt = write(tmp_path / "x.de", b"a\nb\n")
     with pytest.raises(UserError, match=f"^{re.escape(f'{src} has 3 lines but {tgt} has 2;')}"):
         read_parallel(src, tgt)
+
+
+@pytest.mark.parametrize("name", ["big.en", "big.en.gz"])
+def test_iter_lines_streams_one_line_at_a_time(tmp_path: Path, name: str) -> None:
+    """The lines before a bad byte arrive before the error: nothing is read ahead of what is asked for."""
+    path = write(tmp_path / name, b"first\r\n" + b"x\n" * 100_000 + b"\xff\n")
+    lines = iter_lines(path)
+    assert next(lines) == "first"
+    assert sum(1 for _ in itertools.islice(lines, 100_000)) == 100_000
+    with pytest.raises(UserError, match=exactly(f"{path}:100002: invalid UTF-8")):
+        next(lines)
+
+
+@pytest.mark.parametrize(("n_src", "n_tgt"), [(3, 2), (2, 3), (5, 1)])
+def test_iter_parallel_yields_pairs_then_names_both_counts(tmp_path: Path, n_src: int, n_tgt: int) -> None:
+    src = write(tmp_path / "x.en", "".join(f"s{i}\n" for i in range(n_src)).encode())
+    tgt = write(tmp_path / "x.de.gz", "".join(f" t{i}  x \n" for i in range(n_tgt)).encode())
+    pairs = iter_parallel(src, tgt, normalize_whitespace=True)
+    assert [next(pairs) for _ in range(min(n_src, n_tgt))] == [(f"s{i}", f"t{i} x") for i in range(min(n_src, n_tgt))]
+    with pytest.raises(
+        UserError,
+        match=exactly(
+            f"{src} has {n_src} lines but {tgt} has {n_tgt}; a parallel corpus needs one line per sentence pair"
+        ),
+    ):
+        next(pairs)
+
+
+def test_iter_parallel_reports_an_empty_side(tmp_path: Path) -> None:
+    src, tgt = write(tmp_path / "x.en", b"a\n"), write(tmp_path / "x.de", b"")
+    with pytest.raises(UserError, match=exactly(f"{tgt}: empty file")):
+        list(iter_parallel(src, tgt))
+    with pytest.raises(UserError, match=exactly(f"{tgt}: empty file")):
+        list(iter_parallel(tgt, src))
 
 
 def test_read_tsv(tmp_path: Path) -> None:

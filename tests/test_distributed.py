@@ -43,6 +43,8 @@ def hook(event, args):
         event == "open"
         and ((isinstance(args[1], str) and any(c in args[1] for c in "wax+")) or (args[1] is None and args[2] & 0o3))
     )
+    if event == "os.mkdir" and os.path.isdir(args[0]):  # mkdir(exist_ok=True) of a directory that is there
+        writes = False
     if writes and (str(args[0]) == watched or str(args[0]).startswith(watched + os.sep)):
         seen.append(f"{event} {args[0]}")
 sys.addaudithook(hook)

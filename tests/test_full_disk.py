@@ -47,6 +47,11 @@ def assert_intact(out: Path) -> int:
     return load_checkpoint(out / "last").trainer_state["step"]
 
 
+def errors(stderr: str) -> list[str]:
+    """The lines of `stderr` but the notes (`tnmt train: INFO: prepared ...`)."""
+    return [line for line in stderr.strip().splitlines() if ": INFO: " not in line]
+
+
 def test_enospc_while_saving_stops_with_one_line_and_resumes(tiny_training, tmp_path, monkeypatch, capsys):
     recipe = tmp_path / "empty.toml"
     recipe.write_text("")
@@ -63,7 +68,7 @@ def test_enospc_while_saving_stops_with_one_line_and_resumes(tiny_training, tmp_
 
     monkeypatch.setattr(tnmt.train.loop, "save_checkpoint", save)
     assert main(argv) == 1
-    lines = capsys.readouterr().err.strip().splitlines()
+    lines = errors(capsys.readouterr().err)
     assert len(lines) == 1 and lines[0].startswith(f"tnmt train: error: {out / 'checkpoints'}/.step_0000008.tmp-")
     assert lines[0].endswith(": No space left on device")
     assert assert_intact(out) == 4
@@ -129,14 +134,14 @@ def test_a_real_full_then_read_only_filesystem(tiny_training, tmp_path):
     }
     subprocess.run([*command, "sh", "-c", SCRIPT], env=env, check=True, timeout=600)
 
-    full = (tmp_path / "full.err").read_text().strip().splitlines()
+    full = errors((tmp_path / "full.err").read_text())
     assert (tmp_path / "full.status").read_text().strip() == "1"
     assert len(full) == 1 and full[0].startswith(f"tnmt train: error: {tmp_path / 'mnt' / 'full'}"), full
     assert full[0].endswith("No space left on device")
     assert assert_intact(tmp_path / "full") == 8
     same_weights(straight_run(tiny_training, tmp_path / "straight", 12), (tmp_path / "full_resumed" / "last").resolve())
 
-    read_only = (tmp_path / "ro.err").read_text().strip().splitlines()
+    read_only = errors((tmp_path / "ro.err").read_text())
     assert (tmp_path / "ro.status").read_text().strip() == "1"
     assert len(read_only) == 1 and read_only[0].startswith(f"tnmt train: error: {tmp_path / 'mnt' / 'ro'}")
     assert read_only[0].endswith("Read-only file system")

@@ -45,6 +45,7 @@ QUICK_RUN = [TINY_TRAINING, "--train.eval_every=1", "--train.log_every=1", "--no
 # are checked against their sha256 sums, so no fake copy will do, and that one command skips without it.
 APPEND = {
     "data": ["--from={multi30k}"],
+    "prepare": [TINY_TRAINING],
     "train": [*QUICK_RUN, "--train.max_steps=4"],  # `trained_run` stopped at 2: --resume trains 2 more
     "translate": [],
     "evaluate": [],
@@ -188,6 +189,9 @@ def check_output(words: list[str], cwd: Path, stdout: str) -> None:
     match words[1]:
         case "data":
             assert (cwd / after(words, "--out") / "train.en.gz").is_file()
+        case "prepare":
+            out_dir = next(word.partition("=")[2] for word in words if word.startswith("--train.out_dir="))
+            assert (cwd / out_dir / "prepared" / "manifest.json").is_file(), stdout
         case "train":
             out_dir = next(word.partition("=")[2] for word in words if word.startswith("--train.out_dir="))
             assert (cwd / out_dir / "last").resolve().name == "step_0000004", stdout  # APPEND's max_steps

@@ -34,7 +34,7 @@ from safetensors.torch import save as save_tensors
 from tnmt.config import DecodeConfig, ModelConfig, parse
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.errors import UserError
-from tnmt.io import atomic_write_bytes, atomic_write_text, read_json
+from tnmt.io import atomic_write_bytes, atomic_write_text, read_json, replace_directory
 from tnmt.model import Transformer
 
 FORMAT = 1
@@ -85,7 +85,7 @@ def save_checkpoint(
             atomic_write_bytes(tmp / "optimizer.safetensors", save_tensors(tensors))
             state = {"optimizer": structure, **(trainer_state or {})}
             atomic_write_text(tmp / "trainer_state.json", json.dumps(state, indent=2) + "\n")
-        _replace_directory(tmp, path)
+        replace_directory(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -237,18 +237,6 @@ def _unflatten_optimizer(tensors: dict[str, torch.Tensor], structure: dict[str, 
         index, key = name.split(".", 1)
         state.setdefault(int(index), {})[key] = value
     return {"state": state, "param_groups": structure["param_groups"]}
-
-
-def _replace_directory(tmp: Path, path: Path) -> None:
-    """Move the finished `tmp` to `path`. A directory cannot be renamed over a non-empty one, so an existing
-    checkpoint is moved aside first: a kill in between leaves `path` missing (and the old one hidden), never mixed."""
-    if path.exists():
-        old = path.parent / f".{path.name}.old-{secrets.token_hex(4)}"
-        os.replace(path, old)
-        os.replace(tmp, path)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, path)
 
 
 def _read_tensors(path: Path, map_location: str) -> dict[str, torch.Tensor]:

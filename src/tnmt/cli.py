@@ -23,7 +23,7 @@ from tnmt.errors import UserError
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args, extra = parser.parse_known_args(argv)
-    if extra and args.command != "train":
+    if extra and args.command not in ("train", "prepare"):
         print(f"tnmt {args.command}: error: unrecognized arguments: {' '.join(extra)}", file=sys.stderr)
         return 2
     log, level = logging.getLogger("tnmt"), logging.getLogger("tnmt").level
@@ -69,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _add_training_commands(sub: argparse._SubParsersAction) -> None:
-    """train, data, quickstart, average."""
+    """train, prepare, data, quickstart, average."""
     p = sub.add_parser(
         "train",
         help="train a model from a TOML recipe",
@@ -79,6 +79,15 @@ def _add_training_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", action="store_true", help="continue from OUT_DIR/last exactly where it stopped")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs still go to metrics.jsonl)")
     p.set_defaults(run=_train)
+
+    p = sub.add_parser(
+        "prepare",
+        help="encode a recipe's training corpus for training (tnmt train does it when needed)",
+        description="Train the tokenizer and encode the training corpus into <train.out_dir>/prepared (or "
+        "data.prepared_dir); nothing is done if it is up to date. Override any key with --section.key=value.",
+    )
+    p.add_argument("config", help="TOML recipe, e.g. configs/multi30k_en_de.toml")
+    p.set_defaults(run=_prepare)
 
     p = sub.add_parser("data", help="fetch a data set (checksum-verified; a rerun reuses what is there)")
     p.add_argument("dataset", choices=["multi30k", "wmt14"], help="wmt14: the paper's en-de corpus, about 1.7 GB")
@@ -243,6 +252,22 @@ def _train(args: argparse.Namespace, overrides: list[str]) -> int:
             return 1
     if env_world().is_main:
         print(f"checkpoints in {out}: best -> {(out / 'best').resolve().name}, last -> {(out / 'last').resolve().name}")
+    return 0
+
+
+def _prepare(args: argparse.Namespace, overrides: list[str]) -> int:
+    from tnmt.data.shards import prepare_recipe
+    from tnmt.recipe import load_recipe
+
+    recipe = load_recipe(args.config, overrides)
+    if recipe.train.init_from:  # fine-tuning encodes with the checkpoint's tokenizer, as `tnmt train` will
+        from tnmt.checkpoint import load_checkpoint
+
+        checkpoint = load_checkpoint(recipe.train.init_from)
+        data = prepare_recipe(recipe, tokenizer=checkpoint.tokenizer, model_max_len=checkpoint.model.config.max_len)
+    else:
+        data = prepare_recipe(recipe, tokenizer=None, model_max_len=recipe.model.max_len)
+    print(f"{len(data)} training pairs prepared in {data.directory}")
     return 0
 
 

@@ -133,12 +133,15 @@ class DataConfig:
     normalize_whitespace: bool = True  # collapse runs of spaces and strip line ends
     max_train_pairs: int = 0  # 0 = all; a positive number keeps the first N (quick runs, tests)
     max_valid_pairs: int = 0
+    tokenizer_sample: int = 100_000  # random training pairs whose both sides train the tokenizer; 0 = all
+    prepare_workers: int = 0  # processes encoding the training corpus; 0 = one per CPU core
+    prepared_dir: str = ""  # where the encoded training corpus goes; "" = <train.out_dir>/prepared
 
     def __post_init__(self) -> None:
         _check_literals(self)
         _check(self, "vocab_size", self.vocab_size >= 16, ">= 16")
         _check(self, "max_tokens_per_sentence", self.max_tokens_per_sentence > 0, "positive")
-        for name in ("max_train_pairs", "max_valid_pairs"):
+        for name in ("max_train_pairs", "max_valid_pairs", "tokenizer_sample", "prepare_workers"):
             _check(self, name, getattr(self, name) >= 0, ">= 0")
         if self.corpus == "files":
             for name in ("train_src", "train_tgt", "valid_src", "valid_tgt"):

@@ -11,6 +11,7 @@ names the file, so the one-line error says where.
 import json
 import os
 import secrets
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -76,6 +77,24 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
 def atomic_write_text(path: str | os.PathLike[str], text: str, *, encoding: str = "utf-8") -> None:
     """Write `text` atomically; see `atomic_write_bytes`. No newline translation happens."""
     atomic_write_bytes(path, text.encode(encoding))
+
+
+def replace_directory(tmp: str | os.PathLike[str], path: str | os.PathLike[str]) -> None:
+    """Put the complete directory `tmp` at `path`, replacing any previous one.
+
+    Built elsewhere and renamed into place, a directory (a checkpoint, a prepared corpus) is either
+    absent or whole at `path`: a rename cannot replace a non-empty directory, so an existing one is moved
+    aside first, and a kill in between leaves `path` missing (the old one hidden), never mixed.
+    """
+    tmp, path = Path(tmp), Path(path)
+    if path.exists():
+        old = path.parent / f".{path.name}.old-{secrets.token_hex(4)}"
+        os.replace(path, old)
+        os.replace(tmp, path)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, path)
+    _fsync_directory(path.parent)
 
 
 def append_line(path: str | os.PathLike[str], line: str) -> None:

@@ -5,7 +5,10 @@
 
 The per-head projections W_Q_i, W_K_i, W_V_i are stored side by side as one (3D, D) matrix, the layout
 of `torch.nn.MultiheadAttention.in_proj_weight`: self-attention projects Q, K and V with a single matmul,
-cross-attention uses the Q rows on the decoder states and the K/V rows on the encoder memory.
+cross-attention uses the Q rows on the decoder states and the K/V rows on the encoder memory. An
+inference copy may split cross-attention's matrix into W_Q and [W_K; W_V] Linear layers
+(`split_cross_projections`), so that int8 quantisation, which cannot slice a quantised matrix, covers
+them too.
 """
 
 import math
@@ -67,6 +70,22 @@ class MultiHeadAttention(nn.Module):
         self.dropout = dropout
         self.in_proj = nn.Linear(d_model, 3 * d_model)  # rows: [W_Q; W_K; W_V]
         self.out_proj = nn.Linear(d_model, d_model)  # W_O
+        self.q_proj: nn.Module | None = None  # W_Q and [W_K; W_V] once `split_cross_projections` ran
+        self.kv_proj: nn.Module | None = None
+
+    def split_cross_projections(self) -> None:
+        """Replace the stacked in_proj by W_Q (D -> D) and [W_K; W_V] (D -> 2D) Linear layers, same values.
+
+        For cross-attention of an inference copy (`tnmt.decode.quantize`): afterwards this module has no
+        in_proj, so it cannot self-attend, and its state dict names q_proj/kv_proj instead of in_proj.
+        """
+        d = self.out_proj.in_features
+        w, b = self.in_proj.weight.detach(), self.in_proj.bias.detach()
+        self.q_proj, self.kv_proj = nn.Linear(d, d), nn.Linear(d, 2 * d)
+        with torch.no_grad():
+            self.q_proj.weight.copy_(w[:d]), self.q_proj.bias.copy_(b[:d])
+            self.kv_proj.weight.copy_(w[d:]), self.kv_proj.bias.copy_(b[d:])
+        self.in_proj = None
 
     def _split_heads(self, x: Tensor) -> Tensor:
         b, t, _ = x.shape
@@ -75,7 +94,10 @@ class MultiHeadAttention(nn.Module):
     def project_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
         """Cross-attention keys and values of the encoder memory: (B, S, D) -> 2 x (B, H, S, Dh)."""
         d = self.out_proj.in_features
-        kv = F.linear(memory, self.in_proj.weight[d:], self.in_proj.bias[d:])  # (B, S, 2D)
+        if self.kv_proj is not None:
+            kv = self.kv_proj(memory)  # (B, S, 2D)
+        else:
+            kv = F.linear(memory, self.in_proj.weight[d:], self.in_proj.bias[d:])
         k, v = kv.chunk(2, dim=-1)
         return self._split_heads(k), self._split_heads(v)
 
@@ -110,7 +132,10 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[Tensor, Tensor | None]:
         """Decoder states x (B, T, D) attend to the encoder memory (B, S, D), or to its cached K/V."""
         d = self.out_proj.in_features
-        q = self._split_heads(F.linear(x, self.in_proj.weight[:d], self.in_proj.bias[:d]))
+        if self.q_proj is not None:
+            q = self._split_heads(self.q_proj(x))
+        else:
+            q = self._split_heads(F.linear(x, self.in_proj.weight[:d], self.in_proj.bias[:d]))
         k, v = (cache.cross_k, cache.cross_v) if cache is not None else self.project_kv(memory)
         return self._attend(q, k, v, mask, need_weights)
 

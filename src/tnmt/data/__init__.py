@@ -1,27 +1,41 @@
 """From text files to padded id tensors: corpora, the Multi30k and WMT14 downloads, subwords and batching.
 
-The flow: `read_parallel` (or `read_tsv`) -> `Tokenizer.encode_*_batch` -> `filter_pairs` ->
-`TokenBatchSampler.batches(epoch)` -> `collate` -> `Batch`.
+The flow: `iter_parallel` (or `read_tsv`) -> `Tokenizer.encode_*_batch` -> `filter_pairs` (all three
+run by `shards.prepare` for a training corpus, in worker processes) -> `TokenBatchSampler.batches(epoch)`
+-> `collate` -> `Batch`.
+
+The public names are imported on first use (PEP 562): the encoding workers of `shards` import this
+package and must not pay for torch, which only `batching` needs.
 """
 
-from tnmt.data.batching import Batch, TokenBatchSampler, collate
-from tnmt.data.corpus import ParallelCorpus, filter_pairs, read_lines, read_parallel, read_tsv
-from tnmt.data.multi30k import fetch_multi30k, find_multi30k, multi30k_paths
-from tnmt.data.tokenizer import Tokenizer
-from tnmt.data.wmt14 import fetch_wmt14
+from importlib import import_module
+from typing import Any
 
-__all__ = [
-    "Batch",
-    "ParallelCorpus",
-    "TokenBatchSampler",
-    "Tokenizer",
-    "collate",
-    "fetch_multi30k",
-    "fetch_wmt14",
-    "filter_pairs",
-    "find_multi30k",
-    "multi30k_paths",
-    "read_lines",
-    "read_parallel",
-    "read_tsv",
-]
+_HOMES = {
+    "Batch": "tnmt.data.batching",
+    "ParallelCorpus": "tnmt.data.corpus",
+    "TokenBatchSampler": "tnmt.data.batching",
+    "Tokenizer": "tnmt.data.tokenizer",
+    "collate": "tnmt.data.batching",
+    "fetch_multi30k": "tnmt.data.multi30k",
+    "fetch_wmt14": "tnmt.data.wmt14",
+    "filter_pairs": "tnmt.data.corpus",
+    "find_multi30k": "tnmt.data.multi30k",
+    "iter_lines": "tnmt.data.corpus",
+    "iter_parallel": "tnmt.data.corpus",
+    "multi30k_paths": "tnmt.data.multi30k",
+    "read_lines": "tnmt.data.corpus",
+    "read_parallel": "tnmt.data.corpus",
+    "read_tsv": "tnmt.data.corpus",
+}
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module 'tnmt.data' has no attribute {name!r}")
+    return getattr(import_module(_HOMES[name]), name)
+
+
+def __dir__() -> list[str]:
+    return [*globals(), *__all__]

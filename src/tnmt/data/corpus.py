@@ -11,9 +11,12 @@ misalign the two sides.
 """
 
 import gzip
+import io
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from tnmt.errors import UserError
 
@@ -33,17 +36,18 @@ class ParallelCorpus:
         return len(self.src)
 
 
-def read_lines(path: str | Path) -> list[str]:
-    """Read a UTF-8 text file, gzip-compressed if its name ends in `.gz`, one sentence per line.
+def iter_lines(path: str | Path) -> Iterator[str]:
+    """Stream a UTF-8 text file, gzip-compressed if its name ends in `.gz`, one sentence per line.
 
     Only the line terminator is removed; spaces are kept so that nothing is changed behind the
     user's back (see `read_parallel(normalize_whitespace=...)`). Empty lines are kept, because
     dropping one side's empty line would misalign the corpus; `filter_pairs` removes such pairs.
+    Lines are read one at a time, so a corpus of any size costs the memory of one line.
 
     Args:
         path: The file to read.
 
-    Returns:
+    Yields:
         The lines, without their terminators; a final newline does not start an extra line.
 
     Raises:
@@ -51,33 +55,53 @@ def read_lines(path: str | Path) -> list[str]:
             1-based line of the first bad byte).
     """
     path = Path(path)
-    data = _read_bytes(path)
-    if not data:
+    empty = True
+    try:
+        with gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb") as f:
+            for line in _decode(f, name=str(path)):
+                empty = False
+                yield line
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a directory, expected a file") from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as err:
+        raise UserError(f"{path}: not a valid gzip file ({err})") from None
+    if empty:
         raise UserError(f"{path}: empty file")
-    return decode_lines(data, name=str(path))
 
 
 def decode_lines(data: bytes, *, name: str) -> list[str]:
-    """Split UTF-8 bytes (a file's, or stdin's) into lines as `read_lines` does; b"" gives no line.
+    """Split UTF-8 bytes (stdin's, say) into lines as `iter_lines` does a file; b"" gives no line.
 
     Raises:
         UserError: `data` is not valid UTF-8, naming `name` and the 1-based line of the first bad byte.
     """
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
-        raise UserError(f"{name}:{line}: invalid UTF-8") from None
-    if not text:
-        return []
-    lines = text.removeprefix("\ufeff").split("\n")
-    if text.endswith("\n"):
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    return list(_decode(io.BytesIO(data), name=name))
 
 
-def read_parallel(src_path: str | Path, tgt_path: str | Path, *, normalize_whitespace: bool = False) -> ParallelCorpus:
-    """Read two line-aligned files.
+def _decode(stream: BinaryIO, *, name: str) -> Iterator[str]:
+    """The lines of a binary stream, split on b"\\n" only (a binary stream's own iteration), a "\\r"
+    before it dropped and a leading byte-order mark removed."""
+    for number, raw in enumerate(stream, start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise UserError(f"{name}:{number}: invalid UTF-8") from None
+        if number == 1:
+            line = line.removeprefix("\ufeff")
+        yield line.removesuffix("\n").removesuffix("\r")
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """All lines of a file, as `iter_lines` yields them (same checks and errors)."""
+    return list(iter_lines(path))
+
+
+def iter_parallel(
+    src_path: str | Path, tgt_path: str | Path, *, normalize_whitespace: bool = False
+) -> Iterator[tuple[str, str]]:
+    """Stream the (source, target) pairs of two line-aligned files.
 
     Args:
         src_path: Source-language sentences.
@@ -87,16 +111,28 @@ def read_parallel(src_path: str | Path, tgt_path: str | Path, *, normalize_white
             must not be changed silently.
 
     Raises:
-        UserError: Either file is unreadable (see `read_lines`) or their line counts differ.
+        UserError: Either file is unreadable (see `iter_lines`) or their line counts differ; the
+            counts are only known at the end, so the error comes after the common pairs were yielded.
     """
-    src, tgt = read_lines(src_path), read_lines(tgt_path)
-    if len(src) != len(tgt):
-        raise UserError(
-            f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}; a parallel corpus needs "
-            "one line per sentence pair"
-        )
-    if normalize_whitespace:
-        src, tgt = _normalize(src), _normalize(tgt)
+    sources, targets = iter_lines(src_path), iter_lines(tgt_path)
+    pairs = 0
+    for src in sources:
+        tgt = next(targets, None)
+        if tgt is None:
+            _mismatch(src_path, pairs + 1 + sum(1 for _ in sources), tgt_path, pairs)
+        pairs += 1
+        yield (_normalize(src), _normalize(tgt)) if normalize_whitespace else (src, tgt)
+    if rest := sum(1 for _ in targets):
+        _mismatch(src_path, pairs, tgt_path, pairs + rest)
+
+
+def read_parallel(src_path: str | Path, tgt_path: str | Path, *, normalize_whitespace: bool = False) -> ParallelCorpus:
+    """Read two line-aligned files into memory; see `iter_parallel` for the arguments and errors."""
+    src: list[str] = []
+    tgt: list[str] = []
+    for source, target in iter_parallel(src_path, tgt_path, normalize_whitespace=normalize_whitespace):
+        src.append(source)
+        tgt.append(target)
     return ParallelCorpus(src=src, tgt=tgt)
 
 
@@ -115,7 +151,7 @@ def read_tsv(path: str | Path, *, normalize_whitespace: bool = False) -> Paralle
         src.append(source)
         tgt.append(target)
     if normalize_whitespace:
-        src, tgt = _normalize(src), _normalize(tgt)
+        src, tgt = list(map(_normalize, src)), list(map(_normalize, tgt))
     return ParallelCorpus(src=src, tgt=tgt)
 
 
@@ -145,20 +181,11 @@ def filter_pairs(src_ids: list[list[int]], tgt_ids: list[list[int]], *, max_len:
     ]
 
 
-def _read_bytes(path: Path) -> bytes:
-    """The file's content, decompressed if it is a `.gz`, with one-line errors."""
-    try:
-        if path.suffix == ".gz":
-            with gzip.open(path, "rb") as f:
-                return f.read()
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a directory, expected a file") from None
-    except (gzip.BadGzipFile, EOFError, zlib.error) as err:
-        raise UserError(f"{path}: not a valid gzip file ({err})") from None
+def _mismatch(src_path: str | Path, n_src: int, tgt_path: str | Path, n_tgt: int) -> None:
+    raise UserError(
+        f"{src_path} has {n_src} lines but {tgt_path} has {n_tgt}; a parallel corpus needs one line per sentence pair"
+    )
 
 
-def _normalize(lines: list[str]) -> list[str]:
-    return [" ".join(line.split()) for line in lines]
+def _normalize(line: str) -> str:
+    return " ".join(line.split())

@@ -1,14 +1,17 @@
-"""A translation dataset: the corpus of a recipe, read and turned into subword ids.
+"""A translation dataset: the corpus of a recipe, read and turned into subword ids, in memory.
 
-Ties together the pieces of this package for the training loop: find the text (Multi30k or the
-recipe's files), train or reuse the tokenizer, encode, and drop over-long training pairs.
+Ties together the pieces of this package: find the text (Multi30k or the recipe's files), train or
+reuse the tokenizer, encode, and drop over-long training pairs. Training keeps only the small
+validation set this way; its training corpus is prepared on disk by `shards.prepare`, which uses
+`corpus_files` and `train_tokenizer` from here.
 """
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from tnmt.config import DataConfig
-from tnmt.data.corpus import ParallelCorpus, filter_pairs, read_parallel
+from tnmt.data.corpus import ParallelCorpus, filter_pairs, iter_parallel
 from tnmt.data.multi30k import find_multi30k, multi30k_paths
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.errors import UserError
@@ -48,12 +51,28 @@ def corpus_files(config: DataConfig, split: str) -> tuple[Path, Path]:
     return multi30k_paths(root, split, config.src_lang, config.tgt_lang)
 
 
-def read_split(config: DataConfig, split: str, *, limit: int = 0) -> ParallelCorpus:
-    """The raw sentence pairs of a split, whitespace-normalised if the recipe says so."""
+def iter_split(config: DataConfig, split: str) -> Iterator[tuple[str, str]]:
+    """The raw sentence pairs of a split, streamed, whitespace-normalised if the recipe says so.
+
+    Raises:
+        UserError: as `iter_parallel`; and, once every line is read, if no pair has text on both sides.
+    """
     src, tgt = corpus_files(config, split)
-    corpus = read_parallel(src, tgt, normalize_whitespace=config.normalize_whitespace)
-    if not any(s.strip() and t.strip() for s, t in zip(corpus.src, corpus.tgt, strict=True)):
-        raise UserError(f"{src}, {tgt}: no line pair has text on both sides ({len(corpus)} lines)")
+    lines, with_text = 0, False
+    for source, target in iter_parallel(src, tgt, normalize_whitespace=config.normalize_whitespace):
+        lines += 1
+        with_text = with_text or bool(source.strip() and target.strip())
+        yield source, target
+    if not with_text:
+        raise UserError(f"{src}, {tgt}: no line pair has text on both sides ({lines} lines)")
+
+
+def read_split(config: DataConfig, split: str, *, limit: int = 0) -> ParallelCorpus:
+    """The pairs of `iter_split` in memory (the first `limit` of them if that is set)."""
+    corpus = ParallelCorpus(src=[], tgt=[])
+    for source, target in iter_split(config, split):
+        corpus.src.append(source)
+        corpus.tgt.append(target)
     if limit:
         corpus = ParallelCorpus(src=corpus.src[:limit], tgt=corpus.tgt[:limit])
     return corpus

@@ -16,6 +16,7 @@ and without lone surrogates; tabs, no-break spaces, control characters and other
 they are.
 """
 
+import hashlib
 import io
 import json
 import re
@@ -190,6 +191,18 @@ class Tokenizer:
         if self._vocab is None:
             return [self._target.id_to_piece(i) for i in ids]
         return [self._vocab[i] for i in ids]
+
+    def fingerprint(self) -> str:
+        """SHA-256 of everything that decides the ids: both models, the vocabulary and the special ids.
+
+        A corpus encoded with one tokenizer is valid for another only if their fingerprints match.
+        """
+        digest = hashlib.sha256()
+        for part in (self._source.serialized_model_proto(), self._target.serialized_model_proto()):
+            digest.update(hashlib.sha256(part).digest())
+        specials = [self._pad_id, self._bos_id, self._eos_id, self._unk_id]
+        digest.update(json.dumps([self._vocab, specials], ensure_ascii=False).encode())
+        return digest.hexdigest()
 
     def save(self, directory: str | Path) -> None:
         """Write `source.spm`, `target.spm`, `tokenizer.json` and, with an explicit vocabulary,

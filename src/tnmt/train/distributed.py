@@ -60,6 +60,12 @@ class World:
             dist.all_reduce(tensor)
         return tensor.tolist()
 
+    def barrier(self) -> None:
+        """Return once every rank got here."""
+        if self.size > 1:
+            with collective(self):
+                dist.barrier()
+
     def from_main(self, value: T) -> T:
         """Rank 0's `value` (any picklable object) on every rank."""
         if self.size == 1:

@@ -35,7 +35,8 @@ from tnmt.checkpoint import (
 from tnmt.config import TrainConfig
 from tnmt.data.batching import Batch, TokenBatchSampler, collate
 from tnmt.data.corpus import ParallelCorpus
-from tnmt.data.dataset import EncodedPairs, encode, read_split, train_tokenizer
+from tnmt.data.dataset import EncodedPairs, encode, read_split
+from tnmt.data.shards import PreparedPairs, prepare_recipe
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.decode.translator import Translator
 from tnmt.device import MixedPrecision, mixed_precision, resolve_device, to_device
@@ -78,7 +79,7 @@ class Run:
     tokenizer: Tokenizer
     optimizer: torch.optim.Optimizer
     state: TrainState
-    train_data: EncodedPairs
+    train_data: PreparedPairs | EncodedPairs  # lengths() and pairs(indices): on disk, or in memory
     valid_data: EncodedPairs
     valid_text: ParallelCorpus
     log: MetricsLog
@@ -233,7 +234,9 @@ def _prepare(
     recipe: Recipe, *, resume: bool, progress: bool, world: World, device: torch.device, precision: MixedPrecision
 ) -> Run:
     """Model, tokenizer, optimizer and state (fresh, from `init_from`, or from `out/last` when resuming),
-    and the encoded data. The training text is read once: it trains a new tokenizer and is encoded.
+    and the data: the training corpus prepared on disk (`shards.prepare`, reused when current; rank 0 builds
+    it while the other ranks wait) and encoded with the checkpoint's tokenizer if there is one; the small
+    validation set in memory.
 
     Every rank builds the same model from the same seed (DDP also copies rank 0's weights to the others).
     RNG: a checkpoint holds rank 0's CPU torch RNG state (dropout masks); rank 0 restores it on resume, so a
@@ -242,7 +245,6 @@ def _prepare(
     """
     cfg, out = recipe.train, Path(recipe.train.out_dir)
     torch.manual_seed(cfg.seed)
-    train_text = read_split(recipe.data, "train", limit=recipe.data.max_train_pairs)
     valid_text = read_split(recipe.data, "val", limit=recipe.data.max_valid_pairs)
     state, checkpoint = TrainState(), None
     if resume:
@@ -255,8 +257,10 @@ def _prepare(
         checkpoint = load_checkpoint(cfg.init_from)
     if checkpoint is not None:
         model, tokenizer = checkpoint.model, checkpoint.tokenizer
+        train_data = _prepared(recipe, world, tokenizer=tokenizer, model_max_len=model.config.max_len)
     else:
-        tokenizer = train_tokenizer(recipe.data, train_text)
+        train_data = _prepared(recipe, world, tokenizer=None, model_max_len=recipe.model.max_len)
+        tokenizer = train_data.tokenizer()
         model = Transformer(recipe.model_config(vocab_size=tokenizer.vocab_size, **_special_ids(tokenizer)))
     model.to(device).activation_checkpointing = cfg.activation_checkpointing
     # fused: one kernel over all parameters instead of a Python loop per tensor (~14% of a small-model step)
@@ -273,8 +277,6 @@ def _prepare(
     # DDP all-reduces the gradients in backward (one rank: the model itself)
     gpu = [device.index] if device.type == "cuda" else None
     net = model if world.size == 1 else DistributedDataParallel(model, device_ids=gpu)
-    max_len = min(recipe.data.max_tokens_per_sentence, model.config.max_len - 1)
-    train_data = encode(train_text, tokenizer, max_len=max_len)
     return Run(
         recipe=recipe,
         out=out,
@@ -292,6 +294,17 @@ def _prepare(
         precision=precision,
         scaler=scaler,
     )
+
+
+def _prepared(recipe: Recipe, world: World, *, tokenizer: Tokenizer | None, model_max_len: int) -> PreparedPairs:
+    """The prepared training corpus: rank 0 builds it (or finds it current) while the other ranks wait at a
+    barrier; then they map the same files, read-only."""
+    if world.is_main:
+        prepared = prepare_recipe(recipe, tokenizer=tokenizer, model_max_len=model_max_len)
+    world.barrier()
+    if not world.is_main:
+        prepared = prepare_recipe(recipe, tokenizer=tokenizer, model_max_len=model_max_len)
+    return prepared
 
 
 def _validate_and_save(run: Run) -> bool:

@@ -1,0 +1,328 @@
+"""Prepared corpora: a training corpus encoded once into memory-mapped id arrays.
+
+Held as Python lists, a WMT-sized corpus (4.5M pairs) costs gigabytes; encoded into flat arrays it
+costs 2 bytes per token on disk and only the pages a batch touches in memory, so training's memory
+stays flat as the corpus grows. A prepared directory holds:
+
+    manifest.json                 what it was built from (below), its dtype and counts; written last
+    tokenizer/                    the tokenizer the ids belong to
+    src.ids, tgt.ids              every sentence's ids back to back (uint16 if the vocabulary fits, else uint32)
+    src.offsets.npy, tgt.offsets.npy   int64, one more than the pairs: sentence i is ids[off[i]:off[i + 1]]
+
+`prepare` reuses a directory whose manifest matches what it would build: the source files (size,
+mtime, SHA-256 of the first MB), the data config, the length limit and the tokenizer (its
+fingerprint; or, with no tokenizer given, one that prepare trained itself). Anything else is rebuilt
+in a temporary directory renamed into place at the end, so a crash never leaves a half corpus that
+looks valid. Pairs with an empty or over-long side are dropped here, as `filter_pairs` says.
+"""
+
+import fcntl
+import hashlib
+import itertools
+import json
+import logging
+import multiprocessing
+import os
+import random
+import secrets
+import shutil
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import asdict
+from functools import cache
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from tnmt.config import DataConfig
+from tnmt.data.corpus import ParallelCorpus, filter_pairs
+from tnmt.data.dataset import corpus_files, iter_split, train_tokenizer
+from tnmt.data.tokenizer import Tokenizer
+from tnmt.errors import UserError
+from tnmt.io import atomic_write_text, read_json, replace_directory
+from tnmt.recipe import Recipe
+
+FORMAT_VERSION = 1
+MANIFEST, TOKENIZER_DIR = "manifest.json", "tokenizer"
+CHUNK_PAIRS = 10_000  # pairs per task of an encoding worker
+SAMPLE_SEED = 0  # of the tokenizer's sample: fixed, so the same corpus always gives the same tokenizer
+NOT_CONTENT = ("prepare_workers", "prepared_dir", "valid_src", "valid_tgt", "max_valid_pairs")  # no effect on the ids
+SIDES = ("src", "tgt")
+
+T = TypeVar("T")
+log = logging.getLogger("tnmt")
+
+
+class PreparedPairs:
+    """A prepared corpus, memory-mapped: the training-data interface of `EncodedPairs` without its RAM."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+        self.manifest = read_json(self.directory / MANIFEST)
+        dtype = np.dtype(self.manifest["dtype"])
+        self._ids = {side: np.memmap(self.directory / f"{side}.ids", dtype=dtype, mode="r") for side in SIDES}
+        self._offsets = {side: np.load(self.directory / f"{side}.offsets.npy", mmap_mode="r") for side in SIDES}
+
+    def __len__(self) -> int:
+        return len(self._offsets["src"]) - 1
+
+    def tokenizer(self) -> Tokenizer:
+        """The tokenizer whose ids these are."""
+        return Tokenizer.load(self.directory / TOKENIZER_DIR)
+
+    def lengths(self) -> np.ndarray:
+        """(N,) per-pair cost for token-budget batching: the longer side, plus its BOS/EOS."""
+        return np.maximum(np.diff(self._offsets["src"]), np.diff(self._offsets["tgt"])) + 1
+
+    def pairs(self, indices: Iterable[int]) -> list[tuple[list[int], list[int]]]:
+        (src, tgt), (src_off, tgt_off) = self._ids.values(), self._offsets.values()
+        return [(src[src_off[i] : src_off[i + 1]].tolist(), tgt[tgt_off[i] : tgt_off[i + 1]].tolist()) for i in indices]
+
+
+def prepare(
+    data: DataConfig, directory: str | Path, *, max_len: int, tokenizer: Tokenizer | None = None
+) -> PreparedPairs:
+    """The training corpus of `data` encoded in `directory`: reused if current, else (re)built.
+
+    Args:
+        data: Where the text is and how to read it; its tokenizer keys train a tokenizer when none is given.
+        directory: The prepared directory (created, or replaced when stale).
+        max_len: Longest side kept, in subword tokens.
+        tokenizer: Encode with this one (a checkpoint's, when resuming or fine-tuning); None trains one
+            on a random sample of `data.tokenizer_sample` pairs.
+
+    Raises:
+        UserError: The text is unreadable or misaligned, or no pair survives the length filter.
+    """
+    directory = Path(directory)
+    key = _key(data, max_len)
+    with _exclusive(directory):
+        if _is_current(directory, key, tokenizer):
+            prepared = PreparedPairs(directory)
+            log.info(f"{directory}: prepared corpus is up to date ({len(prepared)} pairs)")
+            return prepared
+        return _build(data, directory, key, max_len=max_len, tokenizer=tokenizer)
+
+
+@contextmanager
+def _exclusive(directory: Path) -> Iterator[None]:
+    """One prepare at a time per parent directory: the ranks of a distributed run (or runs sharing a
+    `data.prepared_dir`) wait for the first, then find its corpus current instead of racing to rebuild.
+    The lock is on the parent directory itself, so no lock file is left behind."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released when closed, also if the process dies
+        yield
+    finally:
+        os.close(fd)
+
+
+def _build(
+    data: DataConfig, directory: Path, key: dict[str, Any], *, max_len: int, tokenizer: Tokenizer | None
+) -> PreparedPairs:
+    """Train the tokenizer if none is given, encode, and rename the result into place."""
+    started = time.monotonic()
+    tmp = directory.parent / f".{directory.name}.tmp-{secrets.token_hex(4)}"
+    tmp.mkdir()
+    try:
+        if tokenizer is None:
+            sample = reservoir_sample(_pairs(data), data.tokenizer_sample, seed=SAMPLE_SEED)
+            tokenizer = train_tokenizer(data, ParallelCorpus(src=[s for s, _ in sample], tgt=[t for _, t in sample]))
+            trained, sampled = True, len(sample)
+            del sample
+        else:
+            trained, sampled = False, 0
+        tokenizer.save(tmp / TOKENIZER_DIR)
+        dtype = np.dtype(np.uint16 if tokenizer.vocab_size <= 2**16 else np.uint32)
+        workers = data.prepare_workers or len(os.sched_getaffinity(0))
+        counts = _encode_corpus(_pairs(data), tmp, tokenizer=tokenizer, max_len=max_len, dtype=dtype, workers=workers)
+        if not counts["pairs"]:
+            raise UserError(f"{key['sources'][0]['path']}: no sentence pair has both sides of 1 to {max_len} tokens")
+        tokenizer_entry = {"fingerprint": tokenizer.fingerprint(), "trained": trained, "sample_pairs": sampled}
+        manifest = {**key, "tokenizer": tokenizer_entry, "dtype": dtype.name, **counts}
+        atomic_write_text(tmp / MANIFEST, _json(manifest))
+        replace_directory(tmp, directory)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    prepared = PreparedPairs(directory)
+    log.info(
+        f"prepared {counts['pairs']} of {counts['read']} pairs (the others have an empty side or one longer than "
+        f"{max_len} tokens) in {directory} in {time.monotonic() - started:.0f} s"
+    )
+    return prepared
+
+
+def prepare_recipe(recipe: Recipe, *, tokenizer: Tokenizer | None, model_max_len: int) -> PreparedPairs:
+    """`prepare` for a training run: in `data.prepared_dir`, else `<train.out_dir>/prepared`, keeping pairs
+    whose sides fit both `data.max_tokens_per_sentence` and the model's positions (EOS/BOS included)."""
+    directory = Path(recipe.data.prepared_dir or Path(recipe.train.out_dir) / "prepared")
+    max_len = min(recipe.data.max_tokens_per_sentence, model_max_len - 1)
+    return prepare(recipe.data, directory, max_len=max_len, tokenizer=tokenizer)
+
+
+def reservoir_sample(items: Iterable[T], k: int, *, seed: int) -> list[T]:
+    """A uniform random sample of `k` items (all of them if there are no more; k=0: all), in one pass.
+
+    Algorithm R (Vitter, 1985): memory holds only the sample, whatever the length of `items`. While
+    fewer than `k` items were seen the sample is all of them in order, so a corpus smaller than `k`
+    trains the same tokenizer as reading it whole.
+    """
+    rng = random.Random(seed)
+    sample: list[T] = []
+    for n, item in enumerate(items):
+        if not k or n < k:
+            sample.append(item)
+        elif (j := rng.randrange(n + 1)) < k:
+            sample[j] = item
+    return sample
+
+
+def _pairs(data: DataConfig) -> Iterator[tuple[str, str]]:
+    """The training pairs of `data`, streamed, the first `max_train_pairs` if that is set."""
+    return itertools.islice(iter_split(data, "train"), data.max_train_pairs or None)
+
+
+def _key(data: DataConfig, max_len: int) -> dict[str, Any]:
+    """What the prepared ids depend on, besides the tokenizer (checked separately by `_is_current`)."""
+    config = {name: value for name, value in asdict(data).items() if name not in NOT_CONTENT}
+    sources = [_describe(path) for path in corpus_files(data, "train")]
+    return {"format_version": FORMAT_VERSION, "sources": sources, "data": config, "max_len": max_len}
+
+
+def _describe(path: Path) -> dict[str, Any]:
+    """Size, modification time and a hash of the first MB: cheap, and changed by any real edit."""
+    try:
+        stat = path.stat()
+        with path.open("rb") as f:
+            head = hashlib.sha256(f.read(2**20)).hexdigest()
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a directory, expected a file") from None
+    return {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256_first_mb": head}
+
+
+def _is_current(directory: Path, key: dict[str, Any], tokenizer: Tokenizer | None) -> bool:
+    """Whether `directory` holds what `prepare` would build now: same key, and the given tokenizer or
+    (none given) one prepare trained itself."""
+    if not (directory / MANIFEST).is_file():
+        return False
+    try:
+        manifest = read_json(directory / MANIFEST)
+        if any(manifest.get(name) != value for name, value in key.items()):
+            return False
+        fingerprint = manifest["tokenizer"]["fingerprint"]
+        if tokenizer is not None:
+            return tokenizer.fingerprint() == fingerprint
+        return (
+            manifest["tokenizer"]["trained"] and Tokenizer.load(directory / TOKENIZER_DIR).fingerprint() == fingerprint
+        )
+    except (UserError, KeyError, TypeError):  # a damaged manifest or tokenizer: build again
+        return False
+
+
+def _encode_corpus(
+    pairs: Iterator[tuple[str, str]],
+    directory: Path,
+    *,
+    tokenizer: Tokenizer,
+    max_len: int,
+    dtype: np.dtype,
+    workers: int,
+) -> dict[str, int]:
+    """Encode and filter `pairs` into the id and offset files of `directory`; returns the counts."""
+    lengths: dict[str, list[np.ndarray]] = {side: [] for side in SIDES}
+    read = 0
+    with open(directory / "src.ids", "wb") as src_file, open(directory / "tgt.ids", "wb") as tgt_file:
+        chunks = _chunks(pairs, CHUNK_PAIRS)
+        for n_read, (src_ids, src_lens), (tgt_ids, tgt_lens) in _encoded(
+            chunks, directory, tokenizer, max_len, dtype, workers
+        ):
+            src_ids.tofile(src_file)
+            tgt_ids.tofile(tgt_file)
+            lengths["src"].append(src_lens)
+            lengths["tgt"].append(tgt_lens)
+            read += n_read
+    counts = {"read": read}
+    for side in SIDES:
+        side_lengths = np.concatenate(lengths[side]) if lengths[side] else np.zeros(0, np.int64)
+        offsets = np.zeros(len(side_lengths) + 1, dtype=np.int64)
+        np.cumsum(side_lengths, out=offsets[1:])
+        np.save(directory / f"{side}.offsets.npy", offsets)
+        counts["pairs"], counts[f"{side}_tokens"] = len(side_lengths), int(offsets[-1])
+    return counts
+
+
+Encoded = tuple[int, tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+def _encoded(
+    chunks: Iterator[list[tuple[str, str]]],
+    directory: Path,
+    tokenizer: Tokenizer,
+    max_len: int,
+    dtype: np.dtype,
+    workers: int,
+) -> Iterator[Encoded]:
+    """Encoded chunks in order: in this process for a single chunk or worker, else in a pool of workers.
+
+    Workers are spawned, not forked: the parent may have imported torch, whose thread pools do not survive
+    a fork; and they import only sentencepiece and numpy. At most two chunks per worker are in flight, so
+    memory does not grow with the corpus.
+    """
+    first = list(itertools.islice(chunks, 2))
+    chunks = itertools.chain(first, chunks)
+    if workers == 1 or len(first) < 2:
+        for chunk in chunks:
+            yield _encode_chunk(chunk, tokenizer, max_len, dtype)
+        return
+    args = (str(directory / TOKENIZER_DIR), max_len, dtype.name)
+    # An executor, not a multiprocessing.Pool: a worker that dies (out of memory, killed) fails the
+    # prepare with BrokenProcessPool instead of leaving it waiting forever for the lost chunk.
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        pending: deque[Future] = deque()
+        for chunk in chunks:
+            pending.append(pool.submit(_encode_in_worker, chunk, *args))
+            if len(pending) >= 2 * workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+def _encode_in_worker(chunk: list[tuple[str, str]], tokenizer_dir: str, max_len: int, dtype: str) -> Encoded:
+    return _encode_chunk(chunk, _load_tokenizer(tokenizer_dir), max_len, np.dtype(dtype))
+
+
+@cache
+def _load_tokenizer(directory: str) -> Tokenizer:
+    """Each worker loads the tokenizer once, on its first chunk."""
+    return Tokenizer.load(directory)
+
+
+def _encode_chunk(chunk: list[tuple[str, str]], tokenizer: Tokenizer, max_len: int, dtype: np.dtype) -> Encoded:
+    """(pairs read, (flat source ids, source lengths), (flat target ids, target lengths)) of the kept pairs."""
+    src = tokenizer.encode_source_batch([s for s, _ in chunk])
+    tgt = tokenizer.encode_target_batch([t for _, t in chunk])
+    keep = filter_pairs(src, tgt, max_len=max_len)
+    return len(chunk), _flatten([src[i] for i in keep], dtype), _flatten([tgt[i] for i in keep], dtype)
+
+
+def _flatten(rows: list[list[int]], dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    ids = np.fromiter(itertools.chain.from_iterable(rows), dtype=dtype, count=int(lengths.sum()))
+    return ids, lengths
+
+
+def _chunks(items: Iterator[T], size: int) -> Iterator[list[T]]:
+    while chunk := list(itertools.islice(items, size)):
+        yield chunk
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"

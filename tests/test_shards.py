@@ -1,0 +1,248 @@
+"""Prepared corpora: the same ids as encoding in memory, reused when nothing changed, rebuilt when
+anything did, never half-written; the `tnmt prepare` command; training from them."""
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sentencepiece as spm
+import torch
+from safetensors.torch import load_file
+
+from tnmt.config import DataConfig
+from tnmt.data import shards
+from tnmt.data.dataset import EncodedPairs, encode, read_split, train_tokenizer
+from tnmt.data.shards import PreparedPairs, prepare, reservoir_sample
+from tnmt.data.tokenizer import Tokenizer
+from tnmt.errors import UserError
+from tnmt.recipe import load_recipe
+from tnmt.train import loop
+
+
+@pytest.fixture
+def corpus(numbers_corpus: Path, tmp_path: Path) -> Path:
+    """A copy of the numbers corpus that a test may edit, with one over-long and one empty pair added."""
+    for name in ("train.en", "train.it", "valid.en", "valid.it"):
+        (tmp_path / name).write_bytes((numbers_corpus / name).read_bytes())
+    with open(tmp_path / "train.en", "a") as en, open(tmp_path / "train.it", "a") as it:
+        en.write("one " * 200 + "\n\n")
+        it.write("uno\nvuoto\n")
+    return tmp_path
+
+
+def config(corpus: Path, **overrides) -> DataConfig:
+    files = {
+        f"{split}_{side}": str(corpus / f"{split}.{lang}")
+        for split in ("train", "valid")
+        for side, lang in (("src", "en"), ("tgt", "it"))
+    }
+    return DataConfig(**{"corpus": "files", "vocab_size": 300, "prepare_workers": 1, **files, **overrides})
+
+
+def in_memory(data: DataConfig, tokenizer: Tokenizer, max_len: int) -> EncodedPairs:
+    return encode(read_split(data, "train", limit=data.max_train_pairs), tokenizer, max_len=max_len)
+
+
+def everything(prepared: PreparedPairs) -> list[tuple[list[int], list[int]]]:
+    return prepared.pairs(range(len(prepared)))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_prepared_ids_equal_the_in_memory_encoding(corpus: Path, tmp_path: Path, monkeypatch, workers: int):
+    monkeypatch.setattr(shards, "CHUNK_PAIRS", 64)  # several chunks, so two workers really share the work
+    data = config(corpus, prepare_workers=workers)
+    prepared = prepare(data, tmp_path / "prepared", max_len=60)
+    tokenizer = train_tokenizer(data, read_split(data, "train"))  # the sample is the whole small corpus
+    assert prepared.tokenizer().fingerprint() == tokenizer.fingerprint()
+    expected = in_memory(data, tokenizer, max_len=60)
+    assert len(prepared) == len(expected) == 300  # the over-long and the empty pair are dropped
+    assert everything(prepared) == expected.pairs(range(len(expected)))
+    lengths = prepared.lengths()
+    assert lengths.dtype == np.int64 and lengths.tolist() == expected.lengths()
+    manifest = prepared.manifest
+    assert manifest["dtype"] == "uint16" and manifest["read"] == 302 and manifest["pairs"] == 300
+    assert manifest["src_tokens"] == sum(map(len, expected.src))
+    assert os.path.getsize(tmp_path / "prepared" / "src.ids") == 2 * manifest["src_tokens"]
+
+
+def test_a_vocabulary_beyond_uint16_gets_uint32_ids(corpus: Path, tmp_path: Path):
+    """A Marian-style tokenizer with an explicit 70000-entry vocabulary: ids above 65535 must survive."""
+    data = config(corpus)
+    small = train_tokenizer(data, read_split(data, "train"))
+    model = spm.SentencePieceProcessor(model_proto=small._source.serialized_model_proto())
+    pieces = [model.id_to_piece(i) for i in range(model.get_piece_size())]
+    vocab = [f"<filler{i}>" for i in range(70_000 - len(pieces))] + pieces[::-1]  # real pieces at the top
+    big = Tokenizer(model, model, vocab=vocab, pad_id=0, bos_id=1, eos_id=2, unk_id=3)
+    prepared = prepare(data, tmp_path / "prepared", max_len=60, tokenizer=big)
+    assert prepared.manifest["dtype"] == "uint32"
+    expected = in_memory(data, big, max_len=60)
+    assert everything(prepared) == expected.pairs(range(len(expected)))
+    assert max(max(src) for src, _ in everything(prepared)) > 2**16
+
+
+def test_an_unchanged_corpus_is_reused_without_encoding(corpus: Path, tmp_path: Path, monkeypatch):
+    data = config(corpus)
+    first = prepare(data, tmp_path / "prepared", max_len=60)
+    monkeypatch.setattr(shards, "_encode_corpus", lambda *a, **k: pytest.fail("encoded again"))
+    monkeypatch.setattr(shards, "train_tokenizer", lambda *a, **k: pytest.fail("trained again"))
+    again = prepare(replace(data, prepare_workers=2), tmp_path / "prepared", max_len=60)  # workers: same ids
+    assert everything(again) == everything(first)
+    # The checkpoint of a run on this corpus has the same tokenizer: resuming reuses the corpus too.
+    prepare(data, tmp_path / "prepared", max_len=60, tokenizer=first.tokenizer())
+
+
+@pytest.mark.parametrize("change", ["source file", "data key", "length limit", "tokenizer"])
+def test_any_change_rebuilds(corpus: Path, tmp_path: Path, change: str):
+    data = config(corpus)
+    before = prepare(data, tmp_path / "prepared", max_len=60)
+    tokenizer = None
+    if change == "source file":
+        with open(corpus / "train.en", "a") as en, open(corpus / "train.it", "a") as it:
+            en.write("two\n")
+            it.write("due\n")
+    elif change == "data key":
+        data = replace(data, max_train_pairs=100)
+    elif change == "tokenizer":
+        tokenizer = train_tokenizer(replace(data, vocab_size=290), read_split(data, "train"))
+    after = prepare(data, tmp_path / "prepared", max_len=5 if change == "length limit" else 60, tokenizer=tokenizer)
+    assert after.manifest != before.manifest
+    tokenizer = tokenizer or after.tokenizer()
+    expected = in_memory(data, tokenizer, max_len=after.manifest["max_len"])
+    assert everything(after) == expected.pairs(range(len(expected)))
+    assert after.manifest["tokenizer"]["trained"] == (change != "tokenizer")
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no leftovers
+
+
+def test_concurrent_prepares_build_once(corpus: Path, tmp_path: Path, monkeypatch):
+    """Ranks of a distributed run prepare at the same time: the first builds, the others reuse."""
+    builds, build = [], shards._build
+    monkeypatch.setattr(shards, "_build", lambda *args, **kwargs: builds.append(1) or build(*args, **kwargs))
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(lambda _: prepare(config(corpus), tmp_path / "prepared", max_len=60), range(3)))
+    assert len(builds) == 1
+    assert everything(results[0]) == everything(results[1]) == everything(results[2])
+
+
+def test_a_crash_mid_prepare_leaves_the_old_corpus_or_none(corpus: Path, tmp_path: Path, monkeypatch):
+    data = config(corpus)
+    monkeypatch.setattr(shards, "CHUNK_PAIRS", 64)
+    calls = []
+
+    def crash_on_third_chunk(*args):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return encode_chunk(*args)
+
+    encode_chunk = shards._encode_chunk
+    monkeypatch.setattr(shards, "_encode_chunk", crash_on_third_chunk)
+    with pytest.raises(KeyboardInterrupt):
+        prepare(data, tmp_path / "prepared", max_len=60)
+    assert not (tmp_path / "prepared").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".prepared.tmp")]
+    monkeypatch.setattr(shards, "_encode_chunk", encode_chunk)
+    good = everything(prepare(data, tmp_path / "prepared", max_len=60))
+    calls.clear()
+    monkeypatch.setattr(shards, "_encode_chunk", crash_on_third_chunk)
+    with pytest.raises(KeyboardInterrupt):
+        prepare(replace(data, max_train_pairs=250), tmp_path / "prepared", max_len=60)
+    assert everything(PreparedPairs(tmp_path / "prepared")) == good
+
+
+def test_errors_name_the_file(corpus: Path, tmp_path: Path):
+    tokenizer = train_tokenizer(config(corpus), read_split(config(corpus), "train"))
+    with pytest.raises(UserError, match="no sentence pair has both sides of 1 to 1 tokens"):
+        prepare(config(corpus, max_train_pairs=1), tmp_path / "prepared", max_len=1, tokenizer=tokenizer)
+    (corpus / "train.it").write_text("uno\n")
+    with pytest.raises(UserError, match=f"has 302 lines but {corpus / 'train.it'} has 1"):
+        prepare(config(corpus), tmp_path / "prepared", max_len=60)
+    assert not list(tmp_path.glob("*prepared*"))
+
+
+def test_reservoir_sample_is_bounded_seeded_and_uniform():
+    items = range(20)
+    assert reservoir_sample(items, 0, seed=1) == list(items)
+    assert reservoir_sample(items, 50, seed=1) == list(items)  # fewer than k: all of them, in order
+    sample = reservoir_sample(iter(items), 5, seed=1)
+    assert len(sample) == len(set(sample)) == 5 and set(sample) <= set(items)
+    assert sample == reservoir_sample(iter(items), 5, seed=1) != reservoir_sample(iter(items), 5, seed=2)
+    counts = Counter(i for seed in range(2000) for i in reservoir_sample(items, 5, seed=seed))
+    assert all(abs(counts[i] / 2000 - 0.25) < 0.05 for i in items), counts
+
+
+def test_training_from_the_prepared_corpus_equals_training_in_memory(tiny_training, tmp_path, monkeypatch):
+    def run(out: Path) -> dict[str, torch.Tensor]:
+        recipe = load_recipe(None, [*tiny_training, f"--train.out_dir={out}", "--train.max_steps=6"])
+        return load_file((loop.train(recipe, progress=False) / "last" / "model.safetensors").resolve())
+
+    prepared = run(tmp_path / "prepared")
+    sampler_inputs = []
+
+    class InMemory(EncodedPairs):
+        def tokenizer(self) -> Tokenizer:
+            return Tokenizer.load(tmp_path / "prepared" / "prepared" / "tokenizer")
+
+        def lengths(self) -> list[int]:
+            sampler_inputs.append(super().lengths())
+            return sampler_inputs[-1]
+
+    def in_memory_data(recipe, *, tokenizer, model_max_len):
+        tokenizer = InMemory([], []).tokenizer()
+        max_len = min(recipe.data.max_tokens_per_sentence, model_max_len - 1)
+        data = in_memory(recipe.data, tokenizer, max_len)
+        return InMemory(src=data.src, tgt=data.tgt)
+
+    monkeypatch.setattr(loop, "prepare_recipe", in_memory_data)
+    memory = run(tmp_path / "memory")
+    assert sampler_inputs[0] == PreparedPairs(tmp_path / "prepared" / "prepared").lengths().tolist()
+    assert memory.keys() == prepared.keys()
+    assert all(torch.equal(memory[name], prepared[name]) for name in memory)
+
+
+def tnmt(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tnmt", *args], capture_output=True, text=True, timeout=300, env={**os.environ}
+    )
+
+
+def test_tnmt_prepare_end_to_end(tiny_training, numbers_corpus, tmp_path):
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text("[train]\nmax_steps = 2\n")
+    args = ["prepare", str(recipe), *tiny_training, f"--data.prepared_dir={tmp_path / 'shared'}"]
+    first = tnmt(*args)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == f"300 training pairs prepared in {tmp_path / 'shared'}\n"
+    manifest = json.loads((tmp_path / "shared" / "manifest.json").read_text())
+    assert manifest["sources"][0]["path"] == str((numbers_corpus / "train.en").resolve())
+    again = tnmt(*args)
+    assert again.returncode == 0 and "prepared corpus is up to date (300 pairs)" in again.stderr, again.stderr
+    # tnmt train finds it up to date too, and trains from it.
+    trained = tnmt("train", str(recipe), *args[2:], f"--train.out_dir={tmp_path / 'run'}", "--no-progress")
+    assert trained.returncode == 0 and "prepared corpus is up to date" in trained.stderr, trained.stderr
+    assert not (tmp_path / "run" / "prepared").exists()
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("--data.train_src={tmp}/missing.en", "{tmp}/missing.en: no such file"),
+        ("--data.train_tgt={tmp}/short.it", "has 300 lines but {tmp}/short.it has 1; a parallel corpus needs"),
+        ("--data.tokenizer_sample=-1", "tokenizer_sample"),
+        ("--data.prepare_wokers=2", "unknown key 'prepare_wokers'"),
+    ],
+)
+def test_tnmt_prepare_bad_input_is_one_line(tiny_training, tmp_path, override, message):
+    (tmp_path / "short.it").write_text("uno\n")
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text("[train]\nmax_steps = 2\n")
+    result = tnmt("prepare", str(recipe), *tiny_training, override.format(tmp=tmp_path), f"--train.out_dir={tmp_path}")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("tnmt prepare: error: "), result.stderr
+    assert message.format(tmp=tmp_path) in result.stderr
