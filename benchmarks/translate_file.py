@@ -32,7 +32,8 @@ def data_dir() -> Path:
 
 def write_input(path: Path, n_lines: int, seed: int) -> None:
     """`n_lines` lines, each two random Multi30k training sentences joined."""
-    sentences = gzip.open(data_dir() / "train.en.gz", "rt", encoding="utf-8").read().split("\n")[:-1]
+    with gzip.open(data_dir() / "train.en.gz", "rt", encoding="utf-8") as f:
+        sentences = f.read().split("\n")[:-1]
     rng = random.Random(seed)
     with path.open("w", encoding="utf-8") as f:
         for _ in range(n_lines):
