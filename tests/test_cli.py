@@ -209,7 +209,7 @@ def test_overlong_input_warns_in_one_plain_line(tiny_checkpoint):
     result = tnmt("translate", "--checkpoint", str(tiny_checkpoint), stdin="one two three " * 20 + "\nforty-two\n")
     assert result.returncode == 0 and result.stdout.count("\n") == 2, result.stderr
     assert result.stderr.splitlines() == [
-        "tnmt translate: WARNING: input 0: 60 source tokens exceed the model's max_len (16 positions, EOS included);"
+        "tnmt translate: WARNING: line 1: 60 source tokens exceed the model's max_len (16 positions, EOS included);"
         " translating the first 15"
     ]
 

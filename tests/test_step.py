@@ -22,11 +22,11 @@ def test_output_limits_is_the_smallest_of_relative_absolute_and_model_caps():
 
 
 def test_fit_source_cuts_to_the_models_positions_with_a_one_line_warning(caplog):
-    assert fit_source([5, 6, 7], model_max_len=4, index=0) == [5, 6, 7]
+    assert fit_source([5, 6, 7], model_max_len=4, line=1) == [5, 6, 7]
     assert not caplog.records
-    assert fit_source([5, 6, 7, 8, 9], model_max_len=4, index=7) == [5, 6, 7]
+    assert fit_source([5, 6, 7, 8, 9], model_max_len=4, line=7) == [5, 6, 7]
     [record] = caplog.records
-    assert record.name == "tnmt" and record.getMessage().startswith("input 7: 5 source tokens exceed")
+    assert record.name == "tnmt" and record.getMessage().startswith("line 7: 5 source tokens exceed")
     assert "\n" not in record.getMessage()
 
 

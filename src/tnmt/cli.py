@@ -12,9 +12,11 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Literal, NoReturn, get_args, get_origin
+from typing import Any, BinaryIO, Literal, NoReturn, get_args, get_origin
 
 from tnmt.config import DecodeConfig, ServeConfig
 from tnmt.errors import UserError
@@ -272,7 +274,8 @@ def _prepare(args: argparse.Namespace, overrides: list[str]) -> int:
 
 
 def _translate(args: argparse.Namespace, _: list[str]) -> int:
-    from tnmt.data.corpus import decode_lines, read_lines
+    from tnmt.data.corpus import iter_lines, iter_stream
+    from tnmt.decode.stream import translate_stream
 
     if args.engine == "ctranslate2":
         from tnmt.interop.ctranslate2 import CTranslate2Translator
@@ -283,26 +286,32 @@ def _translate(args: argparse.Namespace, _: list[str]) -> int:
     else:
         translator = _translator(args)
     _check_output(args.output)
-    lines = read_lines(args.input) if args.input else decode_lines(sys.stdin.buffer.read(), name="<stdin>")
-    text = "".join(line + "\n" for line in translator.translate(lines))
-    if args.output:
-        _write_output(args.output, text)
-    else:
-        sys.stdout.write(text)
+    lines = iter_lines(args.input) if args.input else iter_stream(sys.stdin.buffer, name="<stdin>")
+    with _output(args.output) as out, _progress_bar() as bar:
+        for chunk in translate_stream(translator, lines):
+            out.write("".join(line + "\n" for line in chunk).encode("utf-8"))
+            out.flush()
+            bar.update(len(chunk))
     return 0
 
 
 def _evaluate(args: argparse.Namespace, _: list[str]) -> int:
-    from tnmt.data.corpus import read_lines
+    from tnmt.data.corpus import iter_lines, read_lines
+    from tnmt.decode.stream import translate_stream
     from tnmt.evaluate import score
 
     _check_output(args.hyp_out)
-    sources, references = read_lines(args.src), read_lines(args.ref)
-    if len(sources) != len(references):
-        raise UserError(f"{args.src} has {len(sources)} lines but {args.ref} has {len(references)}")
-    hypotheses = _translator(args).translate(sources)
+    references = read_lines(args.ref)
+    if (n_sources := sum(1 for _ in iter_lines(args.src))) != len(references):  # checked before decoding
+        raise UserError(f"{args.src} has {n_sources} lines but {args.ref} has {len(references)}")
+    hypotheses: list[str] = []
+    with _progress_bar(total=n_sources) as bar:
+        for chunk in translate_stream(_translator(args), iter_lines(args.src)):
+            hypotheses += chunk
+            bar.update(len(chunk))
     if args.hyp_out:
-        _write_output(args.hyp_out, "".join(h + "\n" for h in hypotheses))
+        with _output(args.hyp_out) as out:
+            out.write("".join(h + "\n" for h in hypotheses).encode("utf-8"))
     print(score(hypotheses, references).format())
     return 0
 
@@ -326,15 +335,27 @@ def _is_stream(path: str) -> bool:
     return path.is_char_device() or path.is_fifo()
 
 
-def _write_output(path: str, text: str) -> None:
-    """A regular output file is written atomically (all lines or its old content); a stream is written to."""
-    from tnmt.io import atomic_write_text
+@contextmanager
+def _output(path: str | None) -> Iterator[BinaryIO]:
+    """Where translations go, as a binary stream: stdout by default; a regular file appears atomically, with
+    every line or not at all (see `tnmt.io.atomic_open`); a device or pipe is written in place."""
+    from tnmt.io import atomic_open
 
-    if _is_stream(path):
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
+    if path is None:
+        yield sys.stdout.buffer
+    elif _is_stream(path):
+        with open(path, "wb") as f:
+            yield f
     else:
-        atomic_write_text(path, text)
+        with atomic_open(path) as f:
+            yield f
+
+
+def _progress_bar(total: int | None = None) -> Any:
+    """Sentences translated and sentences/s on stderr, only when stderr is a terminal (never in a pipe or log)."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit=" sentences", file=sys.stderr, disable=not sys.stderr.isatty(), dynamic_ncols=True)
 
 
 def _average(args: argparse.Namespace, _: list[str]) -> int:

@@ -11,7 +11,6 @@ misalign the two sides.
 """
 
 import gzip
-import io
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -58,7 +57,7 @@ def iter_lines(path: str | Path) -> Iterator[str]:
     empty = True
     try:
         with gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb") as f:
-            for line in _decode(f, name=str(path)):
+            for line in iter_stream(f, name=str(path)):
                 empty = False
                 yield line
     except FileNotFoundError:
@@ -71,18 +70,14 @@ def iter_lines(path: str | Path) -> Iterator[str]:
         raise UserError(f"{path}: empty file")
 
 
-def decode_lines(data: bytes, *, name: str) -> list[str]:
-    """Split UTF-8 bytes (stdin's, say) into lines as `iter_lines` does a file; b"" gives no line.
+def iter_stream(stream: BinaryIO, *, name: str) -> Iterator[str]:
+    """The lines of a binary stream (a file, stdin), read one at a time, as `iter_lines` yields a file's:
+    split on b"\\n" only (a binary stream's own iteration), a "\\r" before it dropped and a leading
+    byte-order mark removed; an empty stream gives no line.
 
     Raises:
-        UserError: `data` is not valid UTF-8, naming `name` and the 1-based line of the first bad byte.
+        UserError: a line is not valid UTF-8, naming `name` and its 1-based number.
     """
-    return list(_decode(io.BytesIO(data), name=name))
-
-
-def _decode(stream: BinaryIO, *, name: str) -> Iterator[str]:
-    """The lines of a binary stream, split on b"\\n" only (a binary stream's own iteration), a "\\r"
-    before it dropped and a leading byte-order mark removed."""
     for number, raw in enumerate(stream, start=1):
         try:
             line = raw.decode("utf-8")

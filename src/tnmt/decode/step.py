@@ -23,15 +23,16 @@ from tnmt.model import Transformer
 log = logging.getLogger("tnmt")
 
 
-def fit_source(ids: Sequence[int], *, model_max_len: int, index: int) -> list[int]:
+def fit_source(ids: Sequence[int], *, model_max_len: int, line: int) -> list[int]:
     """The source ids (no EOS) cut to the model's `max_len - 1` positions, so EOS fits in the last one.
 
-    One over-long line must not stop a whole file: it is truncated with a one-line warning naming it.
+    One over-long line must not stop a whole file: it is truncated with a one-line warning naming it by its
+    1-based `line` number.
     """
     keep = model_max_len - 1
     if len(ids) > keep:
         log.warning(
-            f"input {index}: {len(ids)} source tokens exceed the model's max_len ({model_max_len} positions,"
+            f"line {line}: {len(ids)} source tokens exceed the model's max_len ({model_max_len} positions,"
             f" EOS included); translating the first {keep}"
         )
     return list(ids[:keep])

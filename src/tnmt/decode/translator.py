@@ -81,22 +81,29 @@ class Translator:
             raise ValueError(f"quantize is applied when the Translator is made ({self.decode.quantize!r})")
         return settings
 
-    def translate(self, texts: Sequence[str], **decode: Any) -> list[str]:
+    def translate(self, texts: Sequence[str], *, first_line: int = 1, **decode: Any) -> list[str]:
         """The best translation of each text, in input order; an empty or all-whitespace text gives "".
 
         Any `DecodeConfig` field in `decode` overrides the translator's default for this call. A beam of 1
-        runs greedy search, which gives the same result as beam search with one beam.
+        runs greedy search, which gives the same result as beam search with one beam. `first_line` is the
+        line number of `texts[0]` in warnings (a file translated chunk by chunk names its own lines).
         """
         settings = self.settings(**decode)
         if settings.beam_size == 1:
-            outputs = self._batched(texts, settings.batch_size, lambda src: greedy_search(self.model, src, settings))
-            return [self.tokenizer.decode_target(ids) if ids is not None else "" for ids in outputs]
-        return [results[0].text for results in self.translate_nbest(texts, n_best=1, **decode)]
 
-    def translate_nbest(self, texts: Sequence[str], *, n_best: int, **decode: Any) -> list[list[TranslationResult]]:
+            def search(src: Tensor) -> list[list[int]]:
+                return greedy_search(self.model, src, settings)
+
+            outputs = self._batched(texts, settings.batch_size, search, first_line)
+            return [self.tokenizer.decode_target(ids) if ids is not None else "" for ids in outputs]
+        return [results[0].text for results in self.translate_nbest(texts, n_best=1, first_line=first_line, **decode)]
+
+    def translate_nbest(
+        self, texts: Sequence[str], *, n_best: int, first_line: int = 1, **decode: Any
+    ) -> list[list[TranslationResult]]:
         """The `n_best` translations of each text with scores, best first; `[EMPTY]` for an empty text.
 
-        `decode` as for `translate`; `n_best` is at most the beam size.
+        `decode` and `first_line` as for `translate`; `n_best` is at most the beam size.
         """
         settings = self.settings(**decode)
 
@@ -108,7 +115,7 @@ class Translator:
             [EMPTY]
             if hyps is None
             else [TranslationResult(decode_target(h.tokens), h.tokens, h.score, h.log_prob) for h in hyps]
-            for hyps in self._batched(texts, settings.batch_size, search)
+            for hyps in self._batched(texts, settings.batch_size, search, first_line)
         ]
 
     def attention(self, text: str, **decode: Any) -> tuple[list[str], list[str], AttentionMaps]:
@@ -125,7 +132,7 @@ class Translator:
         if not text.strip():
             raise ValueError("cannot show attention for an empty text")
         settings = self.settings(**decode)
-        ids = self._source_ids(text, 0)
+        ids = self._source_ids(text, 1)
         src = torch.tensor([ids], device=self.device)  # (1, S)
         if settings.beam_size == 1:
             output = greedy_search(self.model, src, settings)[0]
@@ -137,9 +144,11 @@ class Translator:
         src_pieces = self.tokenizer.source_pieces(text)[: len(ids) - 1] + eos_piece
         return src_pieces, self.tokenizer.target_pieces(tgt), maps
 
-    def _batched(self, texts: Sequence[str], batch_size: int, search: Callable[[Tensor], list[R]]) -> list[R | None]:
+    def _batched(
+        self, texts: Sequence[str], batch_size: int, search: Callable[[Tensor], list[R]], first_line: int
+    ) -> list[R | None]:
         """Run `search` on length-sorted padded batches; results in input order, None for empty texts."""
-        sources = [self._source_ids(text, i) if text.strip() else None for i, text in enumerate(texts)]
+        sources = [self._source_ids(text, first_line + i) if text.strip() else None for i, text in enumerate(texts)]
         order = [i for i, ids in enumerate(sources) if ids is not None]
         order.sort(key=lambda i: -len(sources[i]))
         results: list[R | None] = [None] * len(texts)
@@ -152,7 +161,7 @@ class Translator:
                 results[i] = result
         return results
 
-    def _source_ids(self, text: str, index: int) -> list[int]:
-        """Source ids plus EOS, truncated (with a warning) to the model's `max_len` positions."""
-        ids = fit_source(self.tokenizer.encode_source(text), model_max_len=self.model.config.max_len, index=index)
+    def _source_ids(self, text: str, line: int) -> list[int]:
+        """Source ids plus EOS, truncated (with a warning naming `line`) to the model's `max_len` positions."""
+        ids = fit_source(self.tokenizer.encode_source(text), model_max_len=self.model.config.max_len, line=line)
         return [*ids, self.tokenizer.eos_id]

@@ -196,25 +196,28 @@ class CTranslate2Translator:
         self._target_ids = {piece: i for i, piece in enumerate(self.target_pieces)}
         self._suppressed = [[self.target_pieces[i]] for i in banned_ids(self.config)]
 
-    def translate(self, texts: Sequence[str], **decode: Any) -> list[str]:
-        """The translation of each text, in input order; empty texts give empty lines. `decode` as in
-        `Translator.translate`."""
+    def translate(self, texts: Sequence[str], *, first_line: int = 1, **decode: Any) -> list[str]:
+        """The translation of each text, in input order; empty texts give empty lines. `first_line` and
+        `decode` as in `Translator.translate`."""
         kept = [i for i, text in enumerate(texts) if text.strip()]
         sources = [self.tokenizer.encode_source(texts[i]) for i in kept]
         results = [""] * len(texts)
-        for i, ids in zip(kept, self.translate_ids(sources, **decode), strict=True):
+        lines = [first_line + i for i in kept]
+        for i, ids in zip(kept, self.translate_ids(sources, lines=lines, **decode), strict=True):
             results[i] = self.tokenizer.decode_target(ids)
         return results
 
-    def translate_ids(self, sources: Sequence[Sequence[int]], **decode: Any) -> list[list[int]]:
-        """Output ids (no BOS/EOS) for source ids without EOS."""
+    def translate_ids(
+        self, sources: Sequence[Sequence[int]], *, lines: Sequence[int] = (), **decode: Any
+    ) -> list[list[int]]:
+        """Output ids (no BOS/EOS) for source ids without EOS; `lines` numbers them in warnings (default 1, 2, ...)."""
         settings = self._settings(**decode)
         if not sources:
             return []
         max_len = self.config.max_len
         pieces = [
-            [self.source_pieces[i] for i in fit_source(ids, model_max_len=max_len, index=n)]
-            for n, ids in enumerate(sources)
+            [self.source_pieces[i] for i in fit_source(ids, model_max_len=max_len, line=line)]
+            for line, ids in zip(lines or range(1, len(sources) + 1), sources, strict=True)
         ]
         lengths = torch.tensor([len(p) + 1 for p in pieces])  # EOS counted, as tnmt counts it
         limits = output_limits(lengths, model_max_len=max_len, decode=settings).tolist()
