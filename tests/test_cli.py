@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from tnmt.checkpoint import load_checkpoint
 
@@ -233,6 +234,27 @@ def test_attention_takes_the_decoding_flags(tiny_checkpoint, tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert list(tmp_path.glob("*.png"))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without a GPU")
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--device", "cuda"], "device = 'cuda' but PyTorch sees no CUDA device (torch.cuda.is_available() is False)"),
+        (
+            ["--engine", "ctranslate2", "--device", "auto"],
+            "--device is for --engine tnmt; the CTranslate2 engine runs on the CPU",
+        ),
+    ],
+)
+def test_device_errors_are_one_line(tiny_checkpoint, args, message):
+    result = tnmt("translate", "--checkpoint", str(tiny_checkpoint), *args, stdin="forty-two\n")
+    assert result.returncode == 2 and result.stderr == f"tnmt translate: error: {message}\n"
+
+
+def test_translate_on_an_explicit_device(tiny_checkpoint):
+    result = tnmt("translate", "--checkpoint", str(tiny_checkpoint), "--device", "auto", stdin="forty-two\n")
+    assert result.returncode == 0 and result.stdout.count("\n") == 1, result.stderr
 
 
 def test_output_to_a_device_is_written_in_place(tiny_checkpoint, tmp_path):

@@ -55,7 +55,7 @@ def test_dict_round_trip():
     [
         (TrainConfig, {"max_steps": "3"}, r"^w max_steps = '3': expected int$"),
         (TrainConfig, {"max_steps": True}, r"^w max_steps = True: expected int$"),
-        (TrainConfig, {"bf16": 1}, r"^w bf16 = 1: expected bool$"),
+        (TrainConfig, {"activation_checkpointing": 1}, r"^w activation_checkpointing = 1: expected bool$"),
         (TrainConfig, {"best_metric": "ter"}, r"^w best_metric = 'ter': expected one of 'bleu', 'chrf'$"),
         (TrainConfig, {"warmup_steps": 0}, r"^w: TrainConfig.warmup_steps = 0: must be positive$"),
         (DecodeConfig, {"length_penalty": float("nan")}, r"DecodeConfig.length_penalty = nan: must be a finite"),

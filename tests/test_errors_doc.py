@@ -154,6 +154,8 @@ INPUTS: dict[str, Callable[[Path, Path], None]] = {
     "override-no-value": lambda d, _: write(d, "r.toml", ""),
     "override-no-section": lambda d, _: write(d, "r.toml", ""),
     "override-wrong-type": lambda d, _: write(d, "r.toml", ""),
+    "recipe-old-bf16": lambda d, _: write(d, "r.toml", "[train]\nbf16 = true\n"),
+    "train-fp16-on-cpu": lambda d, _: write(d, "r.toml", ""),
     # checkpoints
     "ckpt-missing": lambda d, _: write(d, "in.txt", "one\n"),
     "ckpt-file": lambda d, _: (write(d, "ckpt", "not a directory"), write(d, "in.txt", "one\n")),

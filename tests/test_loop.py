@@ -86,6 +86,26 @@ def test_fine_tuning_starts_from_a_checkpoint(tiny_training, tmp_path):
     assert after.tokenizer.vocab_size == before.tokenizer.vocab_size
 
 
+def test_activation_checkpointing_trains_the_same_model(tiny_training, tmp_path):
+    runs = [
+        train(recipe(tiny_training, tmp_path / name, "--train.max_steps=3", "--model.dropout=0", *flag), progress=False)
+        for name, flag in (("plain", []), ("checkpointed", ["--train.activation_checkpointing=true"]))
+    ]
+    plain, checkpointed = (weights((run / "last").resolve()) for run in runs)
+    for name in plain:
+        torch.testing.assert_close(checkpointed[name], plain[name], atol=1e-6, rtol=1e-5, msg=name)
+
+
+def test_fp16_on_the_cpu_is_refused_before_training(tiny_training, tmp_path):
+    with pytest.raises(UserError, match="train.precision = 'fp16' needs a CUDA device"):
+        train(
+            recipe(
+                tiny_training, tmp_path / "fp16", "--train.max_steps=2", "--train.device=cpu", "--train.precision=fp16"
+            ),
+            progress=False,
+        )
+
+
 def test_average_last_averages_the_last_step_checkpoints(tiny_training, tmp_path):
     out = train(
         recipe(

@@ -18,9 +18,8 @@ def tiny(**overrides) -> Transformer:
         n_encoder_layers=2,
         n_decoder_layers=2,
         d_ff=32,
-        dropout=0.0,
         max_len=40,
-        **{"tie_output": False, **overrides},
+        **{"tie_output": False, "dropout": 0.0, **overrides},
     )
     return Transformer(config).eval()
 
@@ -232,3 +231,23 @@ def test_overfits_a_reverse_task():
     src, tgt_in, tgt_out = make(data)
     accuracy = (model(src, tgt_in).argmax(-1) == tgt_out).float().mean().item()
     assert accuracy >= 0.99, f"token accuracy {accuracy:.3f} after {steps} steps"
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+def test_activation_checkpointing_gives_the_same_gradients(dropout):
+    """Recomputing each layer in backward (with the same dropout masks) changes memory, not the numbers."""
+    src, tgt = batch()
+    grads, calls = [], []
+    for checkpointing in (False, True):
+        model = tiny(dropout=dropout)
+        model.train().activation_checkpointing = checkpointing
+        runs: list[int] = []
+        model.decoder_layers[1].register_forward_pre_hook(lambda *_, runs=runs: runs.append(1))
+        torch.manual_seed(1)
+        model(src, tgt).square().mean().backward()
+        grads.append({name: p.grad for name, p in model.named_parameters()})
+        calls.append(len(runs))
+    assert calls == [1, 2]  # checkpointed: the layer ran again in backward
+    assert grads[0].keys() == grads[1].keys()
+    for name in grads[0]:
+        torch.testing.assert_close(grads[1][name], grads[0][name], atol=1e-6, rtol=1e-5, msg=name)

@@ -17,9 +17,9 @@ def test_shipped_recipes_load(repo_root):
 def test_overrides_are_typed_and_applied(repo_root):
     recipe = load_recipe(
         str(repo_root / "configs" / "multi30k_en_de.toml"),
-        ["--train.max_steps=7", "--train.out_dir=/tmp/x y", "--model.d_model=128", "--train.bf16=false"],
+        ["--train.max_steps=7", "--train.out_dir=/tmp/x y", "--model.d_model=128", "--train.precision=fp32"],
     )
-    assert recipe.train.max_steps == 7 and recipe.train.out_dir == "/tmp/x y" and recipe.train.bf16 is False
+    assert recipe.train.max_steps == 7 and recipe.train.out_dir == "/tmp/x y" and recipe.train.precision == "fp32"
     assert recipe.model_config(vocab_size=50, pad_id=0, bos_id=1, eos_id=2).d_model == 128
 
 
@@ -39,6 +39,7 @@ def test_overrides_are_typed_and_applied(repo_root):
         ("train = 3\n", [], r"train must be a table"),
         ("", ["train.max_steps"], "expected --section.key=value"),
         ("[data\n", [], "invalid TOML"),
+        ("[train]\nbf16 = true\n", [], r'\[train\]: bf16 was replaced by precision = "bf16" \(or "fp32", "fp16"\)$'),
     ],
 )
 def test_errors_name_the_section_and_key(tmp_path, text, overrides, message):

@@ -171,6 +171,7 @@ def _add_conversion_commands(sub: argparse._SubParsersAction) -> None:
 def _decode_options(p: argparse.ArgumentParser) -> None:
     """--checkpoint, and one flag per `DecodeConfig` field; an unset flag keeps the checkpoint's value."""
     p.add_argument("--checkpoint", required=True, type=Path, help="checkpoint directory (or a best/last link)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="cpu", help="auto: CUDA when there is a GPU")
     group = p.add_argument_group("decoding (default: the checkpoint's [decode] settings, else the value shown)")
     _config_flags(group, DecodeConfig, unset=argparse.SUPPRESS)
 
@@ -206,8 +207,10 @@ def _given(args: argparse.Namespace, cls: type) -> dict[str, Any]:
 
 def _translator(args: argparse.Namespace):
     from tnmt.decode.translator import Translator
+    from tnmt.device import resolve_device
 
-    return Translator.from_checkpoint(args.checkpoint, **_given(args, DecodeConfig))
+    device = resolve_device(args.device)
+    return Translator.from_checkpoint(args.checkpoint, device=str(device), **_given(args, DecodeConfig))
 
 
 def _serve(args: argparse.Namespace, _: list[str]) -> int:
@@ -234,6 +237,7 @@ def _serve(args: argparse.Namespace, _: list[str]) -> int:
 
 def _train(args: argparse.Namespace, overrides: list[str]) -> int:
     from tnmt.recipe import load_recipe
+    from tnmt.train.distributed import PeerLost, env_world
     from tnmt.train.loop import train
     from tnmt.train.stop import Stopped, stop_on_signals
 
@@ -245,7 +249,11 @@ def _train(args: argparse.Namespace, overrides: list[str]) -> int:
         except Stopped as stopped:
             print(f"tnmt train: {stopped}", file=sys.stderr)
             return stopped.exit_status
-    print(f"checkpoints in {out}: best -> {(out / 'best').resolve().name}, last -> {(out / 'last').resolve().name}")
+        except PeerLost as e:  # under torchrun: another rank died or hung; say so in one line, not a backtrace
+            print(f"tnmt train: error: {e}", file=sys.stderr)
+            return 1
+    if env_world().is_main:
+        print(f"checkpoints in {out}: best -> {(out / 'best').resolve().name}, last -> {(out / 'last').resolve().name}")
     return 0
 
 
@@ -272,6 +280,8 @@ def _translate(args: argparse.Namespace, _: list[str]) -> int:
     if args.engine == "ctranslate2":
         from tnmt.interop.ctranslate2 import CTranslate2Translator
 
+        if args.device != "cpu":
+            raise UserError("--device is for --engine tnmt; the CTranslate2 engine runs on the CPU")
         translator = CTranslate2Translator(args.checkpoint, **_given(args, DecodeConfig))
     else:
         translator = _translator(args)

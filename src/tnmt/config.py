@@ -166,7 +166,10 @@ class TrainConfig:
     adam_eps: float = 1e-9
     label_smoothing: float = 0.1  # epsilon_ls (section 5.4)
     clip_norm: float = 0.0  # gradient-norm clipping (not in the paper); 0 = none
-    bf16: bool = False  # bfloat16 autocast on the CPU
+    device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA when PyTorch sees a GPU (see device.py)
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"  # autocast dtype; fp16 (CUDA only) adds loss scaling
+    activation_checkpointing: bool = False  # recompute each layer's activations in backward: less memory, ~30% slower
+    collective_timeout_s: float = 1800.0  # torchrun: a rank waiting longer on the others fails (covers validation)
     eval_every: int = 0  # validate every N updates; 0 = at the end of every epoch
     eval_beam_size: int = 0  # beam size of validation decoding; 0 = [decode] beam_size (1 is ~4x cheaper)
     best_metric: Literal["bleu", "chrf"] = "bleu"  # validation metric that picks `best`, drives early stopping
@@ -186,6 +189,7 @@ class TrainConfig:
         _check(self, "lr_factor", self.lr_factor > 0, "positive")
         _check(self, "clip_norm", self.clip_norm >= 0, ">= 0")
         _check(self, "max_minutes", self.max_minutes >= 0, ">= 0")
+        _check(self, "collective_timeout_s", self.collective_timeout_s > 0, "positive")
         _check(
             self, "average_last", self.average_last <= self.keep_checkpoints, "<= keep_checkpoints (kept to average)"
         )

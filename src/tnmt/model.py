@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from tnmt.blocks.dropout import Dropout
 from tnmt.blocks.embedding import TokenEmbedding
@@ -31,11 +32,17 @@ class AttentionMaps:
 
 
 class Transformer(nn.Module):
-    """Encoder-decoder Transformer for translation; see `ModelConfig` for every option."""
+    """Encoder-decoder Transformer for translation; see `ModelConfig` for every option.
+
+    `activation_checkpointing = True` (a training setting, not part of the model: the loop sets it from
+    `train.activation_checkpointing`) keeps only each layer's input during a training forward pass and
+    recomputes the layer in backward, trading ~1/3 more compute for activations of one layer at a time.
+    """
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = c = config
+        self.activation_checkpointing = False
         layer_args = dict(
             dropout=c.dropout,
             attention_dropout=c.attention_dropout,
@@ -135,7 +142,7 @@ class Transformer(nn.Module):
         x = self.embed_dropout(self.positions(self.src_embed(src_ids)))  # (B, S, D)
         weights = []
         for layer in self.encoder_layers:
-            x, w = layer(x, src_mask, need_weights=need_weights)
+            x, w = self._layer(layer, x, src_mask, need_weights=need_weights)
             weights.append(w)
         return self.encoder_norm(x), weights
 
@@ -160,7 +167,8 @@ class Transformer(nn.Module):
         x = self.embed_dropout(self.positions(self.tgt_embed(tgt_ids), start=start))  # (B, T, D)
         self_w, cross_w = [], []
         for i, layer in enumerate(self.decoder_layers):
-            x, w = layer(
+            x, w = self._layer(
+                layer,
                 x,
                 memory,
                 self_mask=tgt_mask,
@@ -175,3 +183,9 @@ class Transformer(nn.Module):
         if self.logits_bias is not None:
             logits = logits + self.logits_bias
         return logits, self_w, cross_w
+
+    def _layer(self, layer: nn.Module, *args, **kwargs):
+        """Run one encoder or decoder layer, through `torch.utils.checkpoint` when activation checkpointing is on."""
+        if self.activation_checkpointing and self.training and torch.is_grad_enabled():
+            return checkpoint(layer, *args, use_reentrant=False, **kwargs)
+        return layer(*args, **kwargs)

@@ -66,9 +66,11 @@ def load_recipe(path: str | None, overrides: Sequence[str] = ()) -> Recipe:
     for name, table in data.items():
         if not isinstance(table, dict):
             raise UserError(f"{where}: {name} must be a table ([{name}]), not a value")
+    if "bf16" in data.get("train", {}):  # the key before train.precision: say what replaced it
+        raise UserError(f'{where} [train]: bf16 was replaced by precision = "bf16" (or "fp32", "fp16")')
     model = dict(data.get("model", {}))
     preset = model.pop("preset", "small")
-    if preset not in PRESETS:
+    if not isinstance(preset, str) or preset not in PRESETS:
         raise UserError(f"{where} [model]: preset must be one of {sorted(PRESETS)}, got {preset!r}")
     if reserved := [key for key in model if key in FROM_TOKENIZER]:
         raise UserError(f"{where} [model]: {reserved[0]} comes from the tokenizer and cannot be set")

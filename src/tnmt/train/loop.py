@@ -7,17 +7,22 @@ gradient accumulation makes a larger effective batch from several smaller ones.
 
 Everything the loop needs to continue is in its checkpoints: weights, Adam moments, the step (which
 determines the learning rate), the data position (epoch, batch index: batches are a pure function of
-seed and epoch) and the RNG state, so a resumed run ends with the same weights as an uninterrupted one.
+seed and epoch) and the RNG state, so a resumed run ends with the same weights as an uninterrupted one
+(for several processes under torchrun, see distributed.py and `_prepare`'s note on RNG state).
 """
 
 import json
 import logging
 import math
+import random
 import time
-from dataclasses import asdict, dataclass, replace
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import torch
+from torch.nn.parallel import DistributedDataParallel
 
 from tnmt.checkpoint import (
     average_checkpoints,
@@ -28,17 +33,19 @@ from tnmt.checkpoint import (
     update_link,
 )
 from tnmt.config import TrainConfig
-from tnmt.data.batching import TokenBatchSampler, collate
+from tnmt.data.batching import Batch, TokenBatchSampler, collate
 from tnmt.data.corpus import ParallelCorpus
 from tnmt.data.dataset import EncodedPairs, encode, read_split
 from tnmt.data.shards import PreparedPairs, prepare_recipe
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.decode.translator import Translator
+from tnmt.device import MixedPrecision, mixed_precision, resolve_device, to_device
 from tnmt.errors import UserError
 from tnmt.evaluate import score
 from tnmt.io import atomic_write_text
 from tnmt.model import Transformer
 from tnmt.recipe import Recipe
+from tnmt.train.distributed import World, collective, env_world, process_group
 from tnmt.train.loss import label_smoothed_loss
 from tnmt.train.progress import MetricsLog, Progress, Window
 from tnmt.train.schedule import inverse_sqrt_lr
@@ -58,7 +65,8 @@ class TrainState:
     best_score: float = -1.0  # of TrainConfig.best_metric
     best_step: int = 0
     bad_evals: int = 0  # validations since the best score (early stopping)
-    elapsed: float = 0.0  # training seconds, carried over resumes for max_minutes
+    elapsed: float = 0.0  # training seconds (rank 0's clock), carried over resumes for max_minutes
+    grad_scaler: dict[str, Any] = field(default_factory=dict)  # fp16 loss scale (GradScaler.state_dict())
 
 
 @dataclass
@@ -76,10 +84,16 @@ class Run:
     valid_text: ParallelCorpus
     log: MetricsLog
     bar: Progress
+    world: World
+    net: torch.nn.Module  # the model, wrapped in DistributedDataParallel when there are several ranks
+    precision: MixedPrecision
+    scaler: torch.amp.GradScaler  # loss scaling for fp16; a pass-through otherwise
 
 
 def train(recipe: Recipe, *, resume: bool = False, progress: bool = True, stop: StopRequest | None = None) -> Path:
     """Train as the recipe says and return the output directory (with `best` and `last` links).
+
+    Launched by torchrun, every process runs this with its share of each update (see distributed.py).
 
     Raises:
         Stopped: `stop` was set (a signal, see train/stop.py); a checkpoint of the last update was saved.
@@ -87,41 +101,52 @@ def train(recipe: Recipe, *, resume: bool = False, progress: bool = True, stop: 
     cfg = recipe.train
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    run = _prepare(recipe, resume=resume, progress=progress)
-    state, ids = run.state, _special_ids(run.tokenizer)
-    sampler = TokenBatchSampler(run.train_data.lengths(), max_tokens=cfg.max_tokens, seed=cfg.seed)
-    window = Window()
-    started = time.monotonic() - state.elapsed
-    if out_of_budget(cfg, state):  # resuming a run that already finished: nothing to add
-        log.info(f"{run.out} already reached its budget at update {state.step}: nothing to resume")
-        return _finish(run)
-    run.model.train()
-    while True:
-        batches = sampler.batches(state.epoch)  # a pure function of (seed, epoch): resuming replays it
-        while state.batch_index < len(batches):
-            group = batches[state.batch_index : state.batch_index + cfg.accum_steps]
-            step_batches = [collate(run.train_data.pairs(b), **ids) for b in group]
-            window.add(*_update(run.model, run.optimizer, step_batches, cfg=cfg, step=state.step + 1))
-            state.step, state.batch_index = state.step + 1, state.batch_index + len(group)
-            state.elapsed = time.monotonic() - started
-            if state.step % cfg.log_every == 0:
-                _log_window(run, window)
-                window = Window()
-            run.bar.advance(step=state.step, elapsed=state.elapsed)
-            done = out_of_budget(cfg, state)
-            if done or (cfg.eval_every and state.step % cfg.eval_every == 0):
-                patience_spent = _validate_and_save(run)
-                if patience_spent or done:
-                    return _finish(run)
-            if stop:
-                _stop(run, stop)
-        state.epoch, state.batch_index = state.epoch + 1, 0
-        if not cfg.eval_every and _validate_and_save(run):
+    device = resolve_device(cfg.device, local_rank=env_world().local_rank)
+    precision = mixed_precision(cfg.precision, device)  # before any work: fp16 on the CPU is an error
+    with process_group(device=device, timeout_s=cfg.collective_timeout_s) as world:
+        run = _prepare(recipe, resume=resume, progress=progress, world=world, device=device, precision=precision)
+        state, ids = run.state, _special_ids(run.tokenizer)
+        if not world.is_main:  # dropout masks of its own; checkpoints keep rank 0's RNG state (see _prepare)
+            torch.manual_seed(random.Random(f"tnmt-dropout/{cfg.seed}/{world.rank}/{state.step}").getrandbits(63))
+        sampler = TokenBatchSampler(run.train_data.lengths(), max_tokens=cfg.max_tokens, seed=cfg.seed)
+        window = Window()
+        started = time.monotonic() - state.elapsed
+        if out_of_budget(cfg, state):  # resuming a run that already finished: nothing to add
+            log.info(f"{run.out} already reached its budget at update {state.step}: nothing to resume")
             return _finish(run)
-        if cfg.max_epochs and state.epoch >= cfg.max_epochs:
-            if cfg.eval_every:
-                _validate_and_save(run)
-            return _finish(run)
+        run.model.train()
+        while True:
+            batches = sampler.batches(state.epoch)  # a pure function of (seed, epoch): resuming replays it
+            while state.batch_index < len(batches):
+                # One update takes the next world.size * accum_steps global batches; the j-th goes to rank j mod N.
+                group = batches[state.batch_index : state.batch_index + world.size * cfg.accum_steps]
+                mine = group[world.rank :: world.size]
+                step_batches = [to_device(collate(run.train_data.pairs(b), **ids), device) for b in mine or group[:1]]
+                with collective(world):
+                    window.add(*_update(run, step_batches, real=len(mine), steps=-(-len(group) // world.size)))
+                state.step, state.batch_index = state.step + 1, state.batch_index + len(group)
+                # The time budget runs on rank 0's clock; a stop request (a signal) to any rank stops them all.
+                state.elapsed, stops = world.sum(
+                    time.monotonic() - started if world.is_main else 0.0, float(bool(stop))
+                )
+                if state.step % cfg.log_every == 0:
+                    _log_window(run, window)
+                    window = Window()
+                run.bar.advance(step=state.step, elapsed=state.elapsed)
+                done = out_of_budget(cfg, state)
+                if done or (cfg.eval_every and state.step % cfg.eval_every == 0):
+                    patience_spent = _validate_and_save(run)
+                    if patience_spent or done:
+                        return _finish(run)
+                if stops:
+                    _stop(run, stop.name if stop else "")
+            state.epoch, state.batch_index = state.epoch + 1, 0
+            if not cfg.eval_every and _validate_and_save(run):
+                return _finish(run)
+            if cfg.max_epochs and state.epoch >= cfg.max_epochs:
+                if cfg.eval_every:
+                    _validate_and_save(run)
+                return _finish(run)
 
 
 def out_of_budget(cfg: TrainConfig, state: TrainState) -> bool:
@@ -131,26 +156,43 @@ def out_of_budget(cfg: TrainConfig, state: TrainState) -> bool:
     )
 
 
-def _update(
-    model: Transformer, optimizer: torch.optim.Optimizer, batches: list, *, cfg: TrainConfig, step: int
-) -> tuple[float, float, int]:
-    """One optimizer update over (possibly several accumulated) batches; returns summed loss, NLL, tokens."""
-    n_tokens = sum(b.n_tgt_tokens for b in batches)
+def _update(run: Run, batches: list[Batch], *, real: int, steps: int) -> tuple[float, float, int]:
+    """One optimizer update over this rank's `real` batches (of `batches`), accumulated; returns the summed
+    loss, NLL and target tokens of all ranks.
+
+    Every rank runs `steps` forward/backward passes so DDP's collectives stay in step: a rank short of data
+    at the end of an epoch repeats its first batch with weight 0 (fairseq's dummy batch). The loss is divided
+    by the target tokens of all ranks, times world.size because DDP averages gradients over ranks: the
+    update equals one process accumulating every rank's batches. Gradients are all-reduced once, in the
+    backward pass of the last micro-batch (`no_sync` before it).
+    """
+    cfg, world, net, model, scaler = run.recipe.train, run.world, run.net, run.model, run.scaler
+    dtype = run.precision.dtype
+    (n_tokens,) = world.sum(sum(b.n_tgt_tokens for b in batches[:real]))
     total_loss = total_nll = 0.0
-    for batch in batches:
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
-            logits = model(batch.src, batch.tgt_in)  # (B, T, V)
-        loss, nll = label_smoothed_loss(logits, batch.tgt_out, epsilon=cfg.label_smoothing, pad_id=model.config.pad_id)
-        (loss / n_tokens).backward()  # every token of the update weighs the same
-        total_loss, total_nll = total_loss + loss.item(), total_nll + nll.item()
+    for i in range(steps):
+        batch, weight = (batches[i], world.size) if i < real else (batches[0], 0)
+        last = i == steps - 1
+        with nullcontext() if last or world.size == 1 else net.no_sync():
+            with torch.autocast(batch.src.device.type, dtype=dtype, enabled=dtype is not None):
+                logits = net(batch.src, batch.tgt_in)  # (B, T, V)
+            pad_id = model.config.pad_id
+            loss, nll = label_smoothed_loss(logits, batch.tgt_out, epsilon=cfg.label_smoothing, pad_id=pad_id)
+            scaler.scale(loss * weight / n_tokens).backward()  # every token of the update weighs the same
+        if i < real:
+            total_loss, total_nll = total_loss + loss.item(), total_nll + nll.item()
+    scaler.unscale_(run.optimizer)
     if cfg.clip_norm:
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
+    step = run.state.step + 1
     lr = inverse_sqrt_lr(step, d_model=model.config.d_model, warmup_steps=cfg.warmup_steps, factor=cfg.lr_factor)
-    for group in optimizer.param_groups:
+    for group in run.optimizer.param_groups:
         group["lr"] = lr
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return total_loss, total_nll, n_tokens
+    scaler.step(run.optimizer)
+    scaler.update()
+    run.optimizer.zero_grad(set_to_none=True)
+    total_loss, total_nll = world.sum(total_loss, total_nll)
+    return total_loss, total_nll, int(n_tokens)
 
 
 @torch.no_grad()
@@ -169,11 +211,11 @@ def evaluate(
     `train.eval_beam_size` as the beam size when it is set.
     """
     model.eval()
-    ids = _special_ids(tokenizer)
+    ids, device = _special_ids(tokenizer), next(model.parameters()).device
     sampler = TokenBatchSampler(data.lengths(), max_tokens=recipe.train.max_tokens, seed=0, shuffle=False)
     total_nll, total_tokens = 0.0, 0
     for indices in sampler.batches(0):
-        batch = collate(data.pairs(indices), **ids)
+        batch = to_device(collate(data.pairs(indices), **ids), device)
         _, nll = label_smoothed_loss(model(batch.src, batch.tgt_in), batch.tgt_out, epsilon=0.0, pad_id=ids["pad_id"])
         total_nll, total_tokens = total_nll + nll.item(), total_tokens + batch.n_tgt_tokens
     decode = replace(recipe.decode, beam_size=recipe.train.eval_beam_size or recipe.decode.beam_size)
@@ -188,10 +230,19 @@ def evaluate(
     }
 
 
-def _prepare(recipe: Recipe, *, resume: bool, progress: bool) -> Run:
+def _prepare(
+    recipe: Recipe, *, resume: bool, progress: bool, world: World, device: torch.device, precision: MixedPrecision
+) -> Run:
     """Model, tokenizer, optimizer and state (fresh, from `init_from`, or from `out/last` when resuming),
-    and the data: the training corpus prepared on disk (`shards.prepare`, reused when current) and
-    encoded with the checkpoint's tokenizer if there is one; the small validation set in memory."""
+    and the data: the training corpus prepared on disk (`shards.prepare`, reused when current; rank 0 builds
+    it while the other ranks wait) and encoded with the checkpoint's tokenizer if there is one; the small
+    validation set in memory.
+
+    Every rank builds the same model from the same seed (DDP also copies rank 0's weights to the others).
+    RNG: a checkpoint holds rank 0's CPU torch RNG state (dropout masks); rank 0 restores it on resume, so a
+    one-process run resumes bit for bit; other ranks reseed from (seed, rank, step) in `train`, and the
+    CUDA RNG is not stored: with dropout > 0 a resumed multi-process or GPU run is equivalent, not identical.
+    """
     cfg, out = recipe.train, Path(recipe.train.out_dir)
     torch.manual_seed(cfg.seed)
     valid_text = read_split(recipe.data, "val", limit=recipe.data.max_valid_pairs)
@@ -206,18 +257,26 @@ def _prepare(recipe: Recipe, *, resume: bool, progress: bool) -> Run:
         checkpoint = load_checkpoint(cfg.init_from)
     if checkpoint is not None:
         model, tokenizer = checkpoint.model, checkpoint.tokenizer
-        train_data = prepare_recipe(recipe, tokenizer=tokenizer, model_max_len=model.config.max_len)
+        train_data = _prepared(recipe, world, tokenizer=tokenizer, model_max_len=model.config.max_len)
     else:
-        train_data = prepare_recipe(recipe, tokenizer=None, model_max_len=recipe.model.max_len)
+        train_data = _prepared(recipe, world, tokenizer=None, model_max_len=recipe.model.max_len)
         tokenizer = train_data.tokenizer()
         model = Transformer(recipe.model_config(vocab_size=tokenizer.vocab_size, **_special_ids(tokenizer)))
+    model.to(device).activation_checkpointing = cfg.activation_checkpointing
     # fused: one kernel over all parameters instead of a Python loop per tensor (~14% of a small-model step)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.0, betas=cfg.adam_betas, eps=cfg.adam_eps, fused=True)
     if resume:
         optimizer.load_state_dict(checkpoint.optimizer_state)
         torch.set_rng_state(checkpoint.trainer_state["rng.torch"])
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "recipe.json", json.dumps(recipe.to_dict(), indent=2) + "\n")
+    if world.is_main:  # the only rank that writes
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out / "recipe.json", json.dumps(recipe.to_dict(), indent=2) + "\n")
+    scaler = torch.amp.GradScaler(device.type, enabled=precision.scaled)
+    if state.grad_scaler:
+        scaler.load_state_dict(state.grad_scaler)
+    # DDP all-reduces the gradients in backward (one rank: the model itself)
+    gpu = [device.index] if device.type == "cuda" else None
+    net = model if world.size == 1 else DistributedDataParallel(model, device_ids=gpu)
     return Run(
         recipe=recipe,
         out=out,
@@ -228,30 +287,53 @@ def _prepare(recipe: Recipe, *, resume: bool, progress: bool) -> Run:
         train_data=train_data,
         valid_data=encode(valid_text, tokenizer),
         valid_text=valid_text,
-        log=MetricsLog(out / "metrics.jsonl", after_step=state.step),
-        bar=Progress(cfg, step=state.step, elapsed=state.elapsed, enabled=progress),
+        log=MetricsLog(out / "metrics.jsonl", after_step=state.step, enabled=world.is_main),
+        bar=Progress(cfg, step=state.step, elapsed=state.elapsed, enabled=progress and world.is_main),
+        world=world,
+        net=net,
+        precision=precision,
+        scaler=scaler,
     )
+
+
+def _prepared(recipe: Recipe, world: World, *, tokenizer: Tokenizer | None, model_max_len: int) -> PreparedPairs:
+    """The prepared training corpus: rank 0 builds it (or finds it current) while the other ranks wait at a
+    barrier; then they map the same files, read-only."""
+    if world.is_main:
+        prepared = prepare_recipe(recipe, tokenizer=tokenizer, model_max_len=model_max_len)
+    world.barrier()
+    if not world.is_main:
+        prepared = prepare_recipe(recipe, tokenizer=tokenizer, model_max_len=model_max_len)
+    return prepared
 
 
 def _validate_and_save(run: Run) -> bool:
-    """Validate, checkpoint, keep early-stopping count; True = patience is spent. Leaves the model training."""
-    cfg, state = run.recipe.train, run.state
-    metrics = evaluate(
-        run.model, run.tokenizer, run.valid_data, run.valid_text.src, run.valid_text.tgt, recipe=run.recipe
-    )
+    """Validate, checkpoint, keep early-stopping count; True = patience is spent. Leaves the model training.
+
+    Rank 0 validates and writes; the others wait for its metrics, so every rank keeps the same state
+    and makes the same early-stopping decision.
+    """
+    cfg, state, world = run.recipe.train, run.state, run.world
+    metrics = None
+    if world.is_main:
+        metrics = evaluate(
+            run.model, run.tokenizer, run.valid_data, run.valid_text.src, run.valid_text.tgt, recipe=run.recipe
+        )
+    metrics = world.from_main(metrics)
     current = metrics[f"val_{cfg.best_metric}"]
     improved = current > state.best_score
     if improved:
         state.best_score, state.best_step, state.bad_evals = current, state.step, 0
     else:
         state.bad_evals += 1
-    run.log.write(step=state.step, epoch=state.epoch, **metrics)
-    _save(run)
-    run.bar.bar.write(
-        f"step {state.step}: val_loss {metrics['val_loss']:.3f}  val_bleu {metrics['val_bleu']:.2f}"
-        f"  val_chrf {metrics['val_chrf']:.2f}  (best {cfg.best_metric} {state.best_score:.2f} at step"
-        f" {state.best_step})"
-    )
+    if world.is_main:
+        run.log.write(step=state.step, epoch=state.epoch, **metrics)
+        _save(run)
+        run.bar.bar.write(
+            f"step {state.step}: val_loss {metrics['val_loss']:.3f}  val_bleu {metrics['val_bleu']:.2f}"
+            f"  val_chrf {metrics['val_chrf']:.2f}  (best {cfg.best_metric} {state.best_score:.2f} at step"
+            f" {state.best_step})"
+        )
     run.model.train()
     return bool(cfg.patience) and state.bad_evals >= cfg.patience
 
@@ -278,6 +360,7 @@ def _save(run: Run) -> None:
     """A new step checkpoint, then the `last` and `best` links, then pruning of old ones and of leftovers.
     `best` follows `state.best_step`, which also repairs it after a kill between the two link updates."""
     out, state = run.out, run.state
+    state.grad_scaler = run.scaler.state_dict()
     path = save_checkpoint(
         out / "checkpoints" / f"step_{state.step:07d}",
         run.model,
@@ -299,28 +382,31 @@ def _save(run: Run) -> None:
     _remove_leftovers(run)
 
 
-def _stop(run: Run, stop: StopRequest) -> None:
+def _stop(run: Run, signal_name: str) -> None:
     """Checkpoint the update just done (unless validation just did) and raise `Stopped`: training has not
-    ended, so no averaging and no curves (a resume makes them)."""
+    ended, so no averaging and no curves (a resume makes them). `signal_name` is empty on a rank that
+    stops because another rank got the signal."""
+    signal_name = signal_name or "another rank's signal"
     path = run.out / "checkpoints" / f"step_{run.state.step:07d}"
-    if (run.out / "last").resolve() != path.resolve():
+    if run.world.is_main and (run.out / "last").resolve() != path.resolve():
         try:
             _save(run)
         except OSError as e:
-            why = f"stopping on {stop.name}, could not save a checkpoint: {e.strerror}"
+            why = f"stopping on {signal_name}, could not save a checkpoint: {e.strerror}"
             raise OSError(e.errno, why, e.filename) from None
     run.bar.bar.close()
-    raise Stopped(stop.name, run.state.step, path)
+    raise Stopped(signal_name, run.state.step, path)
 
 
 def _finish(run: Run) -> Path:
     run.bar.bar.close()
-    _remove_leftovers(run)  # also when a resumed run had nothing left to do
-    if n := run.recipe.train.average_last:  # section 6.1: the paper decodes the average of the last 5 (big: 20)
-        steps = sorted((run.out / "checkpoints").glob("step_*"))[-n:]  # older ones kept only as `best` drop out
-        average_checkpoints(steps, run.out / "averaged")
-        log.info(f"averaged the last {len(steps)} checkpoints ({steps[0].name} to {steps[-1].name}) into averaged")
-    plot_curves(run.out / "metrics.jsonl", run.out / "curves.png")
+    if run.world.is_main:  # the only rank that writes
+        _remove_leftovers(run)  # also when a resumed run had nothing left to do
+        if n := run.recipe.train.average_last:  # section 6.1: the paper decodes the average of the last 5 (big: 20)
+            steps = sorted((run.out / "checkpoints").glob("step_*"))[-n:]  # older ones kept only as `best` drop out
+            average_checkpoints(steps, run.out / "averaged")
+            log.info(f"averaged the last {len(steps)} checkpoints ({steps[0].name} to {steps[-1].name}) into averaged")
+        plot_curves(run.out / "metrics.jsonl", run.out / "curves.png")
     return run.out
 
 

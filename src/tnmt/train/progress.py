@@ -48,16 +48,20 @@ class Progress:
 
 class MetricsLog:
     """metrics.jsonl, one JSON object per line; on resume, lines past the checkpoint's step are dropped,
-    and so is a line torn by a crash mid-write (the only line a crash can tear is the last)."""
+    and so is a line torn by a crash mid-write (the only line a crash can tear is the last).
 
-    def __init__(self, path: Path, *, after_step: int) -> None:
-        self.path = path
-        if path.exists():
+    Disabled (`enabled=False`, every rank but 0 of a torchrun job), it neither reads nor writes.
+    """
+
+    def __init__(self, path: Path, *, after_step: int, enabled: bool = True) -> None:
+        self.path, self.enabled = path, enabled
+        if enabled and path.exists():
             kept = [line for line in path.read_text().splitlines() if _step(line) <= after_step]
             atomic_write_text(path, "".join(line + "\n" for line in kept))
 
     def write(self, **record: float) -> None:
-        append_line(self.path, json.dumps(record))
+        if self.enabled:
+            append_line(self.path, json.dumps(record))
 
 
 def _step(line: str) -> float:

@@ -1,0 +1,82 @@
+"""Where training and decoding run, and in which precision a training step computes.
+
+A recipe says `train.device = "auto" | "cpu" | "cuda"` (auto: CUDA when there is one) and
+`train.precision = "fp32" | "bf16" | "fp16"`. Mixed precision keeps fp32 master weights and Adam moments
+and autocasts the forward pass: bf16 needs no loss scaling (same exponent range as fp32); fp16 does,
+so it comes with `torch.amp.GradScaler`. A GPU without bf16 (before Ampere) gets fp16 + scaling when
+bf16 is asked for, with a note. The decisions are plain functions of (setting, capabilities), so they
+are tested on machines without a GPU; the CUDA-only work they lead to is a few lines in the loop.
+"""
+
+import logging
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from tnmt.data.batching import Batch
+from tnmt.errors import UserError
+
+log = logging.getLogger("tnmt")
+
+DeviceKind = Literal["auto", "cpu", "cuda"]
+Precision = Literal["fp32", "bf16", "fp16"]
+
+
+def resolve_device(kind: DeviceKind, *, local_rank: int = 0, cuda_available: bool | None = None) -> torch.device:
+    """The device for `kind`; under torchrun each process of a machine takes GPU number `local_rank`.
+
+    Raises:
+        UserError: "cuda" was asked for and there is no CUDA device.
+    """
+    available = torch.cuda.is_available() if cuda_available is None else cuda_available
+    if kind == "cuda" and not available:
+        raise UserError("device = 'cuda' but PyTorch sees no CUDA device (torch.cuda.is_available() is False)")
+    use_cuda = kind == "cuda" or (kind == "auto" and available)
+    return torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
+
+
+@dataclass(frozen=True)
+class MixedPrecision:
+    """How a training step computes: the autocast dtype (None = fp32 throughout) and whether to scale the loss."""
+
+    dtype: torch.dtype | None
+    scaled: bool  # fp16 gradients underflow without loss scaling
+
+
+def mixed_precision(
+    precision: Precision, device: torch.device, *, bf16_supported: bool | None = None
+) -> MixedPrecision:
+    """The autocast dtype and loss scaling for `precision` on `device`.
+
+    Raises:
+        UserError: fp16 on the CPU (no fp16 matmul worth having there; use bf16).
+    """
+    if precision == "fp32":
+        return MixedPrecision(dtype=None, scaled=False)
+    if device.type != "cuda":
+        if precision == "fp16":
+            raise UserError("train.precision = 'fp16' needs a CUDA device; on the CPU use 'bf16' or 'fp32'")
+        return MixedPrecision(dtype=torch.bfloat16, scaled=False)
+    supported = torch.cuda.is_bf16_supported() if bf16_supported is None else bf16_supported
+    if precision == "bf16" and supported:
+        return MixedPrecision(dtype=torch.bfloat16, scaled=False)
+    if precision == "bf16":
+        log.info("this GPU has no bf16: training in fp16 with loss scaling instead")
+    return MixedPrecision(dtype=torch.float16, scaled=True)
+
+
+def to_device(batch: Batch, device: torch.device) -> Batch:
+    """`batch` on `device`; to a GPU through pinned memory, so the copy overlaps the previous step's kernels."""
+    if device.type == "cpu":
+        return batch
+
+    def move(t: torch.Tensor) -> torch.Tensor:
+        return t.pin_memory().to(device, non_blocking=True)
+
+    return Batch(
+        src=move(batch.src),
+        tgt_in=move(batch.tgt_in),
+        tgt_out=move(batch.tgt_out),
+        n_tgt_tokens=batch.n_tgt_tokens,
+    )

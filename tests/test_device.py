@@ -1,0 +1,80 @@
+"""Device and precision decisions, tested for GPU capabilities this machine does not have."""
+
+import json
+
+import pytest
+import torch
+
+from tnmt.data.batching import collate
+from tnmt.device import MixedPrecision, mixed_precision, resolve_device, to_device
+from tnmt.errors import UserError
+
+CPU, GPU = torch.device("cpu"), torch.device("cuda", 0)
+
+
+@pytest.mark.parametrize(
+    ("kind", "available", "local_rank", "expected"),
+    [
+        ("auto", False, 0, CPU),
+        ("auto", True, 0, GPU),
+        ("auto", True, 3, torch.device("cuda", 3)),  # under torchrun: the machine's process index
+        ("cpu", True, 3, CPU),
+        ("cuda", True, 1, torch.device("cuda", 1)),
+    ],
+)
+def test_device_choice(kind, available, local_rank, expected):
+    assert resolve_device(kind, local_rank=local_rank, cuda_available=available) == expected
+
+
+def test_cuda_without_a_gpu_is_a_one_line_error():
+    with pytest.raises(UserError, match=r"^device = 'cuda' but PyTorch sees no CUDA device"):
+        resolve_device("cuda", cuda_available=False)
+
+
+@pytest.mark.parametrize(
+    ("precision", "device", "bf16_supported", "expected"),
+    [
+        ("fp32", GPU, True, MixedPrecision(dtype=None, scaled=False)),
+        ("fp32", CPU, False, MixedPrecision(dtype=None, scaled=False)),
+        ("bf16", CPU, False, MixedPrecision(dtype=torch.bfloat16, scaled=False)),  # CPU autocast, as before
+        ("bf16", GPU, True, MixedPrecision(dtype=torch.bfloat16, scaled=False)),  # Ampere and later
+        ("bf16", GPU, False, MixedPrecision(dtype=torch.float16, scaled=True)),  # older GPUs: fp16 + loss scaling
+        ("fp16", GPU, True, MixedPrecision(dtype=torch.float16, scaled=True)),
+    ],
+)
+def test_precision_choice(precision, device, bf16_supported, expected):
+    assert mixed_precision(precision, device, bf16_supported=bf16_supported) == expected
+
+
+def test_fp16_on_the_cpu_is_refused():
+    with pytest.raises(UserError, match=r"^train.precision = 'fp16' needs a CUDA device; on the CPU use 'bf16'"):
+        mixed_precision("fp16", CPU)
+
+
+def test_a_cpu_batch_is_not_copied():
+    batch = collate([([3, 4], [5])], pad_id=0, bos_id=1, eos_id=2)
+    assert to_device(batch, CPU) is batch
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_batch_reaches_the_gpu_intact():
+    batch = collate([([3, 4], [5]), ([6], [7, 8])], pad_id=0, bos_id=1, eos_id=2)
+    moved = to_device(batch, GPU)
+    assert moved.src.device.type == "cuda" and moved.n_tgt_tokens == batch.n_tgt_tokens
+    assert torch.equal(moved.tgt_out.cpu(), batch.tgt_out)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_training_and_decoding_on_the_gpu(tiny_training, tmp_path, precision):
+    from tnmt.decode.translator import Translator
+    from tnmt.recipe import load_recipe
+    from tnmt.train.loop import train
+
+    overrides = [*tiny_training, f"--train.out_dir={tmp_path}", "--train.max_steps=4", "--train.eval_every=2"]
+    out = train(load_recipe(None, [*overrides, "--train.device=cuda", f"--train.precision={precision}"]))
+    state = json.loads((out / "last" / "trainer_state.json").read_text())
+    assert state["step"] == 4 and bool(state["grad_scaler"]) == (precision == "fp16")  # the loss scale is resumed
+    on_gpu = Translator.from_checkpoint(out / "last", device="cuda", beam_size=1).translate(["forty-two", "seven"])
+    on_cpu = Translator.from_checkpoint(out / "last", device="cpu", beam_size=1).translate(["forty-two", "seven"])
+    assert on_gpu == on_cpu
