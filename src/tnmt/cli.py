@@ -258,17 +258,16 @@ def _train(args: argparse.Namespace, overrides: list[str]) -> int:
 
 
 def _prepare(args: argparse.Namespace, overrides: list[str]) -> int:
-    from tnmt.data.shards import prepare_recipe
     from tnmt.recipe import load_recipe
+    from tnmt.train.loop import prepare_training_corpus
 
     recipe = load_recipe(args.config, overrides)
+    checkpoint = None
     if recipe.train.init_from:  # fine-tuning encodes with the checkpoint's tokenizer, as `tnmt train` will
         from tnmt.checkpoint import load_checkpoint
 
         checkpoint = load_checkpoint(recipe.train.init_from)
-        data = prepare_recipe(recipe, tokenizer=checkpoint.tokenizer, model_max_len=checkpoint.model.config.max_len)
-    else:
-        data = prepare_recipe(recipe, tokenizer=None, model_max_len=recipe.model.max_len)
+    data = prepare_training_corpus(recipe, checkpoint)
     print(f"{len(data)} training pairs prepared in {data.directory}")
     return 0
 

@@ -25,6 +25,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from tnmt.checkpoint import (
+    Checkpoint,
     average_checkpoints,
     load_checkpoint,
     remove_checkpoint,
@@ -255,11 +256,10 @@ def _prepare(
         state = TrainState(**{k: v for k, v in saved.items() if k in TrainState.__dataclass_fields__})
     elif cfg.init_from:
         checkpoint = load_checkpoint(cfg.init_from)
+    train_data = _prepared(recipe, world, checkpoint)
     if checkpoint is not None:
         model, tokenizer = checkpoint.model, checkpoint.tokenizer
-        train_data = _prepared(recipe, world, tokenizer=tokenizer, model_max_len=model.config.max_len)
     else:
-        train_data = _prepared(recipe, world, tokenizer=None, model_max_len=recipe.model.max_len)
         tokenizer = train_data.tokenizer()
         model = Transformer(recipe.model_config(vocab_size=tokenizer.vocab_size, **_special_ids(tokenizer)))
     model.to(device).activation_checkpointing = cfg.activation_checkpointing
@@ -296,14 +296,22 @@ def _prepare(
     )
 
 
-def _prepared(recipe: Recipe, world: World, *, tokenizer: Tokenizer | None, model_max_len: int) -> PreparedPairs:
+def prepare_training_corpus(recipe: Recipe, checkpoint: Checkpoint | None) -> PreparedPairs:
+    """The corpus `train` reads: encoded with the checkpoint's tokenizer and fitted to its model's positions
+    when there is one (resuming, `train.init_from`), else with a tokenizer trained for the recipe."""
+    if checkpoint is None:
+        return prepare_recipe(recipe, tokenizer=None, model_max_len=recipe.model.max_len)
+    return prepare_recipe(recipe, tokenizer=checkpoint.tokenizer, model_max_len=checkpoint.model.config.max_len)
+
+
+def _prepared(recipe: Recipe, world: World, checkpoint: Checkpoint | None) -> PreparedPairs:
     """The prepared training corpus: rank 0 builds it (or finds it current) while the other ranks wait at a
     barrier; then they map the same files, read-only."""
     if world.is_main:
-        prepared = prepare_recipe(recipe, tokenizer=tokenizer, model_max_len=model_max_len)
+        prepared = prepare_training_corpus(recipe, checkpoint)
     world.barrier()
     if not world.is_main:
-        prepared = prepare_recipe(recipe, tokenizer=tokenizer, model_max_len=model_max_len)
+        prepared = prepare_training_corpus(recipe, checkpoint)
     return prepared
 
 
