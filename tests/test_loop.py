@@ -21,15 +21,17 @@ def weights(path):
     return load_file(path / "model.safetensors")
 
 
-def test_a_resumed_run_ends_with_the_same_weights(tiny_training, tmp_path):
-    straight = train(recipe(tiny_training, tmp_path / "a", "--train.max_steps=12"), progress=False)
-    train(recipe(tiny_training, tmp_path / "b", "--train.max_steps=8"), progress=False)
+@pytest.mark.parametrize("ema", [[], ["--train.ema_decay=0.9"]], ids=["weights", "ema"])
+def test_a_resumed_run_ends_with_the_same_weights(tiny_training, tmp_path, ema):
+    straight = train(recipe(tiny_training, tmp_path / "a", "--train.max_steps=12", *ema), progress=False)
+    train(recipe(tiny_training, tmp_path / "b", "--train.max_steps=8", *ema), progress=False)
     assert load_checkpoint(tmp_path / "b" / "last").trainer_state["step"] == 8
-    resumed = train(recipe(tiny_training, tmp_path / "b", "--train.max_steps=12"), resume=True, progress=False)
-    a, b = weights((straight / "last").resolve()), weights((resumed / "last").resolve())
-    assert a.keys() == b.keys()
-    for name in a:
-        assert torch.equal(a[name], b[name]), name
+    resumed = train(recipe(tiny_training, tmp_path / "b", "--train.max_steps=12", *ema), resume=True, progress=False)
+    for file in ("model.safetensors", "optimizer.safetensors"):  # with an EMA: the average, the training weights
+        a, b = (load_file((run / "last").resolve() / file) for run in (straight, resumed))
+        assert a.keys() == b.keys()
+        for name in a:
+            assert torch.equal(a[name], b[name]), name
     log_a = [json.loads(line) for line in (straight / "metrics.jsonl").read_text().splitlines()]
     log_b = [json.loads(line) for line in (resumed / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log_a] == [r["step"] for r in log_b]  # no duplicated lines after the resume

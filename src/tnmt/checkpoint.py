@@ -6,7 +6,9 @@
                              "languages": {"source": "en", "target": "de"} when known}
       source.spm, target.spm, tokenizer.json   the subword tokenizer (see data/tokenizer.py)
       optimizer.safetensors + trainer_state.json   only in training checkpoints: Adam moments,
-                            step, data position, RNG state and metrics, so `--resume` continues exactly
+                            step, data position, RNG state and metrics, so `--resume` continues exactly;
+                            with an EMA of the weights (train/ema.py) model.safetensors holds the average
+                            and optimizer.safetensors the weights training goes on from ("weights.*")
 
 A checkpoint is built in a hidden sibling directory and renamed into place, so a process killed at
 any moment leaves either no checkpoint or a complete one. The training loop then points the `last`
@@ -51,6 +53,7 @@ class Checkpoint:
     languages: tuple[str, str] | None = None  # (source, target) codes, e.g. ("en", "de")
     trainer_state: dict[str, Any] = field(default_factory=dict)
     optimizer_state: dict[str, Any] | None = None
+    training_weights: dict[str, torch.Tensor] | None = None  # when the model's weights are an EMA of them
 
 
 def save_checkpoint(
@@ -62,11 +65,14 @@ def save_checkpoint(
     languages: tuple[str, str] | None = None,
     optimizer: torch.optim.Optimizer | None = None,
     trainer_state: dict[str, Any] | None = None,
+    training_weights: dict[str, torch.Tensor] | None = None,
 ) -> Path:
     """Write a complete checkpoint directory at `path`, replacing any previous one atomically.
 
     `decode` (the recipe's [decode] table) becomes the checkpoint's default decoding; None = `DecodeConfig()`.
     `languages` (source, target) lets a server know which pair the model translates.
+    `training_weights` (a state_dict; with `optimizer` only): the weights training continues from when
+    `model` holds an average of them.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -82,6 +88,7 @@ def save_checkpoint(
         if optimizer is not None:
             tensors, structure = _flatten_optimizer(optimizer.state_dict())
             tensors["rng.torch"] = torch.get_rng_state()
+            tensors |= {f"weights.{k}": v for k, v in _unique_tensors(training_weights or {}).items()}
             atomic_write_bytes(tmp / "optimizer.safetensors", save_tensors(tensors))
             state = {"optimizer": structure, **(trainer_state or {})}
             atomic_write_text(tmp / "trainer_state.json", json.dumps(state, indent=2) + "\n")
@@ -125,6 +132,9 @@ def load_checkpoint(path: str | os.PathLike[str], *, map_location: str = "cpu") 
         tensors = _read_tensors(path / "optimizer.safetensors", map_location)
         checkpoint.trainer_state = state
         checkpoint.trainer_state["rng.torch"] = tensors.pop("rng.torch")
+        training = {k.removeprefix("weights."): tensors.pop(k) for k in list(tensors) if k.startswith("weights.")}
+        _check_weights(model, training, path / "optimizer.safetensors")
+        checkpoint.training_weights = training or None
         checkpoint.optimizer_state = _unflatten_optimizer(tensors, state.pop("optimizer"))
     return checkpoint
 

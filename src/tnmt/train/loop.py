@@ -47,6 +47,7 @@ from tnmt.io import atomic_write_text
 from tnmt.model import Transformer
 from tnmt.recipe import Recipe
 from tnmt.train.distributed import World, collective, env_world, process_group
+from tnmt.train.ema import WeightAverage
 from tnmt.train.loss import label_smoothed_loss
 from tnmt.train.progress import MetricsLog, Progress, Window
 from tnmt.train.schedule import inverse_sqrt_lr
@@ -89,6 +90,7 @@ class Run:
     net: torch.nn.Module  # the model, wrapped in DistributedDataParallel when there are several ranks
     precision: MixedPrecision
     scaler: torch.amp.GradScaler  # loss scaling for fp16; a pass-through otherwise
+    ema: WeightAverage | None  # what validation, checkpoints and translation use when train.ema_decay is set
 
 
 def train(recipe: Recipe, *, resume: bool = False, progress: bool = True, stop: StopRequest | None = None) -> Path:
@@ -191,6 +193,8 @@ def _update(run: Run, batches: list[Batch], *, real: int, steps: int) -> tuple[f
         group["lr"] = lr
     scaler.step(run.optimizer)
     scaler.update()
+    if run.ema:
+        run.ema.update(step)
     run.optimizer.zero_grad(set_to_none=True)
     total_loss, total_nll = world.sum(total_loss, total_nll)
     return total_loss, total_nll, int(n_tokens)
@@ -263,6 +267,10 @@ def _prepare(
         tokenizer = train_data.tokenizer()
         model = Transformer(recipe.model_config(vocab_size=tokenizer.vocab_size, **_special_ids(tokenizer)))
     model.to(device).activation_checkpointing = cfg.activation_checkpointing
+    # A checkpoint saved with an EMA holds the average as its model and the training weights beside it.
+    ema = WeightAverage(model, cfg.ema_decay) if cfg.ema_decay else None
+    if resume and checkpoint.training_weights:
+        model.load_state_dict(checkpoint.training_weights, strict=False)  # tied copies are stored once
     # fused: one kernel over all parameters instead of a Python loop per tensor (~14% of a small-model step)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.0, betas=cfg.adam_betas, eps=cfg.adam_eps, fused=True)
     if resume:
@@ -293,6 +301,7 @@ def _prepare(
         net=net,
         precision=precision,
         scaler=scaler,
+        ema=ema,
     )
 
 
@@ -324,9 +333,10 @@ def _validate_and_save(run: Run) -> bool:
     cfg, state, world = run.recipe.train, run.state, run.world
     metrics = None
     if world.is_main:
-        metrics = evaluate(
-            run.model, run.tokenizer, run.valid_data, run.valid_text.src, run.valid_text.tgt, recipe=run.recipe
-        )
+        with run.ema.swapped_in() if run.ema else nullcontext():
+            metrics = evaluate(
+                run.model, run.tokenizer, run.valid_data, run.valid_text.src, run.valid_text.tgt, recipe=run.recipe
+            )
     metrics = world.from_main(metrics)
     current = metrics[f"val_{cfg.best_metric}"]
     improved = current > state.best_score
@@ -369,15 +379,18 @@ def _save(run: Run) -> None:
     `best` follows `state.best_step`, which also repairs it after a kill between the two link updates."""
     out, state = run.out, run.state
     state.grad_scaler = run.scaler.state_dict()
-    path = save_checkpoint(
-        out / "checkpoints" / f"step_{state.step:07d}",
-        run.model,
-        run.tokenizer,
-        decode=run.recipe.decode,
-        languages=(run.recipe.data.src_lang, run.recipe.data.tgt_lang),
-        optimizer=run.optimizer,
-        trainer_state=asdict(state),
-    )
+    training_weights = run.model.state_dict() if run.ema else None  # keeps these tensors through the swap
+    with run.ema.swapped_in() if run.ema else nullcontext():
+        path = save_checkpoint(
+            out / "checkpoints" / f"step_{state.step:07d}",
+            run.model,
+            run.tokenizer,
+            decode=run.recipe.decode,
+            languages=(run.recipe.data.src_lang, run.recipe.data.tgt_lang),
+            optimizer=run.optimizer,
+            trainer_state=asdict(state),
+            training_weights=training_weights,
+        )
     update_link(out / "last", path)
     best = out / "checkpoints" / f"step_{state.best_step:07d}"
     if best.is_dir() and (out / "best").resolve() != best.resolve():
