@@ -10,13 +10,14 @@ Writes benchmarks/results/cli_startup.json.
 
 import argparse
 import json
-import platform
 import re
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from host import describe
 
 RESULTS = Path(__file__).resolve().parent / "results" / "cli_startup.json"
 
@@ -41,7 +42,7 @@ def main() -> None:
         "min_wall_s": round(min(seconds), 4),
         "tnmt_import_ms": round(tnmt_us / 1000, 1),
         "imports_torch": " torch" in trace,
-        "machine": {"processor": platform.processor() or platform.machine(), "python": platform.python_version()},
+        "machine": describe(),
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")

@@ -40,7 +40,6 @@ import argparse
 import gzip
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -48,6 +47,8 @@ import tempfile
 import time
 from importlib.metadata import version
 from pathlib import Path
+
+from host import describe
 
 CONFIGS = {  # row set -> [(name, batch size, beam size, sentences per run)]
     "random": [
@@ -537,7 +538,7 @@ def main() -> None:
             r: [dict(zip(("name", "batch", "beam", "sentences"), c, strict=True)) for c in CONFIGS[r]] for r in row_sets
         },
         "units": {r: UNITS[r] for r in row_sets},
-        "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()},
+        "machine": describe(),
         "versions": {name: version(name) for name in ("torch", "transformers", "ctranslate2")},
         "results": results,
         "summary": summary,

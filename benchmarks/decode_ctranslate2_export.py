@@ -19,7 +19,6 @@ import argparse
 import gzip
 import json
 import os
-import platform
 import statistics
 import tempfile
 import time
@@ -28,6 +27,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import torch
+from host import describe
 
 from tnmt.decode.translator import Translator
 from tnmt.evaluate import score
@@ -110,8 +110,7 @@ def main() -> None:
         threads=args.threads,
         runs=args.runs,
         machine=dict(
-            processor=platform.processor() or platform.machine(),
-            cpus=os.cpu_count(),
+            **describe(),
             load_average=os.getloadavg(),  # other processes on a shared machine slow every system
         ),
         versions={name: version(name) for name in ("torch", "ctranslate2")},

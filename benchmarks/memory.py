@@ -17,11 +17,12 @@ step does not hide the second step's needs. CPU only (peak RSS); on a GPU use to
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from host import describe
 
 LENGTH = 32  # source and target tokens per sentence
 RESULTS = Path(__file__).resolve().parent / "results" / "memory.json"
@@ -104,7 +105,7 @@ def main() -> None:
         "sentence_length": LENGTH,
         "precision": args.precision,
         "threads": args.threads,
-        "machine": {"cpu": platform.processor(), "python": platform.python_version()},
+        "machine": describe(),
         "results": rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -35,7 +35,6 @@ import asyncio
 import gzip
 import json
 import os
-import platform
 import signal
 import socket
 import statistics
@@ -48,6 +47,8 @@ import urllib.request
 from collections import Counter
 from importlib.metadata import version
 from pathlib import Path
+
+from host import describe
 
 MODES = {"batching": [], "no-batching": ["--no-batching"]}
 CONCURRENCY = [1, 8, 32, 64]
@@ -317,14 +318,7 @@ def table(runs: dict, summary: dict) -> str:
 
 
 def machine(threads: list[int]) -> dict:
-    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
-    model = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), None)
-    return {
-        "cpu": model or platform.processor() or platform.machine(),
-        "cores": os.cpu_count(),
-        "server_torch_threads": threads,
-        "python": platform.python_version(),
-    }
+    return {**describe(), "server_torch_threads": threads}
 
 
 def main() -> None:

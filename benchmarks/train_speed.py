@@ -58,6 +58,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from host import matmul_peak
 from torch import Tensor, nn
 
 from tnmt import ModelConfig, Transformer
@@ -257,20 +258,6 @@ def make_runner(system: str, precision: str, threads: int, *, adam: str) -> Runn
 
 
 # ------------------------------------------------------------------------------------------ MFU helpers
-def matmul_peak(dtype: torch.dtype, threads: int, n: int = 2048, seconds: float = 2.0) -> float:
-    """Best GFLOP/s of an n x n matmul loop in `dtype` on `threads` threads."""
-    torch.set_num_threads(threads)
-    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
-    for _ in range(3):
-        a @ b
-    best, deadline = 0.0, time.perf_counter() + seconds
-    while time.perf_counter() < deadline:
-        started = time.perf_counter()
-        a @ b
-        best = max(best, 2 * n**3 / (time.perf_counter() - started) / 1e9)
-    return best
-
-
 def model_flops(lengths: list[tuple[int, int]]) -> float:
     """Forward + backward FLOPs of one step on the real tokens (see the module docstring)."""
     forward = 0

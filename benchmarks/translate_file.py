@@ -16,13 +16,14 @@ import argparse
 import gzip
 import json
 import os
-import platform
 import random
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from host import describe
 
 
 def data_dir() -> Path:
@@ -78,7 +79,7 @@ def main() -> None:
         results = [run(args.checkpoint, n, Path(work), ["--beam-size", str(args.beam_size)]) for n in sizes]
     report = {
         "command": " ".join(["benchmarks/translate_file.py", *sys.argv[1:]]),
-        "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()},
+        "machine": describe(),
         "beam_size": args.beam_size,
         "threads": args.threads,
         "runs": results,

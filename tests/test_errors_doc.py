@@ -155,6 +155,7 @@ INPUTS: dict[str, Callable[[Path, Path], None]] = {
     "override-no-section": lambda d, _: write(d, "r.toml", ""),
     "override-wrong-type": lambda d, _: write(d, "r.toml", ""),
     "recipe-old-bf16": lambda d, _: write(d, "r.toml", "[train]\nbf16 = true\n"),
+    "recipe-extends-cycle": lambda d, _: write(d, "r.toml", 'extends = "r.toml"\n'),
     "train-fp16-on-cpu": lambda d, _: write(d, "r.toml", ""),
     # checkpoints
     "ckpt-missing": lambda d, _: write(d, "in.txt", "one\n"),

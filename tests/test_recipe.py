@@ -49,6 +49,34 @@ def test_errors_name_the_section_and_key(tmp_path, text, overrides, message):
         load_recipe(str(path), overrides)
 
 
+def test_a_recipe_extends_another_key_by_key(repo_root, tmp_path):
+    base = tmp_path / "base.toml"
+    base.write_text('[model]\nd_model = 128\nn_heads = 4\n\n[train]\nmax_steps = 9\nlr_factor = 0.5\n')
+    (tmp_path / "sub").mkdir()
+    child = tmp_path / "sub" / "child.toml"
+    child.write_text('extends = "../base.toml"\n\n[train]\nmax_steps = 3\n')
+    recipe = load_recipe(str(child), ["--train.seed=7"])
+    assert (recipe.model.d_model, recipe.train.max_steps, recipe.train.lr_factor, recipe.train.seed) == (128, 3, 0.5, 7)
+    de_en = load_recipe(str(repo_root / "configs" / "multi30k_de_en.toml"))
+    en_de = load_recipe(str(repo_root / "configs" / "multi30k_en_de.toml"))
+    assert (de_en.data.src_lang, de_en.data.tgt_lang) == ("de", "en") and de_en.model == en_de.model
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('extends = "missing.toml"\n', r"missing.toml: no such recipe file"),
+        ('extends = "r.toml"\n', r"r.toml: extends 'r.toml', which extends it back \(a cycle\)"),
+        ("extends = 3\n", r"r.toml: extends must be the path of another recipe file, got 3"),
+    ],
+)
+def test_extends_errors(tmp_path, text, message):
+    path = tmp_path / "r.toml"
+    path.write_text(text)
+    with pytest.raises(UserError, match=message):
+        load_recipe(str(path))
+
+
 def test_model_table_starts_from_its_preset_and_is_saved_resolved(repo_root):
     recipe = load_recipe(None, ["--model.preset=base", "--model.dropout=0.2"])
     assert (recipe.model.d_model, recipe.model.dropout, recipe.model.share_embeddings) == (512, 0.2, True)

@@ -1,7 +1,10 @@
 """Experiment recipes: one strict TOML file with [data], [model], [train] and [decode] tables.
 
 Tables map 1:1 onto the dataclasses of config.py (`DataConfig`, `Architecture`, `TrainConfig`,
-`DecodeConfig`), and `--section.key=value` overrides (values parsed as TOML) are applied on top. Anything
+`DecodeConfig`), and `--section.key=value` overrides (values parsed as TOML) are applied on top.
+`extends = "other.toml"` (relative to the recipe's own file) starts from another recipe's tables and
+changes only the keys this file sets, so a family of recipes (one corpus, four translation directions)
+keeps its shared settings in one file. Anything
 unknown or ill-typed is a one-line error that names the file, table and key, because a silently ignored
 typo wastes a training run. This module is the only place overrides are parsed.
 """
@@ -9,6 +12,7 @@ typo wastes a training run. This module is the only place overrides are parsed.
 import tomllib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from tnmt.config import PRESETS, Architecture, DataConfig, DecodeConfig, ModelConfig, TrainConfig, parse
@@ -47,17 +51,7 @@ def load_recipe(path: str | None, overrides: Sequence[str] = ()) -> Recipe:
         UserError: unreadable TOML, a malformed override, an unknown section or key (listing the valid
             ones), a wrong type or an invalid value.
     """
-    data: dict[str, Any] = {}
-    if path is not None:
-        try:
-            with open(path, "rb") as f:
-                data = tomllib.load(f)
-        except FileNotFoundError:
-            raise UserError(f"{path}: no such recipe file") from None
-        except IsADirectoryError:
-            raise UserError(f"{path}: is a directory, not a recipe file") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-            raise UserError(f"{path}: invalid TOML ({e})") from None
+    data = {} if path is None else _read(Path(path), chain=())
     for item in overrides:
         _apply_override(data, item)
     where = path or "command line"
@@ -77,6 +71,34 @@ def load_recipe(path: str | None, overrides: Sequence[str] = ()) -> Recipe:
     sections = {name: data.get(name, {}) for name in SECTIONS}
     sections["model"] = {**asdict(PRESETS[preset]), **model}
     return Recipe(**{name: parse(cls, sections[name], where=f"{where} [{name}]") for name, cls in SECTIONS.items()})
+
+
+def _read(path: Path, *, chain: tuple[Path, ...]) -> dict[str, Any]:
+    """The tables of the recipe file at `path`, merged key by key over those of the recipe it `extends`."""
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such recipe file") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a directory, not a recipe file") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: invalid TOML ({e})") from None
+    if "extends" not in data:
+        return data
+    base = data.pop("extends")
+    if not isinstance(base, str) or not base:
+        raise UserError(f"{path}: extends must be the path of another recipe file, got {base!r}")
+    chain = (*chain, path.resolve())
+    if (path.parent / base).resolve() in chain:
+        raise UserError(f"{path}: extends {base!r}, which extends it back (a cycle)")
+    merged = _read(path.parent / base, chain=chain)
+    for name, table in data.items():
+        if isinstance(table, dict) and isinstance(merged.get(name), dict):
+            merged[name] = {**merged[name], **table}
+        else:
+            merged[name] = table
+    return merged
 
 
 def _apply_override(data: dict[str, Any], item: str) -> None:

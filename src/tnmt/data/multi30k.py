@@ -133,13 +133,14 @@ def fetch_multi30k(
     return out_dir
 
 
-def find_multi30k(*, download: bool = True, langs: Sequence[str] = ("en", "de"), tok: bool = True) -> Path | None:
+def find_multi30k(*, download: bool = True, langs: Sequence[str] = ("en", "de"), tok: bool = False) -> Path | None:
     """Where a command finds Multi30k, without the user having to say.
 
     In order: the local copy named by `TNMT_DATA_DIR` (verified, used in place), the cache
     (`$TNMT_CACHE_DIR/multi30k`, default `~/.cache/tnmt/multi30k`) if it holds every file, else a
     download into the cache. A failed download is logged and gives None rather than an error, so
-    that the quickstart can fall back to a task generated offline.
+    that the quickstart can fall back to a task generated offline. Training needs only the raw text;
+    `tok` also requires the tokenised references (which Multi30k lacks for cs).
 
     Raises:
         UserError: `TNMT_DATA_DIR` is set but a file there is missing or corrupt: the user asked

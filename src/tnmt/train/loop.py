@@ -345,7 +345,7 @@ def _validate_and_save(run: Run) -> bool:
     else:
         state.bad_evals += 1
     if world.is_main:
-        run.log.write(step=state.step, epoch=state.epoch, **metrics)
+        run.log.write(step=state.step, epoch=state.epoch, elapsed=state.elapsed, **metrics)
         _save(run)
         run.bar.bar.write(
             f"step {state.step}: val_loss {metrics['val_loss']:.3f}  val_bleu {metrics['val_bleu']:.2f}"
