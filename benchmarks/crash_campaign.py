@@ -39,7 +39,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -254,12 +253,6 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_training(page: mmap.mmap, argv: list[str], log: Path, *, hooks: bool, target: str | None = None):
     """Start `tnmt train argv`: forked from here (`target` None), or under torchrun with two workers."""
     page[:] = bytes(len(page))
@@ -272,8 +265,8 @@ def run_training(page: mmap.mmap, argv: list[str], log: Path, *, hooks: bool, ta
             return tnmt_main(argv)
 
         return Forked(fork(job, log), page)
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
-    command += ["--master-addr", "127.0.0.1", "--master-port", str(free_port())]
+    # --standalone: a rendezvous on a free port of localhost, so parallel launches never race for a port
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
     command += [__file__, "--worker", *argv] if hooks else ["-m", "tnmt", *argv]
     source = str(Path(tnmt.__file__).resolve().parents[1])  # the workers import the tnmt we imported
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([source, os.environ.get("PYTHONPATH", "")])}
