@@ -19,17 +19,35 @@ How the kills are aimed (benchmark-only hooks, no test hook in tnmt itself): eac
 fork of this script after it imported tnmt and torch (no interpreter start-up to wait through; the
 parent never runs a torch op, so forking is safe), and the child wraps a few functions of
 `tnmt.train.loop` before calling `tnmt.cli.main`. The wrappers write the phase the run has entered into
-a shared page: `train` (an update), `validate` (evaluation), `save` (building and renaming the
-checkpoint directory), `link` (swapping the `last`/`best` links), `prune` (deleting an old checkpoint).
-They also widen the narrow windows: 5 ms before and after each file write of a checkpoint and 3 ms
-before a link swap or a deletion. For every kill the parent picks a phase at random, waits until the
-child enters it, sleeps a random fraction of that phase's typical length and sends SIGKILL; the phase
+a shared page (a small file): `train` (an update), `validate` (evaluation), `save` (building and renaming
+the checkpoint directory), `link` (swapping the `last`/`best` links), `prune` (deleting an old
+checkpoint). They also widen the narrow windows: 5 ms before and after each file write of a checkpoint
+and 3 ms before a link swap or a deletion. For every kill the parent picks a phase at random, waits until
+the child enters it, sleeps a random fraction of that phase's typical length and sends SIGKILL; the phase
 reported is the one the child was in when it died (the last it entered). A child that finishes first
 ends its chain early.
 
-    python benchmarks/crash_campaign.py [--kills 50] [--kills-per-chain 5] [--max-steps 24] [--seed 0]
+`--torchrun`: the same campaign, checks and comparison with every run (the uninterrupted reference too)
+launched as `torchrun --standalone --nproc-per-node 2` (gloo on the loopback, a free port per launch).
+torchrun spawns its workers, so they cannot inherit hooks by fork: it runs this script as
+`crash_campaign.py --worker train ...`, which installs the same wrappers, writing to the slot of its rank
+in the page file (named by $TNMT_CRASH_PAGE, with its pid), then calls `tnmt.cli.main`. The phases are
+rank 0's (only rank 0 validates and writes). Each kill also picks a target at random: `rank0`'s worker,
+`rank1`'s worker (killed while rank 0 is in the chosen phase, e.g. mid-save), or the whole `launch`
+("the machine died": SIGKILL to torchrun's process group and to both workers, which torchrun starts in
+sessions of their own). After a worker's death the survivor fails at its next collective (PeerLost, exit
+1) and torchrun sends it SIGTERM (while it trains, tnmt's handler only raises its stop flag, which the
+failed collective makes moot; after training, the default action ends it); the parent waits for the whole
+launch to end (a launch still running 120 s after a kill is reported as hung and killed)
+before checking the directory. Undisturbed runs (the reference, each chain's last) are plain
+`torchrun ... -m tnmt train`. This mode trains with `--model.dropout=0`: on resume, ranks other than 0
+reseed their dropout masks from (seed, rank, step) (see `_prepare` in tnmt/train/loop.py), so with
+dropout a multi-process resume is equivalent to the uninterrupted run but not bit-identical; without
+it, it must be.
 
-Writes benchmarks/results/crash_campaign.json (or `--results`).
+    python benchmarks/crash_campaign.py [--kills 50] [--kills-per-chain 5] [--max-steps 24] [--seed 0] [--torchrun]
+
+Writes benchmarks/results/crash_campaign.json (`--torchrun`: crash_campaign_torchrun.json; or `--results`).
 """
 
 import argparse
@@ -253,7 +271,9 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def run_training(page: mmap.mmap, argv: list[str], log: Path, *, hooks: bool, target: str | None = None):
+def run_training(
+    page: mmap.mmap, argv: list[str], log: Path, *, hooks: bool, target: str | None = None
+) -> Forked | Launch:
     """Start `tnmt train argv`: forked from here (`target` None), or under torchrun with two workers."""
     page[:] = bytes(len(page))
     page[:16] = b"startup".ljust(16)
@@ -269,7 +289,8 @@ def run_training(page: mmap.mmap, argv: list[str], log: Path, *, hooks: bool, ta
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
     command += [__file__, "--worker", *argv] if hooks else ["-m", "tnmt", *argv]
     source = str(Path(tnmt.__file__).resolve().parents[1])  # the workers import the tnmt we imported
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([source, os.environ.get("PYTHONPATH", "")])}
+    paths = [source, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     with open(log, "a") as output:
         popen = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
     return Launch(popen, page, target)
