@@ -19,17 +19,35 @@ How the kills are aimed (benchmark-only hooks, no test hook in tnmt itself): eac
 fork of this script after it imported tnmt and torch (no interpreter start-up to wait through; the
 parent never runs a torch op, so forking is safe), and the child wraps a few functions of
 `tnmt.train.loop` before calling `tnmt.cli.main`. The wrappers write the phase the run has entered into
-a shared page: `train` (an update), `validate` (evaluation), `save` (building and renaming the
-checkpoint directory), `link` (swapping the `last`/`best` links), `prune` (deleting an old checkpoint).
-They also widen the narrow windows: 5 ms before and after each file write of a checkpoint and 3 ms
-before a link swap or a deletion. For every kill the parent picks a phase at random, waits until the
-child enters it, sleeps a random fraction of that phase's typical length and sends SIGKILL; the phase
+a shared page (a small file): `train` (an update), `validate` (evaluation), `save` (building and renaming
+the checkpoint directory), `link` (swapping the `last`/`best` links), `prune` (deleting an old
+checkpoint). They also widen the narrow windows: 5 ms before and after each file write of a checkpoint
+and 3 ms before a link swap or a deletion. For every kill the parent picks a phase at random, waits until
+the child enters it, sleeps a random fraction of that phase's typical length and sends SIGKILL; the phase
 reported is the one the child was in when it died (the last it entered). A child that finishes first
 ends its chain early.
 
-    python benchmarks/crash_campaign.py [--kills 50] [--kills-per-chain 5] [--max-steps 24] [--seed 0]
+`--torchrun`: the same campaign, checks and comparison with every run (the uninterrupted reference too)
+launched as `torchrun --standalone --nproc-per-node 2` (gloo on the loopback, a free port per launch).
+torchrun spawns its workers, so they cannot inherit hooks by fork: it runs this script as
+`crash_campaign.py --worker train ...`, which installs the same wrappers, writing to the slot of its rank
+in the page file (named by $TNMT_CRASH_PAGE, with its pid), then calls `tnmt.cli.main`. The phases are
+rank 0's (only rank 0 validates and writes). Each kill also picks a target at random: `rank0`'s worker,
+`rank1`'s worker (killed while rank 0 is in the chosen phase, e.g. mid-save), or the whole `launch`
+("the machine died": SIGKILL to torchrun's process group and to both workers, which torchrun starts in
+sessions of their own). After a worker's death the survivor fails at its next collective (PeerLost, exit
+1) and torchrun sends it SIGTERM (while it trains, tnmt's handler only raises its stop flag, which the
+failed collective makes moot; after training, the default action ends it); the parent waits for the whole
+launch to end (a launch still running 120 s after a kill is reported as hung and killed)
+before checking the directory. Undisturbed runs (the reference, each chain's last) are plain
+`torchrun ... -m tnmt train`. This mode trains with `--model.dropout=0`: on resume, ranks other than 0
+reseed their dropout masks from (seed, rank, step) (see `_prepare` in tnmt/train/loop.py), so with
+dropout a multi-process resume is equivalent to the uninterrupted run but not bit-identical; without
+it, it must be.
 
-Writes benchmarks/results/crash_campaign.json (or `--results`).
+    python benchmarks/crash_campaign.py [--kills 50] [--kills-per-chain 5] [--max-steps 24] [--seed 0] [--torchrun]
+
+Writes benchmarks/results/crash_campaign.json (`--torchrun`: crash_campaign_torchrun.json; or `--results`).
 """
 
 import argparse
@@ -39,6 +57,7 @@ import os
 import random
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -47,12 +66,17 @@ from pathlib import Path
 
 from num2words import num2words
 
+import tnmt
 import tnmt.checkpoint
 import tnmt.train.loop
 from tnmt.cli import main as tnmt_main
 
 PHASES = {"train": 0.03, "validate": 0.08, "save": 0.05, "link": 0.004, "prune": 0.004}  # phase: kill within (s)
 WRITE_PAUSE, LINK_PAUSE = 0.005, 0.003
+SLOT = 32  # bytes of the phase page per process: the phase (16 bytes), then its pid (8)
+PAGE_ENV = "TNMT_CRASH_PAGE"  # the phase page's file, for torchrun's workers
+TARGETS = ("rank0", "rank1", "launch")  # torchrun mode: what each kill hits
+LAUNCH_TIMEOUT = 120  # s: a launch still running this long after a kill has hung
 
 
 def make_corpus(directory: Path) -> None:
@@ -63,7 +87,7 @@ def make_corpus(directory: Path) -> None:
         (directory / f"{split}.it").write_text("".join(num2words(n, lang="it") + "\n" for n in values))
 
 
-def train_args(corpus: Path, out: Path, max_steps: int, *, resume: bool) -> list[str]:
+def train_args(corpus: Path, out: Path, max_steps: int, *, resume: bool, dropout: bool = True) -> list[str]:
     recipe = out.parent / "empty.toml"
     recipe.write_text("")
     files = [
@@ -83,14 +107,30 @@ def train_args(corpus: Path, out: Path, max_steps: int, *, resume: bool) -> list
         "--no-progress",
     ]
     data = ["--data.corpus=files", "--data.vocab_size=300", *files]
+    extra += [] if dropout else ["--model.dropout=0"]
     return ["train", str(recipe), *data, *model, *layers, *train, *schedule, *extra, *(["--resume"] if resume else [])]
 
 
-def install_hooks(page: mmap.mmap) -> None:
-    """In the child: report phases through `page` and widen the narrow windows (see the docstring)."""
+def map_page(path: Path, *, create: bool = False) -> mmap.mmap:
+    """The phase page: a small shared file, so forked children and torchrun's workers alike write to it."""
+    if create:
+        path.write_bytes(bytes(mmap.PAGESIZE))
+        os.environ[PAGE_ENV] = str(path)  # inherited by every launch
+    with open(path, "r+b") as file:
+        return mmap.mmap(file.fileno(), mmap.PAGESIZE)
+
+
+def phase_of(page: mmap.mmap, slot: int = 0) -> str:
+    """The phase the process of `slot` (one process: 0; torchrun: its rank) entered last."""
+    return page[slot * SLOT : slot * SLOT + 16].rstrip(b" \0").decode()
+
+
+def install_hooks(page: mmap.mmap, slot: int = 0) -> None:
+    """In the victim: report phases through its slot of `page` and widen the narrow windows (see the docstring)."""
+    page[slot * SLOT + 16 : (slot + 1) * SLOT] = os.getpid().to_bytes(SLOT - 16, "little")
 
     def mark(name: str) -> None:
-        page[:16] = name.encode().ljust(16)
+        page[slot * SLOT : slot * SLOT + 16] = name.encode().ljust(16)
 
     def entering(name: str, fn, *, pause: float = 0.0, then: str | None = None):
         def wrapper(*args, **kwargs):
@@ -144,14 +184,122 @@ def wait(pid: int) -> int:
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
-def run_training(page: mmap.mmap, argv: list[str], log: Path, *, hooks: bool) -> int:
-    def job() -> int:
-        if hooks:
-            install_hooks(page)
-        return tnmt_main(argv)
+class Forked:
+    """One `tnmt train` forked from this process, its phase in slot 0 of the page."""
 
+    def __init__(self, pid: int, page: mmap.mmap) -> None:
+        self.pid, self.page, self.status, self.hung = pid, page, None, False
+
+    def ended(self) -> bool:
+        finished, status = os.waitpid(self.pid, os.WNOHANG)
+        if finished:
+            self.status = os.waitstatus_to_exitcode(status)
+        return bool(finished)
+
+    def wait(self) -> int:
+        if self.status is None:
+            self.status = wait(self.pid)
+        return self.status
+
+    def kill(self) -> str | None:
+        """SIGKILL; the phase it died in, None if it had ended first."""
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return None
+        return phase_of(self.page) if self.wait() == -signal.SIGKILL else None
+
+
+class Launch:
+    """`torchrun` of two workers (slots 0 and 1 of the page), in a session of its own; `target` is what a
+    kill hits: one rank's worker, or the whole launch ("the machine died": torchrun and both workers, which
+    torchrun starts in sessions of their own)."""
+
+    def __init__(self, popen: subprocess.Popen, page: mmap.mmap, target: str) -> None:
+        self.popen, self.page, self.target, self.hung = popen, page, target, False
+
+    def ended(self) -> bool:
+        return self.popen.poll() is not None
+
+    def wait(self) -> int:
+        """The launch's exit status, once it and its workers are gone (SIGKILLed if it hangs: `hung`)."""
+        try:
+            self.popen.wait(timeout=LAUNCH_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.hung = True
+            self._kill_all()
+            self.popen.wait()
+        deadline = time.monotonic() + LAUNCH_TIMEOUT
+        while not all(map(_gone, self._workers())) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.popen.returncode
+
+    def kill(self) -> str | None:
+        """SIGKILL the target; the phase rank 0 was in, None if the launch had completed first."""
+        phase = phase_of(self.page, 0)
+        if self.ended():
+            return None
+        if self.target == "launch":
+            self._kill_all()
+        else:
+            _sigkill(self._workers()[TARGETS.index(self.target)])
+        return phase if self.wait() != 0 else None
+
+    def _workers(self) -> list[int]:
+        return [int.from_bytes(self.page[r * SLOT + 16 : (r + 1) * SLOT], "little") for r in range(2)]
+
+    def _kill_all(self) -> None:
+        _sigkill(-self.popen.pid)  # torchrun's process group
+        for pid in self._workers():
+            _sigkill(pid)
+
+
+def _sigkill(pid: int) -> None:
+    """SIGKILL `pid` (a process group when negative); nothing when there is none."""
+    try:
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _gone(pid: int) -> bool:
+    """Whether a process that is not our child has ended (a zombie waiting for its new parent has)."""
+    try:
+        return not pid or Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def run_training(
+    page: mmap.mmap, argv: list[str], log: Path, *, hooks: bool, target: str | None = None
+) -> Forked | Launch:
+    """Start `tnmt train argv`: forked from here (`target` None), or under torchrun with two workers."""
+    page[:] = bytes(len(page))
     page[:16] = b"startup".ljust(16)
-    return fork(job, log)
+    if target is None:
+
+        def job() -> int:
+            if hooks:
+                install_hooks(page)
+            return tnmt_main(argv)
+
+        return Forked(fork(job, log), page)
+    # --standalone: a rendezvous on a free port of localhost, so parallel launches never race for a port
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    command += [__file__, "--worker", *argv] if hooks else ["-m", "tnmt", *argv]
+    source = str(Path(tnmt.__file__).resolve().parents[1])  # the workers import the tnmt we imported
+    paths = [source, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+    with open(log, "a") as output:
+        popen = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+    return Launch(popen, page, target)
+
+
+def worker(argv: list[str]) -> int:
+    """A torchrun worker: the hooks in this rank's slot of the page file, then `tnmt argv`."""
+    install_hooks(map_page(Path(os.environ[PAGE_ENV])), int(os.environ["RANK"]))
+    return tnmt_main(argv)
 
 
 def check_outputs(out: Path, report: Path, log: Path) -> dict:
@@ -232,65 +380,66 @@ def compare(reference: Path, out: Path, report: Path, log: Path) -> list[str]:
     return json.loads(report.read_text()) if report.exists() else ["comparer died"]
 
 
-def kill_in_phase(pid: int, page: mmap.mmap, phase: str, rng: random.Random, *, timeout: float = 60) -> str | None:
-    """SIGKILL the child once it is in `phase` (plus a random part of the phase); None if it ended first."""
+def kill_in_phase(victim: Forked | Launch, phase: str, rng: random.Random, *, timeout: float = 60) -> str | None:
+    """SIGKILL the victim once (its rank 0) is in `phase` (plus a random part of the phase); None if it ended
+    first."""
     deadline = time.monotonic() + timeout
-    while page[:16].rstrip(b" ").decode() != phase:
-        finished, _ = os.waitpid(pid, os.WNOHANG)
-        if finished or time.monotonic() > deadline:
-            return None if finished else _kill(pid, page)
+    while phase_of(victim.page) != phase:
+        if victim.ended():
+            return None
+        if time.monotonic() > deadline:
+            return victim.kill()
         time.sleep(0.0005)
     time.sleep(rng.uniform(0, PHASES[phase]))
-    return _kill(pid, page)
+    return victim.kill()
 
 
-def _kill(pid: int, page: mmap.mmap) -> str | None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return None
-    code = wait(pid)
-    return page[:16].rstrip(b" ").decode() if code == -signal.SIGKILL else None
-
-
-def campaign(kills: int, per_chain: int, max_steps: int, seed: int, work: Path) -> dict:
+def campaign(kills: int, per_chain: int, max_steps: int, seed: int, work: Path, *, torchrun: bool = False) -> dict:
     rng = random.Random(seed)
     corpus = work / "corpus"
     corpus.mkdir(parents=True)
     make_corpus(corpus)
-    page = mmap.mmap(-1, mmap.PAGESIZE)  # shared with the children: the phase each one is in
+    page = map_page(work / "phases", create=True)  # shared with the victims: the phase each process is in
     log = work / "children.log"
     started = time.monotonic()
 
+    def start(out: Path, *, hooks: bool = True, target: str | None = None) -> Forked | Launch:
+        resume = (out / "last").exists()
+        argv = train_args(corpus, out, max_steps, resume=resume, dropout=not torchrun)
+        return run_training(page, argv, log, hooks=hooks, target=target or ("launch" if torchrun else None))
+
     reference = work / "reference"
-    status = wait(run_training(page, train_args(corpus, reference, max_steps, resume=False), log, hooks=True))
+    status = start(reference).wait()
     assert status == 0, f"the uninterrupted run failed ({status}); see {log}"
 
-    phases, chains, failures = Counter(), [], []
+    phases, targets, chains, failures = Counter(), Counter(), [], []
     checked = torn = restarts = 0
     while sum(phases.values()) < kills:
         out = work / f"chain_{len(chains):03d}"
         chain_kills = 0
         while chain_kills < per_chain and sum(phases.values()) < kills:
-            resume = (out / "last").exists()
-            restarts += not resume and out.exists()
-            pid = run_training(page, train_args(corpus, out, max_steps, resume=resume), log, hooks=True)
-            died_in = kill_in_phase(pid, page, rng.choice(list(PHASES)), rng)
+            restarts += out.exists() and not (out / "last").exists()
+            target = rng.choice(TARGETS) if torchrun else None
+            victim = start(out, target=target)
+            died_in = kill_in_phase(victim, rng.choice(list(PHASES)), rng)
+            if victim.hung:
+                failures.append(f"{out.name} kill {chain_kills + 1} ({target}): the launch hung")
             if died_in is None:  # it finished first: this chain is complete
                 break
             phases[died_in] += 1
+            targets[target] += 1
             chain_kills += 1
             result = check_outputs(out, work / "check.json", log)
             checked, torn = checked + result["loaded"], torn + result.get("torn_metrics", 0)
             failures += [f"{out.name} after kill {chain_kills} ({died_in}): {p}" for p in result["problems"]]
-        resume = (out / "last").exists()
-        status = wait(run_training(page, train_args(corpus, out, max_steps, resume=resume), log, hooks=False))
+        status = start(out, hooks=False).wait()
         differences = compare(reference, out, work / "compare.json", log) if status == 0 else [f"exit {status}"]
         failures += [f"{out.name} final: {d}" for d in differences]
         chains.append({"chain": out.name, "kills": chain_kills, "bit_identical": not differences})
     return {
         "kills": sum(phases.values()),
         "kills_by_phase": dict(sorted(phases.items())),
+        **({"kills_by_target": dict(sorted(targets.items()))} if torchrun else {}),
         "checkpoints_checked": checked,
         "torn_metrics_lines_seen": torn,
         "fresh_restarts": restarts,
@@ -299,32 +448,39 @@ def campaign(kills: int, per_chain: int, max_steps: int, seed: int, work: Path) 
         "failures": failures,
         "seconds": round(time.monotonic() - started, 1),
         "settings": {
+            "launcher": "torchrun, 2 processes (gloo, 127.0.0.1)" if torchrun else "one process (fork)",
             "max_steps": max_steps,
             "kills_per_chain": per_chain,
             "seed": seed,
-            "recipe": "d_model 32, 1+1 layers, dropout 0.1, train.seed 1, threads 1, eval_every 4, keep 2",
+            "recipe": f"d_model 32, 1+1 layers, dropout {0 if torchrun else 0.1}, train.seed 1, threads 1,"
+            " eval_every 4, keep 2",
             "kill_within_s": PHASES,
         },
     }
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--worker"]:  # under torchrun, one of the launch's processes
+        sys.exit(worker(sys.argv[2:]))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kills", type=int, default=50)
     parser.add_argument("--kills-per-chain", type=int, default=5)
     parser.add_argument("--max-steps", type=int, default=24)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--results", type=Path, default=Path(__file__).parent / "results" / "crash_campaign.json")
+    parser.add_argument("--torchrun", action="store_true", help="train under torchrun with 2 processes")
+    parser.add_argument("--results", type=Path, help="default: results/crash_campaign[_torchrun].json")
     parser.add_argument("--keep", type=Path, help="work in this directory and keep it (default: a temporary one)")
     args = parser.parse_args()
+    name = "crash_campaign_torchrun.json" if args.torchrun else "crash_campaign.json"
+    results = args.results or Path(__file__).parent / "results" / name
     work = args.keep or Path(tempfile.mkdtemp(prefix="tnmt-crash-"))
     try:
-        result = campaign(args.kills, args.kills_per_chain, args.max_steps, args.seed, work)
+        result = campaign(args.kills, args.kills_per_chain, args.max_steps, args.seed, work, torchrun=args.torchrun)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    args.results.parent.mkdir(parents=True, exist_ok=True)
-    args.results.write_text(json.dumps(result, indent=2) + "\n")
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k != "settings"}, indent=2))
     sys.exit(1 if result["failures"] else 0)
 
