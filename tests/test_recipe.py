@@ -51,7 +51,7 @@ def test_errors_name_the_section_and_key(tmp_path, text, overrides, message):
 
 def test_a_recipe_extends_another_key_by_key(repo_root, tmp_path):
     base = tmp_path / "base.toml"
-    base.write_text('[model]\nd_model = 128\nn_heads = 4\n\n[train]\nmax_steps = 9\nlr_factor = 0.5\n')
+    base.write_text("[model]\nd_model = 128\nn_heads = 4\n\n[train]\nmax_steps = 9\nlr_factor = 0.5\n")
     (tmp_path / "sub").mkdir()
     child = tmp_path / "sub" / "child.toml"
     child.write_text('extends = "../base.toml"\n\n[train]\nmax_steps = 3\n')

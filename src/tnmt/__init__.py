@@ -4,8 +4,7 @@ The public names below are imported on first use (PEP 562), so `import tnmt.cli`
 do not pay for torch.
 """
 
-from importlib import import_module
-from typing import Any
+from tnmt.exports import lazy_exports
 
 _HOMES = {
     "Architecture": "tnmt.config",
@@ -23,12 +22,4 @@ _HOMES = {
 __all__ = sorted(_HOMES)
 __version__ = "0.1.0"
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module 'tnmt' has no attribute {name!r}")
-    return getattr(import_module(_HOMES[name]), name)
-
-
-def __dir__() -> list[str]:
-    return [*globals(), *__all__]
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES)

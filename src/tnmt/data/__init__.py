@@ -8,8 +8,7 @@ The public names are imported on first use (PEP 562): the encoding workers of `s
 package and must not pay for torch, which only `batching` needs.
 """
 
-from importlib import import_module
-from typing import Any
+from tnmt.exports import lazy_exports
 
 _HOMES = {
     "Batch": "tnmt.data.batching",
@@ -30,12 +29,4 @@ _HOMES = {
 }
 __all__ = sorted(_HOMES)
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module 'tnmt.data' has no attribute {name!r}")
-    return getattr(import_module(_HOMES[name]), name)
-
-
-def __dir__() -> list[str]:
-    return [*globals(), *__all__]
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES)
