@@ -16,7 +16,7 @@ import logging
 import math
 import random
 import time
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -333,7 +333,7 @@ def _validate_and_save(run: Run) -> bool:
     cfg, state, world = run.recipe.train, run.state, run.world
     metrics = None
     if world.is_main:
-        with run.ema.swapped_in() if run.ema else nullcontext():
+        with _averaged(run):
             metrics = evaluate(
                 run.model, run.tokenizer, run.valid_data, run.valid_text.src, run.valid_text.tgt, recipe=run.recipe
             )
@@ -380,7 +380,7 @@ def _save(run: Run) -> None:
     out, state = run.out, run.state
     state.grad_scaler = run.scaler.state_dict()
     training_weights = run.model.state_dict() if run.ema else None  # keeps these tensors through the swap
-    with run.ema.swapped_in() if run.ema else nullcontext():
+    with _averaged(run):
         path = save_checkpoint(
             out / "checkpoints" / f"step_{state.step:07d}",
             run.model,
@@ -436,6 +436,11 @@ def _remove_leftovers(run: Run) -> None:
     for directory in (run.out, run.out / "checkpoints"):
         if directory.is_dir():
             remove_leftovers(directory)
+
+
+def _averaged(run: Run) -> AbstractContextManager[None]:
+    """The model holds the weights validation and checkpoints use: the EMA when there is one."""
+    return run.ema.swapped_in() if run.ema else nullcontext()
 
 
 def _special_ids(tokenizer: Tokenizer) -> dict[str, int]:
