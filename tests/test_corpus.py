@@ -149,3 +149,10 @@ def test_reads_multi30k_train(multi30k_dir: Path) -> None:
     assert len(corpus) == 29000
     assert corpus.src[0].startswith("Two young, White males are outside")
     assert all(corpus.src) and all(corpus.tgt)
+
+
+def test_chunked_cuts_a_stream_into_bounded_lists_in_order():
+    from tnmt.data.corpus import chunked
+
+    assert list(chunked(iter(range(7)), 3)) == [[0, 1, 2], [3, 4, 5], [6]]
+    assert list(chunked([], 3)) == []

@@ -11,13 +11,16 @@ misalign the two sides.
 """
 
 import gzip
+import itertools
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 from tnmt.errors import UserError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -184,3 +187,11 @@ def _mismatch(src_path: str | Path, n_src: int, tgt_path: str | Path, n_tgt: int
 
 def _normalize(line: str) -> str:
     return " ".join(line.split())
+
+
+def chunked(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """Consecutive lists of `size` items (the last one shorter): a stream handled in bounded pieces.
+    (itertools.batched from Python 3.12, which tnmt cannot assume yet.)"""
+    items = iter(items)
+    while chunk := list(itertools.islice(items, size)):
+        yield chunk

@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from tnmt.config import DataConfig
-from tnmt.data.corpus import ParallelCorpus, filter_pairs
+from tnmt.data.corpus import ParallelCorpus, chunked, filter_pairs
 from tnmt.data.dataset import corpus_files, iter_split, train_tokenizer
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.errors import UserError
@@ -240,7 +240,7 @@ def _encode_corpus(
     lengths: dict[str, list[np.ndarray]] = {side: [] for side in SIDES}
     read = 0
     with open(directory / "src.ids", "wb") as src_file, open(directory / "tgt.ids", "wb") as tgt_file:
-        chunks = _chunks(pairs, CHUNK_PAIRS)
+        chunks = chunked(pairs, CHUNK_PAIRS)
         for n_read, (src_ids, src_lens), (tgt_ids, tgt_lens) in _encoded(
             chunks, directory, tokenizer, max_len, dtype, workers
         ):
@@ -317,11 +317,6 @@ def _flatten(rows: list[list[int]], dtype: np.dtype) -> tuple[np.ndarray, np.nda
     lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
     ids = np.fromiter(itertools.chain.from_iterable(rows), dtype=dtype, count=int(lengths.sum()))
     return ids, lengths
-
-
-def _chunks(items: Iterator[T], size: int) -> Iterator[list[T]]:
-    while chunk := list(itertools.islice(items, size)):
-        yield chunk
 
 
 def _json(value: Any) -> str:

@@ -8,8 +8,9 @@ early, and a chunk of a few thousand lines still sorts well enough for full batc
 """
 
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import islice
 from typing import Protocol
+
+from tnmt.data.corpus import chunked
 
 CHUNK_LINES = 2048
 
@@ -29,7 +30,7 @@ def translate_stream(
     """
     if chunk_lines < 1:
         raise ValueError(f"chunk_lines must be positive, got {chunk_lines}")
-    lines, first_line = iter(lines), 1
-    while chunk := list(islice(lines, chunk_lines)):
+    first_line = 1
+    for chunk in chunked(lines, chunk_lines):
         yield translator.translate(chunk, first_line=first_line)
         first_line += len(chunk)
