@@ -23,7 +23,9 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tnmt.checkpoint import load_checkpoint
 from tnmt.config import ServeConfig
@@ -155,21 +157,7 @@ class _Metrics:
 
 
 def _add_error_handlers(app: FastAPI, config: ServeConfig, metrics: _Metrics) -> None:
-    @app.middleware("http")
-    async def measure_and_limit(request: Request, call_next: Any) -> Response:
-        start = time.perf_counter()
-        length = request.headers.get("content-length")
-        if length is None and "transfer-encoding" in request.headers:  # a chunked body would escape the limit
-            response: Response = _error(411, "send the body with a Content-Length header")
-        elif length is not None and (not length.isdigit() or int(length) > config.max_body_bytes):
-            response = _error(413, f"request body over max_body_bytes={config.max_body_bytes}")
-        else:
-            response = await call_next(request)
-        route = request.scope.get("route")
-        endpoint = getattr(route, "path", "other")  # the route, not the raw path: no label per scanned URL
-        metrics.requests.labels(endpoint, str(response.status_code)).inc()
-        metrics.latency.labels(endpoint).observe(time.perf_counter() - start)
-        return response
+    app.add_middleware(_MeasureAndLimit, config=config, metrics=metrics)
 
     @app.exception_handler(HTTPException)
     async def http_error(_: Request, error: HTTPException) -> JSONResponse:
@@ -190,6 +178,44 @@ def _add_error_handlers(app: FastAPI, config: ServeConfig, metrics: _Metrics) ->
     @app.get("/metrics", include_in_schema=False)
     async def prometheus() -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+class _MeasureAndLimit:
+    """ASGI middleware: refuse bodies over `max_body_bytes` (and chunked ones) before they are read, and count
+    every HTTP request and its latency by route and status.
+
+    Plain ASGI rather than `@app.middleware("http")`: Starlette's BaseHTTPMiddleware runs each request in an
+    extra task with memory streams, which costs CPU on every request of a loaded server.
+    """
+
+    def __init__(self, app: ASGIApp, *, config: ServeConfig, metrics: _Metrics) -> None:
+        self.app, self.config, self.metrics = app, config, metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start, status = time.perf_counter(), 500  # 500 unless a response starts
+
+        async def send_and_note(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        headers = Headers(scope=scope)
+        length, limit = headers.get("content-length"), self.config.max_body_bytes
+        try:
+            if length is None and "transfer-encoding" in headers:  # a chunked body would escape the limit
+                await _error(411, "send the body with a Content-Length header")(scope, receive, send_and_note)
+            elif length is not None and (not length.isdigit() or int(length) > limit):
+                await _error(413, f"request body over max_body_bytes={limit}")(scope, receive, send_and_note)
+            else:
+                await self.app(scope, receive, send_and_note)
+        finally:
+            endpoint = getattr(scope.get("route"), "path", "other")  # the route, not the raw path: no label per URL
+            self.metrics.requests.labels(endpoint, str(status)).inc()
+            self.metrics.latency.labels(endpoint).observe(time.perf_counter() - start)
 
 
 def _add_native_api(app: FastAPI, models: list[ServedModel], config: ServeConfig) -> None:
