@@ -4,9 +4,9 @@
 
 For each mode (batching on; `--no-batching`, LibreTranslate's behaviour: every request its own decoder
 batch) the script starts `python -m tnmt serve --checkpoint CKPT --port FREE --threads T` as a
-subprocess and waits for `/ready`. A warm-up of `--warmup` requests at the highest concurrency follows
-(not measured: the first batches of each size allocate what later ones reuse). Then, for each
-concurrency in `--concurrency` (1, 8, 32, 64), a client in a separate process (asyncio + httpx,
+subprocess and waits for `/ready`. A warm-up of `--warmup` requests at the highest concurrency follows,
+longest sentences first (not measured: the first batches of each size allocate what later ones reuse).
+Then, for each concurrency in `--concurrency` (1, 8, 32, 64), a client in a separate process (asyncio + httpx,
 `concurrency` connections, each sending its next request when its previous answer arrives) sends
 `--requests` single-sentence requests, `POST /v1/translate {"text": s}` with the checkpoint's own
 decoding settings. Sentences: the test_2016_flickr English side of Multi30k (`TNMT_DATA_DIR`, else
@@ -69,11 +69,15 @@ def read_sentences() -> list[str]:
 # --- the client (its own process: its CPU shows up as the load a real client puts on the machine) ---
 
 
-async def load(url: str, *, concurrency: int, requests: int, seconds: float, beam_size: int | None) -> dict:
+async def load(
+    url: str, *, concurrency: int, requests: int, seconds: float, beam_size: int | None, longest_first: bool
+) -> dict:
     """Send `requests` sentences over `concurrency` connections, at most `seconds` of sending."""
     import httpx
 
     sentences = read_sentences()
+    if longest_first:
+        sentences.sort(key=len, reverse=True)
     tickets = iter(range(requests))  # shared by the workers: each takes the next sentence index
     deadline = time.monotonic() + seconds
     latencies: list[float] = []
@@ -113,6 +117,7 @@ def client_main(args: argparse.Namespace) -> None:
             requests=args.requests,
             seconds=args.level_seconds,
             beam_size=args.beam_size,
+            longest_first=args.longest_first,
         )
     )
     print(json.dumps(result))
@@ -189,9 +194,12 @@ def stop_server(server: subprocess.Popen, timeout: float = 90.0) -> int | None:
 # --- one mode: a server, the levels, the summary numbers ---
 
 
-def run_client(port: int, concurrency: int, requests: int, args: argparse.Namespace) -> dict:
+def run_client(
+    port: int, concurrency: int, requests: int, args: argparse.Namespace, *, longest_first: bool = False
+) -> dict:
     command = [sys.executable, __file__, "--client", str(concurrency), "--port", str(port)]
     command += ["--requests", str(requests), "--level-seconds", str(args.level_seconds)]
+    command += ["--longest-first"] if longest_first else []
     if args.beam_size is not None:
         command += ["--beam-size", str(args.beam_size)]
     # Past the level's cap, the requests in flight need at most the client's timeout (60 s).
@@ -236,8 +244,9 @@ def run_mode(mode: str, threads: int, args: argparse.Namespace, work: Path) -> d
         model = json.loads(get(port, "/v1/models"))["models"][0]
         ready_rss = rss_mb(server.pid)
         # Not measured: the first batches of each size allocate what later ones reuse, so a warm-up at the
-        # highest concurrency separates that one-off growth from growth over the run (a leak).
-        run_client(port, max(args.concurrency), args.warmup, args)
+        # highest concurrency separates that one-off growth from growth over the run (a leak). Longest
+        # sentences first: a batch whose output passes 32 tokens doubles its KV cache (~30 MB at 32 x beam 4).
+        run_client(port, max(args.concurrency), args.warmup, args, longest_first=True)
         warm_rss = rss_mb(server.pid)
         levels = {}
         for concurrency in args.concurrency:
@@ -334,6 +343,7 @@ def main() -> None:
     parser.add_argument("--start-seconds", type=float, default=300.0, help="how long the server may take to be ready")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "serve.json")
     parser.add_argument("--client", type=int, help=argparse.SUPPRESS)  # run as the client, this concurrency
+    parser.add_argument("--longest-first", action="store_true", help=argparse.SUPPRESS)  # the client's warm-up order
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.client:
