@@ -294,3 +294,21 @@ def test_batched_outputs_equal_translating_each_sentence_alone(translator, beam_
             alone = translator.translate_nbest([text], n_best=beam_size, beam_size=beam_size)[0]
             assert [t for t, _ in future.result()] == [r.text for r in alone]
             assert [s for _, s in future.result()] == pytest.approx([r.score for r in alone], abs=1e-5)
+
+
+def test_the_worker_decodes_with_its_own_torch_threads_and_leaves_the_callers_alone():
+    """The worker sets `threads` in its own thread: the thread that built the model keeps one (see Batcher._run)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        fake = ScriptedTranslator()
+        seen = []
+        fake.translate = lambda texts, **decode: seen.append(torch.get_num_threads()) or list(texts)
+        batcher, _ = make_batcher(fake, threads=3)  # neither 1 nor the default
+        batcher.submit(["one"], SETTINGS)[0].result(WAIT)
+        batcher.stop()
+        assert seen == [3] and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

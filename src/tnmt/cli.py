@@ -14,7 +14,7 @@ import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, BinaryIO, Literal, NoReturn, get_args, get_origin
 
@@ -220,11 +220,12 @@ def _serve(args: argparse.Namespace, _: list[str]) -> int:
 
     from tnmt.serve.app import create_app, load_models
 
-    torch.set_num_threads(config.threads or torch.get_num_threads())  # explicit, and said below
+    threads = config.threads or torch.get_num_threads()  # explicit, and said below
+    config = replace(config, threads=threads)
+    torch.set_num_threads(1)  # this thread only loads: the batchers' threads decode (see Batcher._run)
     models = load_models(args.checkpoint, config)
     app = create_app(models, config)
     pairs = ", ".join(model.id for model in models)
-    threads = torch.get_num_threads()
     logging.getLogger("tnmt").info(f"serving {pairs} on http://{config.host}:{config.port} ({threads} torch threads)")
     # One process, no workers and no reload: nothing forks after the model is loaded. On SIGTERM uvicorn
     # stops accepting, finishes the requests in flight, and the batchers finish what they accepted. It then

@@ -90,6 +90,7 @@ def load_models(paths: list[Path], config: ServeConfig) -> list[ServedModel]:
             max_batch_tokens=config.max_batch_tokens,
             max_wait_ms=config.max_wait_ms,
             batching=config.batching,
+            threads=config.threads,
         )
         model = ServedModel(*checkpoint.languages, translator=translator, batcher=batcher)
         if model.id in models:

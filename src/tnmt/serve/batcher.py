@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass, replace
 
+import torch
+
 from tnmt.config import DecodeConfig
 from tnmt.decode.translator import Translator
 
@@ -54,9 +56,12 @@ class Batcher:
         max_batch_tokens: int,
         max_wait_ms: float,
         batching: bool = True,
+        threads: int = 0,
         on_batch: Callable[[int], None] = lambda size: None,
     ) -> None:
+        """`threads` (0 = PyTorch's setting): torch threads of the worker; see `_run` for why it is set there."""
         self.translator = translator
+        self.threads = threads
         self.max_queue, self.max_batch_tokens, self.max_wait = max_queue, max_batch_tokens, max_wait_ms / 1000
         self.batching, self.on_batch = batching, on_batch
         self._requests: queue.Queue[list[Job] | None] = queue.Queue()  # a request's jobs, or None = stop
@@ -97,6 +102,13 @@ class Batcher:
         return [job.future for job in jobs]
 
     def _run(self) -> None:
+        # OpenMP keeps a thread team per thread that runs torch ops. When the loading thread has a team of its
+        # own, libgomp sees more threads than cores and stops its worker threads spinning, so each of the
+        # ~600 small parallel ops of a decoder step waits for a wake-up: with 2 threads on 2 cores a sentence
+        # took 63 ms in a worker thread against 24 ms in the main one. So `tnmt serve` loads with one thread
+        # and only this thread, the one that runs the model, uses `threads`.
+        if self.threads:
+            torch.set_num_threads(self.threads)
         carried: list[Job] | None = None  # a request that did not fit the last batch: it starts the next
         stopping = False
         while not stopping or carried:
