@@ -46,11 +46,15 @@ class ScriptedTranslator:
 
     def translate_nbest(self, texts: list[str], *, n_best: int, **decode) -> list[list[SimpleNamespace]]:
         self._call("translate_nbest", texts, decode)
-        return [[SimpleNamespace(text=f"{text.upper()} {k}", score=-float(k)) for k in range(n_best)] for text in texts]
+        n = n_best
+        return [
+            [SimpleNamespace(text=f"{text.upper()} {k}", score=-float(k), tokens=[text.upper(), k]) for k in range(n)]
+            for text in texts
+        ]
 
-    def attention(self, text: str, **decode) -> tuple:
-        self._call("attention", [text], decode)
-        return (text.split(), ["<s>", text.upper()], "maps")
+    def attention(self, text: str, *, output: list, **decode) -> tuple:
+        self._call("attention", [text], {"output": output, **decode})
+        return (text.split(), ["<s>", *output], "maps")
 
     def batches(self) -> list[list[str]]:
         """The texts of each call, the held first call included."""
@@ -245,16 +249,17 @@ def test_groups_with_different_settings_are_decoded_separately():
     assert results(greedy_a + greedy_c) == [[("A", None)], [("C ONE", None)], [("C TWO", None)]]
     assert results(beam_b) == [[("B", None)]]
     assert results(nbest_d) == [[("D 0", -0.0), ("D 1", -1.0)]]
-    assert results(attention_e) == [([("E", None)], (["e"], ["<s>", "E"], "maps"))]
+    assert results(attention_e) == [([("E 0", None)], (["e"], ["<s>", "E", 0], "maps"))]
     assert sizes == [1, 3, 1, 1, 1]
-    calls = [(method, texts, decode["beam_size"], decode["batch_size"]) for method, texts, decode in fake.calls[1:]]
+    calls = [(call, texts, decode.get("beam_size"), decode.get("batch_size")) for call, texts, decode in fake.calls[1:]]
     assert calls == [
         ("translate", ["a", "c one", "c two"], 1, 3),  # one decoder batch for the group
         ("translate", ["b"], 3, 1),
         ("translate_nbest", ["d"], 3, 1),
-        ("translate", ["e"], 1, 1),
-        ("attention", ["e"], 1, 1),
+        ("translate_nbest", ["e"], 1, 1),  # searched once; the maps explain its best output
+        ("attention", ["e"], None, None),
     ]
+    assert fake.calls[-1][2] == {"output": ["E", 0]}
     assert all("quantize" not in decode for _, _, decode in fake.calls)  # fixed when the model was loaded
     batcher.stop()
 

@@ -116,6 +116,16 @@ def test_attention_labels_match_the_maps(translator, model):
         translator.attention(" ")
 
 
+def test_attention_of_a_given_output_skips_the_search_and_explains_that_output(translator):
+    searched = translator.attention("a dog runs", beam_size=2)
+    best = translator.translate_nbest(["a dog runs"], n_best=1, beam_size=2)[0][0]
+    given = translator.attention("a dog runs", output=best.tokens)
+    assert given[:2] == searched[:2]
+    assert all(torch.equal(a, b) for a, b in zip(given[2].cross, searched[2].cross, strict=True))
+    other = translator.attention("a dog runs", output=[5, 6])
+    assert len(other[1]) == 3 and other[2].cross[0].shape[2] == 3  # BOS + the two given ids
+
+
 def test_from_checkpoint_round_trip(tmp_path):
     from tnmt.checkpoint import save_checkpoint
     from tnmt.data.tokenizer import Tokenizer

@@ -118,8 +118,13 @@ class Translator:
             for hyps in self._batched(texts, settings.batch_size, search, first_line)
         ]
 
-    def attention(self, text: str, **decode: Any) -> tuple[list[str], list[str], AttentionMaps]:
+    def attention(
+        self, text: str, *, output: Sequence[int] | None = None, **decode: Any
+    ) -> tuple[list[str], list[str], AttentionMaps]:
         """Translate `text` (settings as for `translate`), then return the attention weights the model used.
+
+        `output` (ids without BOS/EOS, e.g. a `TranslationResult.tokens` already found) skips the search:
+        the maps then explain that output, and `decode` is unused.
 
         Returns:
             The source pieces (EOS included), the decoder's input pieces (BOS then the output; row i
@@ -134,9 +139,9 @@ class Translator:
         settings = self.settings(**decode)
         ids = self._source_ids(text, 1)
         src = torch.tensor([ids], device=self.device)  # (1, S)
-        if settings.beam_size == 1:
+        if output is None and settings.beam_size == 1:
             output = greedy_search(self.model, src, settings)[0]
-        else:
+        elif output is None:
             output = beam_search_nbest(self.model, src, settings)[0][0].tokens
         tgt = [self.tokenizer.bos_id, *output]
         _, maps = self.model.attention_maps(src, torch.tensor([tgt], device=self.device))

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, replace
 import torch
 
 from tnmt.config import DecodeConfig
-from tnmt.decode.translator import Translator
+from tnmt.decode.translator import TranslationResult, Translator
 
 Alternatives = list[tuple[str, float | None]]  # (text, score) best first; the score is None for n_best = 1
 
@@ -153,17 +153,21 @@ class Batcher:
     def _translate(self, texts: list[str], settings: DecodeConfig, n_best: int, attention: bool) -> list:
         settings = replace(settings, batch_size=len(texts))  # one decoder batch; Translator sorts by length
         decode = {k: v for k, v in asdict(settings).items() if k != "quantize"}  # quantize: fixed at load
-        if attention:  # one sentence at a time: the maps are per sentence anyway
+        if attention:  # one search for the batch; the maps (one forward pass per sentence) explain its best output
+            nbest = self.translator.translate_nbest(texts, n_best=n_best, **decode)
             return [
-                (self._nbest([text], decode, n_best)[0], self.translator.attention(text, **decode)) for text in texts
+                (_alternatives(results, n_best), self.translator.attention(text, output=results[0].tokens))
+                for text, results in zip(texts, nbest, strict=True)
             ]
-        return self._nbest(texts, decode, n_best)
-
-    def _nbest(self, texts: list[str], decode: dict, n_best: int) -> list[Alternatives]:
         if n_best == 1:  # exactly Translator.translate (greedy search when beam_size is 1)
             return [[(text, None)] for text in self.translator.translate(texts, **decode)]
         nbest = self.translator.translate_nbest(texts, n_best=n_best, **decode)
-        return [[(result.text, result.score) for result in results] for results in nbest]
+        return [_alternatives(results, n_best) for results in nbest]
+
+
+def _alternatives(results: list[TranslationResult], n_best: int) -> Alternatives:
+    """(text, score) pairs; a single translation carries no score, as `translate` gives none."""
+    return [(result.text, result.score if n_best > 1 else None) for result in results]
 
 
 def _tokens(jobs: list[Job]) -> int:
