@@ -158,3 +158,16 @@ def test_page_translates_as_you_type_and_draws_attention(server, page, repo_root
     expect(page.locator("#error")).to_contain_text(f"limit is {limits['max_chars']}")
     assert len(requests) == n
     assert not errors, f"JavaScript errors: {errors}"
+
+
+def test_api_docs_render_from_the_server_alone(server, page):
+    """FastAPI's own /docs page loads its scripts from a CDN, so offline it stays blank."""
+    elsewhere = []
+    page.on("request", lambda r: None if r.url.startswith(server) else elsewhere.append(r.url))
+    errors = []
+    page.on("pageerror", lambda error: errors.append(error))
+    page.goto(server + "/docs")
+    expect(page.locator(".opblock-summary-path").first).to_be_visible()
+    expect(page.locator("body")).to_contain_text("/v1/translate")
+    assert not elsewhere, f"requests that left the server: {elsewhere}"
+    assert not errors, f"JavaScript errors: {errors}"

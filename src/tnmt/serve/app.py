@@ -21,6 +21,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.datastructures import Headers
@@ -110,7 +111,9 @@ def create_app(models: list[ServedModel], config: ServeConfig) -> FastAPI:
         for model in models:  # uvicorn stopped accepting and finished the requests in flight
             await asyncio.to_thread(model.batcher.stop)
 
-    app = FastAPI(title="tnmt", summary="Transformer machine translation", lifespan=lifespan)
+    # FastAPIOffline is FastAPI whose /docs page loads its scripts from this server, not a CDN. No /redoc:
+    # ReDoc still fetches its logo from cdn.redoc.ly.
+    app = FastAPIOffline(title="tnmt", summary="Transformer machine translation", lifespan=lifespan, redoc_url=None)
     metrics = _Metrics(models)
     for model in models:
         model.batcher.on_batch = metrics.batch_sentences.observe
