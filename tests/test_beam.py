@@ -22,7 +22,7 @@ class ScriptedCache:
             assert all(self.rows[i][0] == row[0] for i, row in zip(indices.tolist(), self.rows, strict=True))
         self.rows = [self.rows[i] for i in indices.tolist()]
 
-    def repeat_interleave(self, n: int) -> None:
+    def start_beams(self, n: int) -> None:
         self.rows = [row for row in self.rows for _ in range(n)]
 
 

@@ -69,7 +69,7 @@ def test_reordering_every_step_like_beam_search_equals_recomputation():
     model, memory, src_mask = model_and_memory()
     generator = torch.Generator().manual_seed(1)
     cache = model.init_cache(memory, src_mask)
-    cache.repeat_interleave(2)  # rows: sentence 0, 0, 1, 1, 2, 2
+    cache.start_beams(2)  # rows: sentence 0, 0, 1, 1, 2, 2
     sources = torch.arange(3).repeat_interleave(2)  # (N,) the sentence of each row
     history = torch.ones(6, 1, dtype=torch.long)  # BOS
     for t in range(36):
@@ -88,12 +88,25 @@ def test_reordering_every_step_like_beam_search_equals_recomputation():
     torch.testing.assert_close(step[:, 0], full[:, -1], atol=1e-5, rtol=0)
 
 
-def test_repeat_interleave_starts_beams():
+def test_beams_share_their_sentences_cross_attention_keys_and_values():
+    """Two beams per sentence: 6 rows over 3 sentences' K/V, each row's logits those of its sentence alone."""
+    model, memory, src_mask = model_and_memory()
+    tgt = torch.randint(3, 30, (6, 5))
+    cache = model.init_cache(memory, src_mask)
+    cache.start_beams(2)
+    assert cache.batch_size == 6 and cache.beams == 2 and cache.layers[0].cross_k.size(0) == 3
+    steps = [model.decode(tgt[:, t : t + 1], None, cache=cache) for t in range(5)]
+    sources = torch.arange(3).repeat_interleave(2)
+    full = model.decode(tgt, memory[sources], memory_mask=src_mask[sources])
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=0)
+
+
+def test_a_reorder_that_mixes_sentences_within_a_beam_group_is_refused():
     model, memory, src_mask = model_and_memory()
     cache = model.init_cache(memory, src_mask)
-    cache.repeat_interleave(2)
-    assert cache.batch_size == 6
-    assert torch.equal(cache.layers[0].cross_k[0], cache.layers[0].cross_k[1])
+    cache.start_beams(2)
+    with pytest.raises(ValueError, match="each run of 2 rows must continue one sentence"):
+        cache.reorder(torch.tensor([5, 5, 0, 2]))  # rows 0 and 2: sentences 0 and 1
 
 
 def test_length_advances_by_the_new_positions_in_every_layer():
@@ -118,11 +131,11 @@ def test_reorder_keeps_the_length(same_sources, grad):
     model, memory, src_mask = model_and_memory()
     sources = torch.arange(3).repeat_interleave(2)  # two beams per sentence, with different histories
     tgt = torch.randint(3, 30, (6, 6))
-    # Within each sentence's beams (cross K/V kept), or across sentences with a row dropped.
-    order = torch.tensor([1, 0, 2, 2, 5, 4]) if same_sources else torch.tensor([5, 5, 0, 2])
+    # Within each sentence's beams (cross K/V kept), or with a sentence dropped and the others reordered.
+    order = torch.tensor([1, 0, 2, 2, 5, 4]) if same_sources else torch.tensor([5, 5, 1, 0])
     with torch.set_grad_enabled(grad):
         cache = model.init_cache(memory, src_mask)
-        cache.repeat_interleave(2)
+        cache.start_beams(2)
         model.decode(tgt[:, :5], None, cache=cache)
         cache.reorder(order, same_sources=same_sources)
         assert [layer.length for layer in cache.layers] == [5] * 3

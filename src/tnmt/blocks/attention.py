@@ -130,14 +130,24 @@ class MultiHeadAttention(nn.Module):
         cache: LayerKV | None = None,
         need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
-        """Decoder states x (B, T, D) attend to the encoder memory (B, S, D), or to its cached K/V."""
+        """Decoder states x (N, T, D) attend to the encoder memory (B, S, D), or to its cached K/V.
+
+        N = B, or with a cache of several beams per sentence N = B * beams: the queries of a sentence's
+        beams then go to its keys/values together, as one (beams * T)-query attention per sentence.
+        """
         d = self.out_proj.in_features
+        n, t, _ = x.shape
+        beams = cache.beams if cache is not None else 1
         if self.q_proj is not None:
-            q = self._split_heads(self.q_proj(x))
+            q = self.q_proj(x)
         else:
-            q = self._split_heads(F.linear(x, self.in_proj.weight[:d], self.in_proj.bias[:d]))
+            q = F.linear(x, self.in_proj.weight[:d], self.in_proj.bias[:d])
+        q = self._split_heads(q.view(n // beams, beams * t, d))  # (B, H, beams * T, Dh)
         k, v = (cache.cross_k, cache.cross_v) if cache is not None else self.project_kv(memory)
-        return self._attend(q, k, v, mask, need_weights)
+        out, weights = self._attend(q, k, v, mask, need_weights)  # (B, beams * T, D)
+        if weights is not None:  # (B, H, beams * T, S) -> (N, H, T, S)
+            weights = weights.unflatten(2, (beams, t)).transpose(1, 2).flatten(0, 1)
+        return out.view(n, t, d), weights
 
     def _attend(
         self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool

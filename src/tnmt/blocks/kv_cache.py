@@ -11,6 +11,11 @@ them and advances the count, and `KVCache.length` reads it. Nobody threads a sta
 layers or bumps a counter beside them, so the count cannot drift from the keys/values actually stored.
 The model reads `cache.length` before a decode call, as the offset of the positional encodings and of
 the causal mask.
+
+Beam search keeps K hypotheses per sentence, all attending to the same encoder memory. The cache keeps
+the cross-attention K/V once per sentence and knows that every `beams` consecutive rows belong to one
+sentence, so cross-attention reads each sentence's K/V once for all its beams instead of once per beam
+(and a reorder within the beams copies nothing of them).
 """
 
 from dataclasses import dataclass
@@ -21,11 +26,16 @@ from torch import Tensor
 
 @dataclass
 class LayerKV:
-    """Keys/values of one decoder layer. Self-attention buffers grow; cross-attention ones are fixed."""
+    """Keys/values of one decoder layer. Self-attention buffers grow; cross-attention ones are fixed.
 
-    cross_k: Tensor  # (B, H, S, Dh)
+    Rows are hypotheses: N = B * beams, the `beams` consecutive rows b * beams ... b * beams + beams - 1
+    all continuing source sentence b.
+    """
+
+    cross_k: Tensor  # (B, H, S, Dh) one per source sentence
     cross_v: Tensor  # (B, H, S, Dh)
-    self_k: Tensor | None = None  # (B, H, capacity, Dh); positions >= length are unused
+    beams: int = 1  # consecutive rows per source sentence
+    self_k: Tensor | None = None  # (N, H, capacity, Dh); positions >= length are unused
     self_v: Tensor | None = None
     length: int = 0  # positions of self_k/self_v written so far
     spare: tuple[Tensor, Tensor] | None = None  # buffers of self_k/self_v's shape that `select` fills next
@@ -83,7 +93,7 @@ class KVCache:
     """
 
     layers: list[LayerKV]
-    memory_mask: Tensor | None  # (B, 1, 1, S) or None when the source has no padding
+    memory_mask: Tensor | None  # (B, 1, 1, S) per source sentence, or None when the source has no padding
 
     def __post_init__(self) -> None:
         if not self.layers:
@@ -98,25 +108,44 @@ class KVCache:
         return self.layers[0].length
 
     @property
+    def beams(self) -> int:
+        """Consecutive rows (hypotheses) per source sentence."""
+        return self.layers[0].beams
+
+    @property
     def batch_size(self) -> int:
-        return self.layers[0].cross_k.size(0)
+        """Rows: hypotheses being decoded."""
+        return self.layers[0].cross_k.size(0) * self.beams
 
     def reorder(self, indices: Tensor, *, same_sources: bool = False) -> None:
-        """Keep rows `indices` (a LongTensor of batch positions), e.g. the surviving beams' parents.
+        """Keep rows `indices` (a LongTensor of row positions), e.g. the surviving beams' parents.
 
-        Rows may repeat (two beams sharing a parent) and the batch may shrink (finished sentences).
-        `same_sources=True` promises that every row i keeps a row with the same source sentence (beam
-        search reordering among the beams of each sentence, none removed): the cross-attention K/V and
-        the memory mask are then unchanged and are not copied.
+        Rows may repeat (two beams sharing a parent) and the batch may shrink (finished sentences), but
+        each run of `beams` consecutive new rows must come from one sentence: its first row names the
+        sentence whose cross-attention K/V and mask are kept. `same_sources=True` promises more: row i
+        keeps a row of its own sentence and no sentence leaves (beam search reordering among the beams of
+        each sentence), so the cross-attention K/V and the memory mask are not touched at all.
+
+        Raises:
+            ValueError: a run of `beams` rows mixes sentences.
         """
         for layer in self.layers:
             layer.select(indices)
-            if not same_sources:
-                layer.cross_k = layer.cross_k.index_select(0, indices)
-                layer.cross_v = layer.cross_v.index_select(0, indices)
-        if self.memory_mask is not None and not same_sources:
-            self.memory_mask = self.memory_mask.index_select(0, indices)
+        if same_sources:
+            return
+        rows = indices.view(-1, self.beams)  # (B', beams)
+        sentences = rows[:, 0] // self.beams  # (B',)
+        if self.beams > 1 and not bool((rows // self.beams == sentences[:, None]).all()):
+            raise ValueError(f"each run of {self.beams} rows must continue one sentence")
+        for layer in self.layers:
+            layer.cross_k = layer.cross_k.index_select(0, sentences)
+            layer.cross_v = layer.cross_v.index_select(0, sentences)
+        if self.memory_mask is not None:
+            self.memory_mask = self.memory_mask.index_select(0, sentences)
 
-    def repeat_interleave(self, n: int) -> None:
-        """Repeat every sentence n times in place (B -> B * n), e.g. to start n beams per sentence."""
-        self.reorder(torch.arange(self.batch_size, device=self.layers[0].cross_k.device).repeat_interleave(n))
+    def start_beams(self, n: int) -> None:
+        """Make every row n consecutive rows continuing the same sentence (N -> N * n), e.g. n beams."""
+        rows = torch.arange(self.batch_size, device=self.layers[0].cross_k.device).repeat_interleave(n)
+        for layer in self.layers:
+            layer.select(rows)
+            layer.beams *= n

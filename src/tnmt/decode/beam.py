@@ -133,7 +133,7 @@ def _init(model: Transformer, src_ids: Tensor, limits: list[int], *, beam_size: 
     """Encode the sources and start K beams per sentence, of which only the first is alive."""
     batch, k, device = src_ids.size(0), beam_size, src_ids.device
     cache = start_decoding(model, src_ids)
-    cache.repeat_interleave(k)  # (B * K) rows
+    cache.start_beams(k)  # (B * K) rows
     log_probs = torch.full((batch, k), float("-inf"), device=device)
     log_probs[:, 0] = 0.0  # so the first step expands one beam per sentence, not K copies of it
     state = BeamState(
