@@ -218,8 +218,11 @@ def _serve(args: argparse.Namespace, _: list[str]) -> int:
     import torch
     import uvicorn
 
+    from tnmt.serve.allocator import fix_mmap_threshold
     from tnmt.serve.app import create_app, load_models
 
+    if config.mmap_threshold_mb:  # before the model's tensors are allocated
+        fix_mmap_threshold(config.mmap_threshold_mb * 2**20)
     threads = config.threads or torch.get_num_threads()  # explicit, and said below
     config = replace(config, threads=threads)
     torch.set_num_threads(1)  # this thread only loads: the batchers' threads decode (see Batcher._run)

@@ -251,6 +251,10 @@ class ServeConfig:
         default=10.0, metadata=_help("time a client has to send its request body (past: 408)")
     )
     threads: int = field(default=0, metadata=_help("torch threads; 0 = PyTorch's default"))
+    mmap_threshold_mb: int = field(
+        default=16,
+        metadata=_help("glibc's mmap threshold, fixed so RSS stays flat (tnmt/serve/allocator.py); 0 = glibc's own"),
+    )
     batching: bool = field(
         default=True, metadata=_help("batch sentences across requests (false: one request = one batch)")
     )
@@ -261,6 +265,8 @@ class ServeConfig:
         for name in ("max_chars", "max_texts", "max_body_bytes", "max_beam_size", "max_n_best", "max_queue"):
             _check(self, name, _is_int(getattr(self, name)) and getattr(self, name) >= 1, ">= 1")
         _check(self, "max_batch_tokens", self.max_batch_tokens >= 1, ">= 1")
+        threshold = self.mmap_threshold_mb
+        _check(self, "mmap_threshold_mb", _is_int(threshold) and 0 <= threshold <= 32, "from 0 to 32 (glibc's most)")
         for name in ("max_wait_ms", "timeout_s", "ready_timeout_s", "body_timeout_s"):
             _check(self, name, math.isfinite(getattr(self, name)) and getattr(self, name) >= 0, "a number >= 0")
 
