@@ -29,14 +29,18 @@ def same_weights(a, b) -> None:
 
 
 def test_the_first_signal_sets_the_request_the_second_interrupts():
-    before = signal.getsignal(signal.SIGINT)
-    with stop_on_signals() as request:
-        assert not request
-        signal.raise_signal(signal.SIGINT)
-        assert request and request.name == "SIGINT"
-        with pytest.raises(KeyboardInterrupt):  # the handler of before (Python's) is back and gets the signal
+    # Python's own handler, as in a terminal: a shell starts background jobs with SIGINT ignored.
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with stop_on_signals() as request:
+            assert not request
             signal.raise_signal(signal.SIGINT)
-    assert signal.getsignal(signal.SIGINT) is before
+            assert request and request.name == "SIGINT"
+            with pytest.raises(KeyboardInterrupt):  # the handler of before (Python's) is back and gets the signal
+                signal.raise_signal(signal.SIGINT)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, outer)
 
 
 def test_exit_status_follows_the_signal(tmp_path):
