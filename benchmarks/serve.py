@@ -6,7 +6,7 @@ For each mode (batching on; `--no-batching`, LibreTranslate's behaviour: every r
 batch) the script starts `python -m tnmt serve --checkpoint CKPT --port FREE --threads T` as a
 subprocess and waits for `/ready`. A warm-up of `--warmup` requests at the highest concurrency follows,
 longest sentences first (not measured: the first batches of each size allocate what later ones reuse).
-Then, for each concurrency in `--concurrency` (1, 8, 32, 64), a client in a separate process (asyncio + httpx,
+Then, for each concurrency in `--concurrency` (1, 8, 32, 64), a client in a separate process (asyncio + aiohttp,
 `concurrency` connections, each sending its next request when its previous answer arrives) sends
 `--requests` single-sentence requests, `POST /v1/translate {"text": s}` with the checkpoint's own
 decoding settings. Sentences: the test_2016_flickr English side of Multi30k (`TNMT_DATA_DIR`, else
@@ -25,8 +25,13 @@ level -> after the last, i.e. after the warm-up).
 
 Every mode runs at every thread count of `--threads` (default 1 and 2) in the same invocation, and the
 summary compares each mode at its best thread count (the most sentences/s at the highest concurrency),
-so neither side is handicapped: the client shares the machine's cores with the server (about 4-5 ms of
-CPU per request), which can make the second torch thread cost more than it gives.
+so neither side is handicapped: the client shares the machine's cores with the server, which can make the
+second torch thread cost more than it gives.
+
+Why aiohttp and not httpx: the load generator must not be what is measured. On 2 cores httpx's client
+spent 2.1 ms of CPU per request (aiohttp: 0.24 ms). In a third of the runs at concurrency 64 its event loop
+fell behind (stalls of 20-50 ms, over and over), requests waited up to 1.8 s in the client before the
+server saw them (the server's own event loop lagged < 10 ms), and that wait was the whole p99 tail.
 Results go to benchmarks/results/serve.json and a markdown table on stdout.
 """
 
@@ -73,7 +78,7 @@ async def load(
     url: str, *, concurrency: int, requests: int, seconds: float, beam_size: int | None, longest_first: bool
 ) -> dict:
     """Send `requests` sentences over `concurrency` connections, at most `seconds` of sending."""
-    import httpx
+    import aiohttp
 
     sentences = read_sentences()
     if longest_first:
@@ -83,18 +88,18 @@ async def load(
     latencies: list[float] = []
     errors: Counter[str] = Counter()
     extra = {} if beam_size is None else {"beam_size": beam_size}
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
 
-    async def worker(client: httpx.AsyncClient) -> None:
+    async def worker(client: aiohttp.ClientSession) -> None:
         for i in tickets:
             if time.monotonic() > deadline:
                 return
             start = time.perf_counter()
             try:
-                response = await client.post(url, json={"text": sentences[i % len(sentences)], **extra})
-                ok = response.status_code == 200 and len(response.json()["translations"]) == 1
-                outcome = "200" if ok else str(response.status_code)
-            except (httpx.HTTPError, ValueError, KeyError) as error:
+                async with client.post(url, json={"text": sentences[i % len(sentences)], **extra}) as response:
+                    body = await response.json() if response.status == 200 else None
+                ok = body is not None and len(body["translations"]) == 1
+                outcome = "200" if ok else str(response.status)
+            except (aiohttp.ClientError, TimeoutError, ValueError, KeyError) as error:
                 outcome = type(error).__name__
             if outcome == "200":
                 latencies.append(time.perf_counter() - start)
@@ -102,7 +107,8 @@ async def load(
                 errors[outcome] += 1
 
     # The client's timeout lies past the server's deadline (30 s by default), so a slow answer is a 504.
-    async with httpx.AsyncClient(limits=limits, timeout=60.0) as client:
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=60.0)) as client:
         start, cpu = time.perf_counter(), time.process_time()
         await asyncio.gather(*(worker(client) for _ in range(concurrency)))
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu
@@ -367,7 +373,7 @@ def main() -> None:
         "settings": {key: getattr(args, key) for key in ("requests", "concurrency", "threads", "beam_size", "warmup")}
         | {"level_seconds": args.level_seconds, "sentences": "test_2016_flickr.en, one per request, cycling"},
         "machine": machine(args.threads),
-        "versions": {name: version(name) for name in ("torch", "fastapi", "uvicorn", "httpx")},
+        "versions": {name: version(name) for name in ("torch", "fastapi", "uvicorn", "aiohttp")},
         "load_average_before_after": [load_before, os.getloadavg()[0]],
         "targets": TARGETS,
         "summary": result,
