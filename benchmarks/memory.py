@@ -45,8 +45,9 @@ def child(preset: str, tokens: int, vocab: int, checkpointing: bool, precision: 
 
     def step() -> None:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
-            logits = model(src, tgt[:, :-1])  # (B, T, V)
-        loss, _ = label_smoothed_loss(logits, tgt[:, 1:], epsilon=0.1, pad_id=0)
+            features = model(src, tgt[:, :-1], features_only=True)  # (B, T, D)
+        dtype = torch.bfloat16 if precision == "bf16" else None
+        loss, _ = label_smoothed_loss(features, model.output.weight, tgt[:, 1:], epsilon=0.1, pad_id=0, dtype=dtype)
         (loss / tgt[:, 1:].numel()).backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)

@@ -12,8 +12,9 @@ by default with `fused=True`, which is what the Hugging Face Trainer builds sinc
 tnmt's loop should build (`--adam default` gives the per-parameter loop PyTorch picks on CPU).
 Each system is used the way its own documentation trains it: nn.Transformer with key-padding masks
 and a causal `tgt_mask`; Marian with the source `attention_mask` and its built-in causal decoder mask
-(no `decoder_attention_mask`, as `labels`-style training does); tnmt with `model(src, tgt_in)` and
-its `label_smoothed_loss`. The other two get the idiomatic single
+(no `decoder_attention_mask`, as `labels`-style training does); tnmt with
+`model(src, tgt_in, features_only=True)` and its `label_smoothed_loss`, which applies the output
+projection block by block (train/loss.py). The other two get the idiomatic single
 `F.cross_entropy(..., label_smoothing=0.1, ignore_index=pad)`: the same loss, without the NLL that
 tnmt also computes for perplexity.
 
@@ -157,11 +158,12 @@ class TorchReference(nn.Module):
 
 
 def build(system: str) -> tuple[nn.Module, Callable[[nn.Module, Tensor, Tensor], Tensor]]:
-    """A freshly initialised model and `forward(model, src, tgt_in) -> logits (B, T, V)`."""
+    """A freshly initialised model and `forward(model, src, tgt_in)`: logits (B, T, V), or for tnmt the
+    decoder features (B, T, D) its loss takes (the output projection is fused with the loss)."""
     torch.manual_seed(0)
     if system == "tnmt":
         config = ModelConfig.small(src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, dropout=DROPOUT)
-        return Transformer(config), lambda m, src, tgt: m(src, tgt)
+        return Transformer(config), lambda m, src, tgt: m(src, tgt, features_only=True)  # loss projects them
     if system == "torch.nn":
         return TorchReference(), lambda m, src, tgt: m(src, tgt)
     if system in ("marian", "marian-eager"):
@@ -204,11 +206,15 @@ def busy_cpu_seconds() -> float:
     return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")  # minus idle, iowait
 
 
-def loss_fn(system: str) -> Callable[[Tensor, Tensor], Tensor]:
-    """tnmt's own loss; for the others the idiomatic single `F.cross_entropy` (same math, no NLL)."""
+def loss_fn(system: str, precision: str) -> Callable[[nn.Module, Tensor, Tensor], Tensor]:
+    """`loss(model, forward's output, target)`: tnmt's own loss (with the output projection, in the
+    autocast precision); for the others the idiomatic single `F.cross_entropy` (same math, no NLL)."""
     if system == "tnmt":
-        return lambda logits, target: label_smoothed_loss(logits, target, epsilon=EPSILON, pad_id=PAD)[0]
-    return lambda logits, target: F.cross_entropy(
+        dtype = torch.bfloat16 if precision == "bf16" else None
+        return lambda m, features, target: label_smoothed_loss(
+            features, m.output.weight, target, epsilon=EPSILON, pad_id=PAD, dtype=dtype
+        )[0]
+    return lambda m, logits, target: F.cross_entropy(
         logits.flatten(0, 1).float(), target.flatten(), ignore_index=PAD, label_smoothing=EPSILON, reduction="sum"
     )
 
@@ -222,7 +228,7 @@ class Runner:
     threads: int
     model: nn.Module
     forward: Callable[[nn.Module, Tensor, Tensor], Tensor]
-    loss: Callable[[Tensor, Tensor], Tensor]
+    loss: Callable[[nn.Module, Tensor, Tensor], Tensor]
     optimizer: torch.optim.Optimizer
     times: list[float] = field(default_factory=list)  # one timed step per round
     quiet: list[bool] = field(default_factory=list)  # whether that step ran without foreign load
@@ -235,8 +241,8 @@ class Runner:
         """One training step, as `tnmt.train.loop._update` does it (minus clipping and schedule)."""
         torch.set_num_threads(self.threads)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.precision == "bf16"):
-            logits = self.forward(self.model, src, tgt_in)  # (B, T, V)
-        (self.loss(logits, tgt_out) / n_tokens).backward()
+            out = self.forward(self.model, src, tgt_in)  # (B, T, V), tnmt: (B, T, D)
+        (self.loss(self.model, out, tgt_out) / n_tokens).backward()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
 
@@ -254,7 +260,7 @@ def make_runner(system: str, precision: str, threads: int, *, adam: str) -> Runn
     model, forward = build(system)
     kind = {"fused": dict(fused=True), "foreach": dict(foreach=True), "default": {}}[adam]
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, **kind)
-    return Runner(system, precision, threads, model.train(), forward, loss_fn(system), optimizer)
+    return Runner(system, precision, threads, model.train(), forward, loss_fn(system, precision), optimizer)
 
 
 # ------------------------------------------------------------------------------------------ MFU helpers

@@ -113,11 +113,16 @@ class Transformer(nn.Module):
         *,
         src_mask: Tensor | None = None,
         tgt_mask: Tensor | None = None,
+        features_only: bool = False,
     ) -> Tensor:
-        """Teacher-forced logits (B, T, V) for target inputs (B, T) given source ids (B, S)."""
+        """Teacher-forced logits (B, T, V) for target inputs (B, T) given source ids (B, S).
+
+        `features_only`: the decoder's output (B, T, D) before the output projection, for a loss that
+        applies the projection itself (train/loss.py never builds the (B, T, V) logits).
+        """
         src_mask = padding_mask(src_ids, self.config.pad_id) if src_mask is None else src_mask
         memory = self.encode(src_ids, src_mask)
-        return self.decode(tgt_ids, memory, memory_mask=src_mask, tgt_mask=tgt_mask)
+        return self._decode(tgt_ids, memory, memory_mask=src_mask, tgt_mask=tgt_mask, features_only=features_only)[0]
 
     @torch.no_grad()
     def attention_maps(self, src_ids: Tensor, tgt_ids: Tensor) -> tuple[Tensor, AttentionMaps]:
@@ -155,6 +160,7 @@ class Transformer(nn.Module):
         tgt_mask: Tensor | None = None,
         cache: KVCache | None = None,
         need_weights: bool = False,
+        features_only: bool = False,
     ):
         start = 0  # positions already decoded: the offset of positional encodings and of the causal mask
         if cache is not None:
@@ -179,7 +185,10 @@ class Transformer(nn.Module):
             if w is not None:
                 self_w.append(w[0])
                 cross_w.append(w[1])
-        logits = self.output(self.decoder_norm(x))  # (B, T, V)
+        features = self.decoder_norm(x)  # (B, T, D)
+        if features_only:
+            return features, self_w, cross_w
+        logits = self.output(features)  # (B, T, V)
         if self.logits_bias is not None:
             logits = logits + self.logits_bias
         return logits, self_w, cross_w

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
 from tnmt.checkpoint import (
@@ -178,9 +179,8 @@ def _update(run: Run, batches: list[Batch], *, real: int, steps: int) -> tuple[f
         last = i == steps - 1
         with nullcontext() if last or world.size == 1 else net.no_sync():
             with torch.autocast(batch.src.device.type, dtype=dtype, enabled=dtype is not None):
-                logits = net(batch.src, batch.tgt_in)  # (B, T, V)
-            pad_id = model.config.pad_id
-            loss, nll = label_smoothed_loss(logits, batch.tgt_out, epsilon=cfg.label_smoothing, pad_id=pad_id)
+                features = net(batch.src, batch.tgt_in, features_only=True)  # (B, T, D)
+            loss, nll = _loss(model, features, batch.tgt_out, epsilon=cfg.label_smoothing, dtype=dtype)
             scaler.scale(loss * weight / n_tokens).backward()  # every token of the update weighs the same
         if i < real:
             total_loss, total_nll = total_loss + loss.item(), total_nll + nll.item()
@@ -221,7 +221,8 @@ def evaluate(
     total_nll, total_tokens = 0.0, 0
     for indices in sampler.batches(0):
         batch = to_device(collate(data.pairs(indices), **ids), device)
-        _, nll = label_smoothed_loss(model(batch.src, batch.tgt_in), batch.tgt_out, epsilon=0.0, pad_id=ids["pad_id"])
+        features = model(batch.src, batch.tgt_in, features_only=True)  # (B, T, D)
+        _, nll = _loss(model, features, batch.tgt_out, epsilon=0.0)
         total_nll, total_tokens = total_nll + nll.item(), total_tokens + batch.n_tgt_tokens
     decode = replace(recipe.decode, beam_size=recipe.train.eval_beam_size or recipe.decode.beam_size)
     hypotheses = Translator(model, tokenizer, decode).translate(sources)
@@ -441,6 +442,15 @@ def _remove_leftovers(run: Run) -> None:
 def _averaged(run: Run) -> AbstractContextManager[None]:
     """The model holds the weights validation and checkpoints use: the EMA when there is one."""
     return run.ema.swapped_in() if run.ema else nullcontext()
+
+
+def _loss(
+    model: Transformer, features: Tensor, target: Tensor, *, epsilon: float, dtype: torch.dtype | None = None
+) -> tuple[Tensor, Tensor]:
+    """Summed smoothed loss and NLL of decoder features (B, T, D) against target ids (B, T), through the
+    model's output projection (fused with the loss: train/loss.py)."""
+    weight, bias, pad_id = model.output.weight, model.logits_bias, model.config.pad_id
+    return label_smoothed_loss(features, weight, target, bias=bias, epsilon=epsilon, pad_id=pad_id, dtype=dtype)
 
 
 def _special_ids(tokenizer: Tokenizer) -> dict[str, int]:

@@ -1,63 +1,116 @@
-"""Label-smoothed cross-entropy (section 5.4, epsilon_ls = 0.1).
+"""Label-smoothed cross-entropy (section 5.4, epsilon_ls = 0.1), fused with the output projection.
 
 The one-hot target is replaced by (1 - eps) on the reference token plus eps spread uniformly over the
 vocabulary: the model is discouraged from becoming over-confident, which "hurts perplexity ... but
 improves accuracy and BLEU". Padding positions contribute nothing. The loss is summed, and the loop
 divides by the number of target tokens of the whole (accumulated) update, so every token weighs the
-same whatever the batch composition.
-
-With N target positions and V classes, the (N, V) log-probabilities are the largest tensor of a
-training step (4k tokens x 8k words = 131 MB in fp32), and every pass over them costs as much as a
-feed-forward layer on a CPU. So the loss is one autograd function with a hand-written gradient:
-one log-softmax yields both the smoothed loss and the plain NLL, and the backward pass turns the saved
-log-probabilities into the gradient in place, where two `F.cross_entropy` calls and autograd would
-make about ten passes and five (N, V) allocations. Per position t with reference y:
+same whatever the batch composition. Per position t with logits z_t and reference y:
 
     loss_t = -(1 - eps) log p_t[y] - eps / V * sum_v log p_t[v]
-    d loss_t / d logits_t = softmax(logits_t) - (1 - eps) onehot(y) - eps / V
+    d loss_t / d z_t = softmax(z_t) - (1 - eps) onehot(y) - eps / V
+
+With N target positions and V words, the (N, V) logits are the largest tensors of a training step
+(4k tokens x 8k words = 131 MB in fp32): written out, cast, normalised and turned into a gradient,
+they took ~40% of a Multi30k step on a CPU, mostly in memory traffic. So the loss takes the decoder's
+features and the output matrix instead of logits, and works through the positions a block at a time:
+each block's logits (a few MB, cache-sized) become its loss and its gradient at once, and only the
+(N, D) and (V, D) gradients are kept for the backward pass. The full logits never exist. The same
+matrix products are done, in the same precision (`dtype`, as autocast would); the softmax is in fp32.
 """
 
 import torch
 from torch import Tensor
 from torch.autograd.function import FunctionCtx, once_differentiable
 
+BLOCK_BYTES = 4 << 20  # fp32 logits of one block of positions: about a core's L2 cache
+GROUP_BYTES = 16 << 20  # gradient logits gathered for one (V, D) weight-gradient product
 
-def label_smoothed_loss(logits: Tensor, target: Tensor, *, epsilon: float, pad_id: int) -> tuple[Tensor, Tensor]:
+
+def label_smoothed_loss(
+    features: Tensor,
+    weight: Tensor,
+    target: Tensor,
+    *,
+    epsilon: float,
+    pad_id: int,
+    bias: Tensor | None = None,
+    dtype: torch.dtype | None = None,
+) -> tuple[Tensor, Tensor]:
     """Summed smoothed loss and summed plain NLL (for perplexity) over non-pad positions.
 
     Args:
-        logits: (B, T, V) unnormalised scores, any float dtype (computed in fp32).
+        features: (B, T, D) decoder outputs, before the output projection
+            (`Transformer(..., features_only=True)`).
+        weight: (V, D) the output projection (logits = features @ weight.T + bias).
         target: (B, T) reference ids, `pad_id` where there is no token.
+        bias: (V,) or None.
+        dtype: the precision of the matrix products (bf16 under mixed precision); None: the features'.
 
     Returns:
         The smoothed loss (differentiable) and the NLL (detached), both fp32 scalars.
     """
-    return _SmoothedCrossEntropy.apply(logits.flatten(0, 1), target.flatten(), epsilon, pad_id)
+    return _FusedSmoothedCrossEntropy.apply(
+        features.flatten(0, 1), weight, bias, target.flatten(), epsilon, pad_id, dtype or features.dtype
+    )
 
 
-class _SmoothedCrossEntropy(torch.autograd.Function):
-    """(N, V) logits and (N,) targets -> (summed smoothed loss, summed NLL), gradient in one pass."""
+class _FusedSmoothedCrossEntropy(torch.autograd.Function):
+    """(N, D) features, (V, D) weight, (V,) bias, (N,) targets -> (summed smoothed loss, summed NLL).
+
+    The gradients are computed in the forward pass (the only time the logits exist) and scaled by the
+    incoming gradient in backward. Without gradients wanted (validation) only the loss is computed.
+    """
 
     @staticmethod
-    def forward(ctx: FunctionCtx, logits: Tensor, target: Tensor, epsilon: float, pad_id: int):
-        log_probs = logits.float().log_softmax(dim=-1)  # (N, V)
-        real = target != pad_id  # (N,)
-        target = target.masked_fill(~real, 0)  # any valid index; padded rows are zeroed below
-        nll = -log_probs.gather(1, target[:, None]).squeeze(1) * real  # (N,)
-        uniform = -log_probs.sum(dim=-1) / log_probs.size(1) * real  # (N,)
-        loss = ((1 - epsilon) * nll + epsilon * uniform).sum()
-        ctx.save_for_backward(log_probs, target, real)
-        ctx.epsilon, ctx.logits_dtype = epsilon, logits.dtype
-        nll = nll.sum()
-        ctx.mark_non_differentiable(nll)
-        return loss, nll
+    def forward(ctx: FunctionCtx, features, weight, bias, target, epsilon: float, pad_id: int, dtype):
+        (n_all, d), v = features.shape, weight.size(0)
+        rows = (target != pad_id).nonzero().squeeze(1)  # (N,) the positions with a reference token
+        x, y = features.index_select(0, rows).to(dtype), target.index_select(0, rows)  # (N, D), (N,)
+        w = weight.to(dtype)  # (V, D)
+        want_grad = any(ctx.needs_input_grad[:3])
+        grad_x = features.new_zeros(n_all, d, dtype=torch.float32) if want_grad else None
+        grad_w = weight.new_zeros(v, d, dtype=torch.float32) if want_grad else None
+        grad_b = weight.new_zeros(v, dtype=torch.float32) if want_grad and bias is not None else None
+        block = max(16, BLOCK_BYTES // (4 * v))
+        group = max(block, GROUP_BYTES // (2 * v) // block * block)
+        grad_logits = x.new_empty(min(group, len(rows)), v) if want_grad else None  # (G, V), reused
+        loss, nll_sum = features.new_zeros((), dtype=torch.float32), features.new_zeros((), dtype=torch.float32)
+        for g0 in range(0, len(rows), group):
+            g1 = min(g0 + group, len(rows))
+            for b0 in range(g0, g1, block):
+                b1 = min(b0 + block, g1)
+                z = (x[b0:b1] @ w.T).float()  # (b, V) logits
+                if bias is not None:
+                    z += bias.float()
+                z -= z.amax(dim=1, keepdim=True)  # log p = z - log sum exp z, now with z <= 0
+                gold, mean = z.gather(1, y[b0:b1, None]).squeeze(1), z.mean(dim=1)  # (b,), (b,)
+                p = z.exp_()  # unnormalised probabilities, in place of z
+                total = p.sum(dim=1)  # (b,)
+                nll = total.log() - gold  # -log p[y]
+                uniform = total.log() - mean  # -1/V sum_v log p[v]
+                loss += ((1 - epsilon) * nll + epsilon * uniform).sum()
+                nll_sum += nll.sum()
+                if want_grad:
+                    p.mul_(total.reciprocal()[:, None]).sub_(epsilon / v)  # softmax - eps / V
+                    p.scatter_add_(1, y[b0:b1, None], p.new_full((b1 - b0, 1), epsilon - 1))
+                    if grad_b is not None:
+                        grad_b += p.sum(dim=0)
+                    grad_logits[b0 - g0 : b1 - g0] = p
+            if want_grad:
+                g = grad_logits[: g1 - g0]  # (G, V)
+                grad_x[rows[g0:g1]] = (g @ w).float()
+                grad_w += (g.T @ x[g0:g1]).float()
+        ctx.save_for_backward(grad_x, grad_w, grad_b)
+        ctx.dtypes = features.dtype, weight.dtype
+        ctx.mark_non_differentiable(nll_sum)
+        return loss, nll_sum
 
     @staticmethod
     @once_differentiable
     def backward(ctx: FunctionCtx, grad_loss: Tensor, _grad_nll: Tensor):
-        # Reusing the saved buffer bumps its version, so a second backward (retain_graph) raises.
-        log_probs, target, real = ctx.saved_tensors
-        grad = log_probs.exp_().sub_(ctx.epsilon / log_probs.size(1))  # softmax - eps / V
-        grad.scatter_add_(1, target[:, None], grad.new_full((grad.size(0), 1), ctx.epsilon - 1))
-        grad.mul_((grad_loss * real)[:, None])  # chain rule; padding rows get no gradient
-        return grad.to(ctx.logits_dtype), None, None, None
+        grad_x, grad_w, grad_b = ctx.saved_tensors
+        features_dtype, weight_dtype = ctx.dtypes
+        grad_x = (grad_x * grad_loss).to(features_dtype)
+        grad_w = (grad_w * grad_loss).to(weight_dtype)
+        grad_b = None if grad_b is None else (grad_b * grad_loss).to(weight_dtype)
+        return grad_x, grad_w, grad_b, None, None, None, None
