@@ -99,7 +99,8 @@ def main() -> None:
         },
     }
     if args.baseline:
-        ratios = sorted(a["updates_per_min"] / b["updates_per_min"] for a, b in zip(runs["tnmt"], runs["base"]))
+        pairs = zip(runs["tnmt"], runs["base"], strict=True)
+        ratios = sorted(a["updates_per_min"] / b["updates_per_min"] for a, b in pairs)
         report["speedup"] = {"median": statistics.median(ratios), "min": ratios[0], "max": ratios[-1]}
         losses = [(runs["tnmt"][0]["train_loss"], runs["base"][0]["train_loss"])]
         report["max_train_loss_difference"] = max(abs(a[k] - b[k]) for a, b in losses for k in a)
@@ -109,8 +110,10 @@ def main() -> None:
         print(f"{name}: {system['updates_per_min']:.1f} updates/min, {system['tokens_per_s']:.0f} target tokens/s")
     if args.baseline:
         s = report["speedup"]
-        print(f"speed-up: {s['median']:.3f}x (range {s['min']:.3f}-{s['max']:.3f}); largest train-loss difference "
-              f"at the same update: {report['max_train_loss_difference']:.4f}")
+        print(
+            f"speed-up: {s['median']:.3f}x (range {s['min']:.3f}-{s['max']:.3f}); largest train-loss difference "
+            f"at the same update: {report['max_train_loss_difference']:.4f}"
+        )
 
 
 if __name__ == "__main__":

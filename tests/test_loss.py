@@ -77,7 +77,7 @@ def test_loss_and_gradients_match_the_unfused_computation(dtype, with_bias, bloc
     torch.testing.assert_close(loss, expected, rtol=1e-5, atol=1e-4)
     torch.testing.assert_close(nll, expected_nll, rtol=1e-5, atol=1e-4)
     assert not nll.requires_grad
-    for fused, t in zip(fused_grads, leaves):
+    for fused, t in zip(fused_grads, leaves, strict=True):
         assert fused.dtype == t.dtype
         torch.testing.assert_close(fused, t.grad, **tolerance)
     assert (fused_grads[0][0, 5:] == 0).all()  # padded positions get no gradient
