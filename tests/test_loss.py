@@ -84,7 +84,8 @@ def test_loss_and_gradients_match_the_unfused_computation(dtype, with_bias, bloc
 
 
 def test_without_gradients_only_the_loss_is_computed():
-    features, weight = torch.randn(2, 3, 4), torch.randn(6, 4)
+    """Validation: no_grad with parameters that require gradients (the model's)."""
+    features, weight = torch.randn(2, 3, 4), torch.randn(6, 4, requires_grad=True)
     target = torch.tensor([[1, 2, 0], [3, 0, 0]])
     with torch.no_grad():
         loss, nll = label_smoothed_loss(features, weight, target, epsilon=0.1, pad_id=0)

@@ -49,9 +49,10 @@ def label_smoothed_loss(
     Returns:
         The smoothed loss (differentiable) and the NLL (detached), both fp32 scalars.
     """
-    return _FusedSmoothedCrossEntropy.apply(
-        features.flatten(0, 1), weight, bias, target.flatten(), epsilon, pad_id, dtype or features.dtype
-    )
+    # Inside the autograd function grad mode is always off, and needs_input_grad ignores it: decide here.
+    want_grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (features, weight, bias))
+    flat = features.flatten(0, 1), weight, bias, target.flatten()
+    return _FusedSmoothedCrossEntropy.apply(*flat, epsilon, pad_id, dtype or features.dtype, want_grad)
 
 
 class _FusedSmoothedCrossEntropy(torch.autograd.Function):
@@ -62,12 +63,11 @@ class _FusedSmoothedCrossEntropy(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx: FunctionCtx, features, weight, bias, target, epsilon: float, pad_id: int, dtype):
+    def forward(ctx: FunctionCtx, features, weight, bias, target, epsilon: float, pad_id: int, dtype, want_grad: bool):
         (n_all, d), v = features.shape, weight.size(0)
         rows = (target != pad_id).nonzero().squeeze(1)  # (N,) the positions with a reference token
         x, y = features.index_select(0, rows).to(dtype), target.index_select(0, rows)  # (N, D), (N,)
         w = weight.to(dtype)  # (V, D)
-        want_grad = any(ctx.needs_input_grad[:3])
         grad_x = features.new_zeros(n_all, d, dtype=torch.float32) if want_grad else None
         grad_w = weight.new_zeros(v, d, dtype=torch.float32) if want_grad else None
         grad_b = weight.new_zeros(v, dtype=torch.float32) if want_grad and bias is not None else None
@@ -113,4 +113,4 @@ class _FusedSmoothedCrossEntropy(torch.autograd.Function):
         grad_x = (grad_x * grad_loss).to(features_dtype)
         grad_w = (grad_w * grad_loss).to(weight_dtype)
         grad_b = None if grad_b is None else (grad_b * grad_loss).to(weight_dtype)
-        return grad_x, grad_w, grad_b, None, None, None, None
+        return grad_x, grad_w, grad_b, None, None, None, None, None
