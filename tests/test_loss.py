@@ -114,3 +114,31 @@ def test_tied_weights_collect_both_gradients():
     embedding.grad = None
     reference(embedding[ids].tanh(), embedding, None, target, dtype=torch.float32)[0].backward()
     torch.testing.assert_close(fused, embedding.grad)
+
+
+def test_products_have_a_few_fixed_shapes_whatever_the_batch(monkeypatch):
+    """oneDNN caches one primitive per bf16 matmul shape: remainders of every size grew a training process
+    by ~1 MB a step, so the positions are padded to whole blocks (block 16, groups of 64 positions here)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class MatmulShapes(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.shapes = set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func in (torch.ops.aten.mm.default, torch.ops.aten.mm.out):
+                self.shapes.add((tuple(args[0].shape), tuple(args[1].shape)))
+            return func(*args, **(kwargs or {}))
+
+    monkeypatch.setattr(loss_module, "BLOCK_BYTES", 16 * 4 * 50)
+    monkeypatch.setattr(loss_module, "GROUP_BYTES", 64 * 2 * 50)
+    weight = torch.randn(50, 8, requires_grad=True)
+    with MatmulShapes() as recorder:
+        for positions in range(1, 200, 7):
+            features = torch.randn(1, positions, 8, requires_grad=True)
+            target = torch.randint(1, 50, (1, positions))
+            loss, _ = label_smoothed_loss(features, weight, target, epsilon=0.1, pad_id=0, dtype=torch.bfloat16)
+            loss.backward()
+    # one block product, and per group size (16, 32, 48, 64 positions) the two gradient products
+    assert len(recorder.shapes) <= 1 + 2 * 4

@@ -66,40 +66,49 @@ class _FusedSmoothedCrossEntropy(torch.autograd.Function):
     def forward(ctx: FunctionCtx, features, weight, bias, target, epsilon: float, pad_id: int, dtype, want_grad: bool):
         (n_all, d), v = features.shape, weight.size(0)
         rows = (target != pad_id).nonzero().squeeze(1)  # (N,) the positions with a reference token
-        x, y = features.index_select(0, rows).to(dtype), target.index_select(0, rows)  # (N, D), (N,)
+        n = len(rows)
+        block = max(16, BLOCK_BYTES // (4 * v))
+        group = max(block, GROUP_BYTES // (2 * v) // block * block)
+        # Every product has one of a few fixed shapes: the positions are padded to whole blocks. oneDNN
+        # caches a primitive per bf16 matmul shape, and one per odd remainder grew the process by ~1 MB a step.
+        n_padded = -(-n // block) * block
+        x = features.new_zeros(n_padded, d, dtype=dtype)  # (N', D)
+        x[:n] = features.index_select(0, rows)
+        y = target.new_zeros(n_padded)  # (N',) padding rows point at word 0 and are masked below
+        y[:n] = target.index_select(0, rows)
         w = weight.to(dtype)  # (V, D)
+        logits_buffer = x.new_empty(min(block, n_padded), v)  # (b, V) one block's product, in `dtype`
+        grads = x.new_empty(min(group, n_padded), v) if want_grad else None  # (G, V) logit gradients
         grad_x = features.new_zeros(n_all, d, dtype=torch.float32) if want_grad else None
         grad_w = weight.new_zeros(v, d, dtype=torch.float32) if want_grad else None
         grad_b = weight.new_zeros(v, dtype=torch.float32) if want_grad and bias is not None else None
-        block = max(16, BLOCK_BYTES // (4 * v))
-        group = max(block, GROUP_BYTES // (2 * v) // block * block)
-        grad_logits = x.new_empty(min(group, len(rows)), v) if want_grad else None  # (G, V), reused
         loss, nll_sum = features.new_zeros((), dtype=torch.float32), features.new_zeros((), dtype=torch.float32)
-        for g0 in range(0, len(rows), group):
-            g1 = min(g0 + group, len(rows))
+        for g0 in range(0, n_padded, group):
+            g1 = min(g0 + group, n_padded)
             for b0 in range(g0, g1, block):
-                b1 = min(b0 + block, g1)
-                z = (x[b0:b1] @ w.T).float()  # (b, V) logits
+                real = min(n - b0, block)  # rows of this block that are positions, not padding
+                z = torch.mm(x[b0 : b0 + block], w.T, out=logits_buffer).float()  # (b, V) logits
                 if bias is not None:
-                    z += bias.float()
+                    z += bias
                 z -= z.amax(dim=1, keepdim=True)  # log p = z - log sum exp z, now with z <= 0
-                gold, mean = z.gather(1, y[b0:b1, None]).squeeze(1), z.mean(dim=1)  # (b,), (b,)
+                gold, mean = z.gather(1, y[b0 : b0 + block, None]).squeeze(1), z.mean(dim=1)  # (b,), (b,)
                 p = z.exp_()  # unnormalised probabilities, in place of z
                 total = p.sum(dim=1)  # (b,)
-                nll = total.log() - gold  # -log p[y]
-                uniform = total.log() - mean  # -1/V sum_v log p[v]
+                nll = (total.log() - gold)[:real]  # -log p[y]
+                uniform = (total.log() - mean)[:real]  # -1/V sum_v log p[v]
                 loss += ((1 - epsilon) * nll + epsilon * uniform).sum()
                 nll_sum += nll.sum()
                 if want_grad:
                     p.mul_(total.reciprocal()[:, None]).sub_(epsilon / v)  # softmax - eps / V
-                    p.scatter_add_(1, y[b0:b1, None], p.new_full((b1 - b0, 1), epsilon - 1))
+                    p.scatter_add_(1, y[b0 : b0 + block, None], p.new_full((block, 1), epsilon - 1))
+                    p[real:] = 0
                     if grad_b is not None:
                         grad_b += p.sum(dim=0)
-                    grad_logits[b0 - g0 : b1 - g0] = p
+                    grads[b0 - g0 : b0 - g0 + block] = p
             if want_grad:
-                g = grad_logits[: g1 - g0]  # (G, V)
-                grad_x[rows[g0:g1]] = (g @ w).float()
-                grad_w += (g.T @ x[g0:g1]).float()
+                g = grads[: g1 - g0]  # (G, V)
+                grad_x[rows[g0:g1]] = (g @ w)[: min(n, g1) - g0].float()
+                grad_w += g.T @ x[g0:g1]  # a product in `dtype`, accumulated in fp32
         ctx.save_for_backward(grad_x, grad_w, grad_b)
         ctx.dtypes = features.dtype, weight.dtype
         ctx.mark_non_differentiable(nll_sum)
