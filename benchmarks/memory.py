@@ -33,7 +33,7 @@ def child(preset: str, tokens: int, vocab: int, checkpointing: bool, precision: 
     import torch
 
     from tnmt import ModelConfig, Transformer
-    from tnmt.train.loss import label_smoothed_loss
+    from tnmt.train.loss import model_loss
 
     torch.manual_seed(0)
     model = Transformer(ModelConfig.from_preset(preset, src_vocab_size=vocab, tgt_vocab_size=vocab)).train()
@@ -47,7 +47,7 @@ def child(preset: str, tokens: int, vocab: int, checkpointing: bool, precision: 
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
             features = model(src, tgt[:, :-1], features_only=True)  # (B, T, D)
         dtype = torch.bfloat16 if precision == "bf16" else None
-        loss, _ = label_smoothed_loss(features, model.output.weight, tgt[:, 1:], epsilon=0.1, pad_id=0, dtype=dtype)
+        loss, _ = model_loss(model, features, tgt[:, 1:], epsilon=0.1, dtype=dtype)
         (loss / tgt[:, 1:].numel()).backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)

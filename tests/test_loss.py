@@ -3,9 +3,23 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import tnmt.train.loss as loss_module
-from tnmt.train.loss import label_smoothed_loss
+from tnmt import ModelConfig, Transformer
+from tnmt.train.loss import label_smoothed_loss, model_loss
+
+
+class Ops(TorchDispatchMode):
+    """Records every aten op run inside it, with the shapes of its first two arguments."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.calls.append((func, tuple(tuple(a.shape) for a in args[:2] if isinstance(a, torch.Tensor))))
+        return func(*args, **(kwargs or {}))
 
 
 def as_logits(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -87,11 +101,14 @@ def test_without_gradients_only_the_loss_is_computed():
     """Validation: no_grad with parameters that require gradients (the model's)."""
     features, weight = torch.randn(2, 3, 4), torch.randn(6, 4, requires_grad=True)
     target = torch.tensor([[1, 2, 0], [3, 0, 0]])
-    with torch.no_grad():
+    with torch.no_grad(), Ops() as ops:
         loss, nll = label_smoothed_loss(features, weight, target, epsilon=0.1, pad_id=0)
     expected, expected_nll = reference(features, weight, None, target, dtype=torch.float32)
     torch.testing.assert_close((loss, nll), (expected, expected_nll))
     assert not loss.requires_grad
+    ran = {func for func, _ in ops.calls}
+    assert torch.ops.aten.mm.out in ran  # the logits of the one block
+    assert torch.ops.aten.scatter_add_.default not in ran and torch.ops.aten.mm.default not in ran  # no gradients
 
 
 def test_all_padding_gives_zero_loss_and_zero_gradients():
@@ -119,26 +136,42 @@ def test_tied_weights_collect_both_gradients():
 def test_products_have_a_few_fixed_shapes_whatever_the_batch(monkeypatch):
     """oneDNN caches one primitive per bf16 matmul shape: remainders of every size grew a training process
     by ~1 MB a step, so the positions are padded to whole blocks (block 16, groups of 64 positions here)."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class MatmulShapes(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.shapes = set()
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if func in (torch.ops.aten.mm.default, torch.ops.aten.mm.out):
-                self.shapes.add((tuple(args[0].shape), tuple(args[1].shape)))
-            return func(*args, **(kwargs or {}))
-
     monkeypatch.setattr(loss_module, "BLOCK_BYTES", 16 * 4 * 50)
     monkeypatch.setattr(loss_module, "GROUP_BYTES", 64 * 2 * 50)
     weight = torch.randn(50, 8, requires_grad=True)
-    with MatmulShapes() as recorder:
+    with Ops() as ops:
         for positions in range(1, 200, 7):
             features = torch.randn(1, positions, 8, requires_grad=True)
             target = torch.randint(1, 50, (1, positions))
             loss, _ = label_smoothed_loss(features, weight, target, epsilon=0.1, pad_id=0, dtype=torch.bfloat16)
             loss.backward()
+    shapes = {shapes for func, shapes in ops.calls if func in (torch.ops.aten.mm.default, torch.ops.aten.mm.out)}
     # one block product, and per group size (16, 32, 48, 64 positions) the two gradient products
-    assert len(recorder.shapes) <= 1 + 2 * 4
+    assert len(shapes) <= 1 + 2 * 4
+
+
+def test_model_loss_uses_the_models_projection_bias_and_padding():
+    torch.manual_seed(2)
+    config = ModelConfig(
+        src_vocab_size=30,
+        tgt_vocab_size=30,
+        d_model=16,
+        n_heads=2,
+        d_ff=32,
+        n_encoder_layers=1,
+        n_decoder_layers=1,
+        dropout=0.0,
+        final_logits_bias=True,
+        tie_output=False,
+        share_embeddings=False,
+    )
+    model = Transformer(config)
+    torch.nn.init.normal_(model.logits_bias)
+    src, tgt_in = torch.randint(3, 30, (2, 5)), torch.randint(3, 30, (2, 4))
+    target = torch.randint(3, 30, (2, 4))
+    target[1, 2:] = config.pad_id
+    features = model(src, tgt_in, features_only=True)
+    loss, nll = model_loss(model, features, target, epsilon=0.1)
+    flat = model(src, tgt_in).flatten(0, 1), target.flatten()
+    expected = F.cross_entropy(*flat, ignore_index=config.pad_id, label_smoothing=0.1, reduction="sum")
+    torch.testing.assert_close(loss, expected, rtol=1e-5, atol=1e-4)

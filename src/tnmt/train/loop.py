@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
 from tnmt.checkpoint import (
@@ -49,7 +48,7 @@ from tnmt.model import Transformer
 from tnmt.recipe import Recipe
 from tnmt.train.distributed import World, collective, env_world, process_group
 from tnmt.train.ema import WeightAverage
-from tnmt.train.loss import label_smoothed_loss
+from tnmt.train.loss import model_loss
 from tnmt.train.progress import MetricsLog, Progress, Window
 from tnmt.train.schedule import inverse_sqrt_lr
 from tnmt.train.stop import Stopped, StopRequest
@@ -180,7 +179,7 @@ def _update(run: Run, batches: list[Batch], *, real: int, steps: int) -> tuple[f
         with nullcontext() if last or world.size == 1 else net.no_sync():
             with torch.autocast(batch.src.device.type, dtype=dtype, enabled=dtype is not None):
                 features = net(batch.src, batch.tgt_in, features_only=True)  # (B, T, D)
-            loss, nll = _loss(model, features, batch.tgt_out, epsilon=cfg.label_smoothing, dtype=dtype)
+            loss, nll = model_loss(model, features, batch.tgt_out, epsilon=cfg.label_smoothing, dtype=dtype)
             scaler.scale(loss * weight / n_tokens).backward()  # every token of the update weighs the same
         if i < real:
             total_loss, total_nll = total_loss + loss.item(), total_nll + nll.item()
@@ -222,7 +221,7 @@ def evaluate(
     for indices in sampler.batches(0):
         batch = to_device(collate(data.pairs(indices), **ids), device)
         features = model(batch.src, batch.tgt_in, features_only=True)  # (B, T, D)
-        _, nll = _loss(model, features, batch.tgt_out, epsilon=0.0)
+        _, nll = model_loss(model, features, batch.tgt_out, epsilon=0.0)
         total_nll, total_tokens = total_nll + nll.item(), total_tokens + batch.n_tgt_tokens
     decode = replace(recipe.decode, beam_size=recipe.train.eval_beam_size or recipe.decode.beam_size)
     hypotheses = Translator(model, tokenizer, decode).translate(sources)
@@ -442,15 +441,6 @@ def _remove_leftovers(run: Run) -> None:
 def _averaged(run: Run) -> AbstractContextManager[None]:
     """The model holds the weights validation and checkpoints use: the EMA when there is one."""
     return run.ema.swapped_in() if run.ema else nullcontext()
-
-
-def _loss(
-    model: Transformer, features: Tensor, target: Tensor, *, epsilon: float, dtype: torch.dtype | None = None
-) -> tuple[Tensor, Tensor]:
-    """Summed smoothed loss and NLL of decoder features (B, T, D) against target ids (B, T), through the
-    model's output projection (fused with the loss: train/loss.py)."""
-    weight, bias, pad_id = model.output.weight, model.logits_bias, model.config.pad_id
-    return label_smoothed_loss(features, weight, target, bias=bias, epsilon=epsilon, pad_id=pad_id, dtype=dtype)
 
 
 def _special_ids(tokenizer: Tokenizer) -> dict[str, int]:

@@ -22,6 +22,8 @@ import torch
 from torch import Tensor
 from torch.autograd.function import FunctionCtx, once_differentiable
 
+from tnmt.model import Transformer
+
 BLOCK_BYTES = 4 << 20  # fp32 logits of one block of positions: about a core's L2 cache
 GROUP_BYTES = 16 << 20  # gradient logits gathered for one (V, D) weight-gradient product
 
@@ -53,6 +55,15 @@ def label_smoothed_loss(
     want_grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (features, weight, bias))
     flat = features.flatten(0, 1), weight, bias, target.flatten()
     return _FusedSmoothedCrossEntropy.apply(*flat, epsilon, pad_id, dtype or features.dtype, want_grad)
+
+
+def model_loss(
+    model: Transformer, features: Tensor, target: Tensor, *, epsilon: float, dtype: torch.dtype | None = None
+) -> tuple[Tensor, Tensor]:
+    """`label_smoothed_loss` through `model`'s own output projection (its weight, bias and pad id), for
+    features from `model(src, tgt_in, features_only=True)`."""
+    weight, bias, pad_id = model.output.weight, model.logits_bias, model.config.pad_id
+    return label_smoothed_loss(features, weight, target, bias=bias, epsilon=epsilon, pad_id=pad_id, dtype=dtype)
 
 
 class _FusedSmoothedCrossEntropy(torch.autograd.Function):
