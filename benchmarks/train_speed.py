@@ -13,7 +13,7 @@ tnmt's loop should build (`--adam default` gives the per-parameter loop PyTorch 
 Each system is used the way its own documentation trains it: nn.Transformer with key-padding masks
 and a causal `tgt_mask`; Marian with the source `attention_mask` and its built-in causal decoder mask
 (no `decoder_attention_mask`, as `labels`-style training does); tnmt with
-`model(src, tgt_in, features_only=True)` and its `label_smoothed_loss`, which applies the output
+`model(src, tgt_in, features_only=True)` and its `model_loss`, which applies the output
 projection block by block (train/loss.py). The other two get the idiomatic single
 `F.cross_entropy(..., label_smoothing=0.1, ignore_index=pad)`: the same loss, without the NLL that
 tnmt also computes for perplexity.
@@ -64,7 +64,7 @@ from torch import Tensor, nn
 
 from tnmt import ModelConfig, Transformer
 from tnmt.blocks.positional import sinusoidal_table
-from tnmt.train.loss import label_smoothed_loss
+from tnmt.train.loss import model_loss
 
 D, HEADS, LAYERS, FFN, VOCAB, DROPOUT = 256, 4, 3, 1024, 8000, 0.1
 PAD, BOS, EOS = 0, 1, 2
@@ -211,9 +211,7 @@ def loss_fn(system: str, precision: str) -> Callable[[nn.Module, Tensor, Tensor]
     autocast precision); for the others the idiomatic single `F.cross_entropy` (same math, no NLL)."""
     if system == "tnmt":
         dtype = torch.bfloat16 if precision == "bf16" else None
-        return lambda m, features, target: label_smoothed_loss(
-            features, m.output.weight, target, epsilon=EPSILON, pad_id=PAD, dtype=dtype
-        )[0]
+        return lambda m, features, target: model_loss(m, features, target, epsilon=EPSILON, dtype=dtype)[0]
     return lambda m, logits, target: F.cross_entropy(
         logits.flatten(0, 1).float(), target.flatten(), ignore_index=PAD, label_smoothing=EPSILON, reduction="sum"
     )
@@ -341,7 +339,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--max-rounds", type=int, default=30, help="give up waiting for quiet steps after this")
     parser.add_argument("--max-foreign", type=float, default=0.1, help="foreign CPU share of a quiet step")
     parser.add_argument("--batch", choices=["bucketed", "random"], default="bucketed")
-    parser.add_argument("--systems", default="tnmt,torch.nn,marian")
+    parser.add_argument("--systems", default="tnmt,torch.nn,marian,marian-eager")  # Marian: both attentions
     parser.add_argument("--precisions", default="fp32,bf16")
     parser.add_argument("--adam", choices=["fused", "foreach", "default"], default="fused")
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts, each system at each")
