@@ -251,15 +251,7 @@ def _prepare(
     cfg, out = recipe.train, Path(recipe.train.out_dir)
     torch.manual_seed(cfg.seed)
     valid_text = read_split(recipe.data, "val", limit=recipe.data.max_valid_pairs)
-    state, checkpoint = TrainState(), None
-    if resume:
-        if not (out / "last").exists():
-            raise UserError(f"{out / 'last'}: nothing to resume (no checkpoint was saved in {out})")
-        checkpoint = load_checkpoint(out / "last")
-        saved = checkpoint.trainer_state
-        state = TrainState(**{k: v for k, v in saved.items() if k in TrainState.__dataclass_fields__})
-    elif cfg.init_from:
-        checkpoint = load_checkpoint(cfg.init_from)
+    state, checkpoint = _starting_point(recipe, resume=resume)
     train_data = _prepared(recipe, world, checkpoint)
     if checkpoint is not None:
         model, tokenizer = checkpoint.model, checkpoint.tokenizer
@@ -271,17 +263,12 @@ def _prepare(
     ema = WeightAverage(model, cfg.ema_decay) if cfg.ema_decay else None
     if resume and checkpoint.training_weights:
         model.load_state_dict(checkpoint.training_weights, strict=False)  # tied copies are stored once
-    # fused: one kernel over all parameters instead of a Python loop per tensor (~14% of a small-model step)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.0, betas=cfg.adam_betas, eps=cfg.adam_eps, fused=True)
+    optimizer, scaler = _optimizer(model, cfg, device, precision, state, checkpoint if resume else None)
     if resume:
-        optimizer.load_state_dict(checkpoint.optimizer_state)
         torch.set_rng_state(checkpoint.trainer_state["rng.torch"])
     if world.is_main:  # the only rank that writes
         out.mkdir(parents=True, exist_ok=True)
         atomic_write_text(out / "recipe.json", json.dumps(recipe.to_dict(), indent=2) + "\n")
-    scaler = torch.amp.GradScaler(device.type, enabled=precision.scaled)
-    if state.grad_scaler:
-        scaler.load_state_dict(state.grad_scaler)
     # DDP all-reduces the gradients in backward (one rank: the model itself)
     gpu = [device.index] if device.type == "cuda" else None
     net = model if world.size == 1 else DistributedDataParallel(model, device_ids=gpu)
@@ -303,6 +290,38 @@ def _prepare(
         scaler=scaler,
         ema=ema,
     )
+
+
+def _starting_point(recipe: Recipe, *, resume: bool) -> tuple[TrainState, Checkpoint | None]:
+    """Where training starts: `out/last` and its trainer state when resuming, else `init_from`'s weights
+    (a fresh state) or nothing (a fresh model)."""
+    out = Path(recipe.train.out_dir)
+    if not resume:
+        return TrainState(), load_checkpoint(recipe.train.init_from) if recipe.train.init_from else None
+    if not (out / "last").exists():
+        raise UserError(f"{out / 'last'}: nothing to resume (no checkpoint was saved in {out})")
+    checkpoint = load_checkpoint(out / "last")
+    saved = checkpoint.trainer_state
+    return TrainState(**{k: v for k, v in saved.items() if k in TrainState.__dataclass_fields__}), checkpoint
+
+
+def _optimizer(
+    model: Transformer,
+    cfg: TrainConfig,
+    device: torch.device,
+    precision: MixedPrecision,
+    state: TrainState,
+    resumed: Checkpoint | None,
+) -> tuple[torch.optim.Adam, torch.amp.GradScaler]:
+    """Adam and the fp16 gradient scaler (a no-op in other precisions), restored from `resumed` if given."""
+    # fused: one kernel over all parameters instead of a Python loop per tensor (~14% of a small-model step)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.0, betas=cfg.adam_betas, eps=cfg.adam_eps, fused=True)
+    if resumed is not None:
+        optimizer.load_state_dict(resumed.optimizer_state)
+    scaler = torch.amp.GradScaler(device.type, enabled=precision.scaled)
+    if state.grad_scaler:
+        scaler.load_state_dict(state.grad_scaler)
+    return optimizer, scaler
 
 
 def prepare_training_corpus(recipe: Recipe, checkpoint: Checkpoint | None) -> PreparedPairs:
