@@ -1,7 +1,7 @@
 """Beam search with the GNMT length penalty (section 6.1: beam size 4, alpha 0.6).
 
-Every sentence keeps K open beams (`_init`). One step (`_step`) extends each beam by each token, takes
-the 2K best candidates of the sentence, moves those among the K best that end in EOS to
+Every sentence keeps K open beams (`_init`). One step (`_step`) scores each beam's extensions by every
+token, takes the 2K best candidates of the sentence, moves those among the K best that end in EOS to
 its finished list, and keeps the K best others as the new beams; the KV cache follows the beams'
 parents with `reorder`. EOS is thus handled exactly once: a hypothesis that emits it is finished and
 never extended. A finished hypothesis scores log P(Y) / lp(|Y|) with
@@ -109,10 +109,9 @@ def beam_search_nbest(
     state, cache = _init(model, src_ids, limits.tolist(), beam_size=k)
     inputs = torch.full((batch * k,), c.bos_id, dtype=torch.long, device=device)  # (Ba * K,)
     while True:
-        logits = next_token_logits(model, inputs, cache)  # (Ba * K, V)
-        log_z = logits.logsumexp(dim=-1, keepdim=True)  # (Ba * K, 1) softmax normaliser, before any ban
-        rules.apply_(logits, state.tokens.size(1))
-        parents = _step(state, logits, log_z, eos_id=c.eos_id, alpha=length_penalty)
+        log_probs = next_token_logits(model, inputs, cache).log_softmax(dim=-1)  # (Ba * K, V)
+        rules.apply_(log_probs, state.tokens.size(1))
+        parents = _step(state, log_probs, eos_id=c.eos_id, alpha=length_penalty)
         done = _finalize(state, alpha=length_penalty)  # (Ba,)
         n_done = int(done.sum())
         if n_done == done.numel():
@@ -149,22 +148,14 @@ def _init(model: Transformer, src_ids: Tensor, limits: list[int], *, beam_size: 
     return state, cache
 
 
-def _step(state: BeamState, logits: Tensor, log_z: Tensor, *, eos_id: int, alpha: float) -> Tensor:
-    """One step: extend the beams by their next-token logits (Ba * K, V), whose log-softmax is
-    `logits - log_z`; return the parents' cache rows.
-
-    A sentence's 2K best extensions are among the 2K best tokens of each of its beams (log-softmax and the
-    beam's score shift a whole row alike), so only those K * 2K candidates get log-probs and scores: the
-    (Ba * K, V) rows are read twice (log-sum-exp, top-k) and never rewritten.
-    """
+def _step(state: BeamState, log_probs: Tensor, *, eos_id: int, alpha: float) -> Tensor:
+    """One step: extend the beams by next-token log-probs (Ba * K, V, overwritten); return parents' cache rows."""
     ba, k = state.log_probs.shape
-    per_beam = min(2 * k, logits.size(-1))
-    values, candidates = top_k(logits, per_beam)  # (Ba * K, 2K) each beam's best tokens by logit
-    log_probs = values - log_z  # (Ba * K, 2K) their log-softmax
-    scores = (log_probs + state.log_probs.view(-1, 1)).view(ba, k * per_beam)
-    top, index = scores.topk(min(2 * k, k * per_beam), dim=1)  # (Ba, 2K), best first
-    rows = index // per_beam + state.first_rows  # (Ba, 2K) cache row of each candidate's parent
-    tokens = candidates.view(ba, k * per_beam).gather(1, index)  # (Ba, 2K)
+    vocab = log_probs.size(-1)
+    scores = log_probs.view(ba, k, vocab).add_(state.log_probs[:, :, None])  # (Ba, K, V), in place
+    top, index = top_k(scores.view(ba, k * vocab), min(2 * k, k * vocab))  # (Ba, 2K), best first
+    rows = index // vocab + state.first_rows  # (Ba, 2K) cache row of each candidate's parent
+    tokens = index % vocab  # (Ba, 2K)
     is_eos = tokens == eos_id
     ended = is_eos[:, :k] & (top[:, :k] > float("-inf"))  # EOS among the K best: a finished hypothesis
     if bool(ended.any()):

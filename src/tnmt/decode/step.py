@@ -92,8 +92,8 @@ def top_k(scores: Tensor, k: int, *, block: int = 64) -> tuple[Tensor, Tensor]:
     """`scores.topk(k, dim=1)` for (N, L) scores, sorted, found through block maxima.
 
     Why: on CPU `topk` and `argmax` over a row are not vectorised (about 3 ns per score: 2 ms for the
-    64 x 8000 logits of a batch-64 greedy step or of a beam-4 step over 16 sentences, a sixth of
-    the step), while `amax` is (about 20x faster). The k best scores lie in the k blocks of `block` scores
+    64 x 8000 logits of a batch-64 greedy step or the 16 x 32000 of a beam-4 step, a sixth of the
+    step), while `amax` is (about 20x faster). The k best scores lie in the k blocks of `block` scores
     with the highest maxima, so an `amax` over all blocks leaves only k * block candidates to rank.
     Small inputs, where the extra calls cost more than they save, go straight to `topk`.
     """
