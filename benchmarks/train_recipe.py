@@ -99,11 +99,12 @@ def main() -> None:
         },
     }
     if args.baseline:
-        pairs = zip(runs["tnmt"], runs["base"], strict=True)
+        pairs = list(zip(runs["tnmt"], runs["base"], strict=True))
         ratios = sorted(a["updates_per_min"] / b["updates_per_min"] for a, b in pairs)
         report["speedup"] = {"median": statistics.median(ratios), "min": ratios[0], "max": ratios[-1]}
-        losses = [(runs["tnmt"][0]["train_loss"], runs["base"][0]["train_loss"])]
-        report["max_train_loss_difference"] = max(abs(a[k] - b[k]) for a, b in losses for k in a)
+        report["max_train_loss_difference"] = max(
+            abs(a["train_loss"][k] - b["train_loss"][k]) for a, b in pairs for k in a["train_loss"]
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     for name, system in report["systems"].items():

@@ -45,23 +45,26 @@ def run(checkpoint: str, n_lines: int, work: Path, extra: list[str]) -> dict:
     source, output = work / f"in_{n_lines}.en", work / f"out_{n_lines}.de"
     write_input(source, n_lines, seed=n_lines)
     command = [sys.executable, "-m", "tnmt", "translate", "--checkpoint", checkpoint, "-i", str(source)]
-    command += ["-o", str(output), *extra]
+    measured = timed([*command, "-o", str(output), *extra])
+    with output.open("rb") as f:
+        out_lines = sum(1 for _ in f)
+    assert out_lines == n_lines, f"{out_lines} output lines for {n_lines} input lines"
+    return {"lines": n_lines, **measured, "sentences_per_s": round(n_lines / measured["wall_s"], 1)}
+
+
+def timed(command: list[str], env: dict[str, str] | None = None) -> dict:
+    """Run a child process to its end: wall seconds from launch to exit, its peak RSS (MB) and CPU seconds."""
     start = time.perf_counter()
-    child = subprocess.Popen(command, stderr=subprocess.PIPE)
+    child = subprocess.Popen(command, stderr=subprocess.PIPE, env=env)
     _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - start
     stderr = child.stderr.read().decode()
     if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"tnmt translate failed on {n_lines} lines: {stderr.strip()}")
-    with output.open("rb") as f:
-        out_lines = sum(1 for _ in f)
-    assert out_lines == n_lines, f"{out_lines} output lines for {n_lines} input lines"
+        raise SystemExit(f"{' '.join(command)} failed: {stderr.strip()}")
     return {
-        "lines": n_lines,
-        "wall_s": round(wall, 2),
-        "sentences_per_s": round(n_lines / wall, 1),
+        "wall_s": round(wall, 3),
         "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),  # Linux reports KiB
-        "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
     }
 
 
