@@ -46,6 +46,26 @@ def test_precision_choice(precision, device, bf16_supported, expected):
     assert mixed_precision(precision, device, bf16_supported=bf16_supported) == expected
 
 
+@pytest.mark.parametrize(
+    ("device", "amx", "bf16_supported", "expected"),
+    [
+        (CPU, True, False, MixedPrecision(dtype=torch.bfloat16, scaled=False)),  # AMX: bf16 ~1.3x fp32
+        (CPU, False, False, MixedPrecision(dtype=None, scaled=False)),  # AVX-512 bf16 alone: slower than fp32
+        (GPU, False, True, MixedPrecision(dtype=torch.bfloat16, scaled=False)),
+        (GPU, False, False, MixedPrecision(dtype=torch.float16, scaled=True)),
+    ],
+)
+def test_auto_precision_is_mixed_only_where_it_is_faster(device, amx, bf16_supported, expected):
+    assert mixed_precision("auto", device, bf16_supported=bf16_supported, amx=amx) == expected
+
+
+def test_amx_detection_reads_torch_capabilities(monkeypatch):
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"amx_bf16": True, "avx512_bf16": True})
+    assert mixed_precision("auto", CPU) == MixedPrecision(dtype=torch.bfloat16, scaled=False)
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"amx_bf16": False, "avx512_bf16": True})
+    assert mixed_precision("auto", CPU) == MixedPrecision(dtype=None, scaled=False)
+
+
 def test_fp16_on_the_cpu_is_refused():
     with pytest.raises(UserError, match=r"^train.precision = 'fp16' needs a CUDA device; on the CPU use 'bf16'"):
         mixed_precision("fp16", CPU)

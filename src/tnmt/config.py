@@ -168,7 +168,7 @@ class TrainConfig:
     clip_norm: float = 0.0  # gradient-norm clipping (not in the paper); 0 = none
     ema_decay: float = 0.0  # validate, save and translate an EMA of the weights (train/ema.py); 0 = off, e.g. 0.999
     device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA when PyTorch sees a GPU (see device.py)
-    precision: Literal["fp32", "bf16", "fp16"] = "fp32"  # autocast dtype; fp16 (CUDA only) adds loss scaling
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "fp32"  # autocast; auto: bf16 on GPUs and AMX CPUs (device.py)
     activation_checkpointing: bool = False  # recompute each layer's activations in backward: less memory, ~30% slower
     collective_timeout_s: float = 1800.0  # torchrun: a rank waiting longer on the others fails (covers validation)
     eval_every: int = 0  # validate every N updates; 0 = at the end of every epoch
