@@ -42,3 +42,10 @@ def test_resuming_drops_later_lines_and_a_line_torn_by_a_crash(tmp_path):
     log = MetricsLog(path, after_step=2)
     log.write(step=4, train_loss=2.5)
     assert path.read_text() == '{"step": 2, "train_loss": 3.1}\n{"step": 4, "train_loss": 2.5}\n'
+
+
+def test_a_bar_written_to_a_file_redraws_once_a_minute(monkeypatch):
+    monkeypatch.setattr("sys.stderr.isatty", lambda: False)
+    assert Progress(TrainConfig(max_steps=50), step=0, elapsed=0.0, enabled=True).bar.mininterval == 60.0
+    monkeypatch.setattr("sys.stderr.isatty", lambda: True)
+    assert Progress(TrainConfig(max_steps=50), step=0, elapsed=0.0, enabled=True).bar.mininterval == 0.1

@@ -2,6 +2,7 @@
 
 import json
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -23,7 +24,8 @@ class Window:
 
 class Progress:
     """A progress bar over the budget that bounds the run: updates, or the seconds of a time budget, so a
-    time-boxed run shows elapsed / budget and an ETA."""
+    time-boxed run shows elapsed / budget and an ETA. Into a file (`nohup tnmt train ... 2> log`) a redraw
+    is a new line, so there it redraws once a minute instead of ten times a second."""
 
     def __init__(self, cfg: TrainConfig, *, step: int, elapsed: float, enabled: bool) -> None:
         self.by_time = not cfg.max_steps and bool(cfg.max_minutes)
@@ -33,6 +35,7 @@ class Progress:
             total=total,
             initial=elapsed if self.by_time else step,
             disable=not enabled,
+            mininterval=0.1 if sys.stderr.isatty() else 60.0,
             dynamic_ncols=True,
             unit="s" if self.by_time else "step",
             bar_format=None if total is None else "{l_bar}{bar}| " + unit_format + " [{elapsed}<{remaining}{postfix}]",
