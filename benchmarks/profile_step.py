@@ -9,7 +9,9 @@ copies, softmax, LayerNorm, dropout masks, elementwise passes and reductions, th
 allocations: the per-call overhead of small operators). MFU is split into its two
 factors: the share of the step spent in matrix products, and how fast those products run against the
 measured matmul peak (their FLOPs over their own time). A step reaches 65% MFU only if share x speed
-does, so the two factors say which of them holds it back.
+does, so the two factors say which of them holds it back. One approximation: the model FLOPs include
+attention's score and mixing products (~1% of them at Multi30k lengths), which fp32 runs inside
+PyTorch's fused attention kernel, not in the products' time; fp32's speed is overstated by about that.
 
 `decode`: greedy search, batch 16 and 64, the random d 256 model of `decode.py` (32 forced steps),
 float32 and int8 (`quantize_int8`), at 1 thread (where CTranslate2 is fastest on this host); with
