@@ -7,9 +7,12 @@ import torch
 from safetensors.torch import load_file
 
 from tnmt.checkpoint import load_checkpoint
+from tnmt.config import ModelConfig
+from tnmt.device import MixedPrecision
 from tnmt.errors import UserError
+from tnmt.model import Transformer
 from tnmt.recipe import load_recipe
-from tnmt.train.loop import train
+from tnmt.train.loop import TrainState, _optimizer, train
 
 
 def recipe(tiny_training, out, *overrides):
@@ -21,12 +24,16 @@ def weights(path):
     return load_file(path / "model.safetensors")
 
 
-@pytest.mark.parametrize("ema", [[], ["--train.ema_decay=0.9"]], ids=["weights", "ema"])
-def test_a_resumed_run_ends_with_the_same_weights(tiny_training, tmp_path, ema):
-    straight = train(recipe(tiny_training, tmp_path / "a", "--train.max_steps=12", *ema), progress=False)
-    train(recipe(tiny_training, tmp_path / "b", "--train.max_steps=8", *ema), progress=False)
+@pytest.mark.parametrize(
+    "options", [[], ["--train.ema_decay=0.9"], ["--train.weight_decay=0.1"]], ids=["weights", "ema", "weight_decay"]
+)
+def test_a_resumed_run_ends_with_the_same_weights(tiny_training, tmp_path, options):
+    straight = train(recipe(tiny_training, tmp_path / "a", "--train.max_steps=12", *options), progress=False)
+    train(recipe(tiny_training, tmp_path / "b", "--train.max_steps=8", *options), progress=False)
     assert load_checkpoint(tmp_path / "b" / "last").trainer_state["step"] == 8
-    resumed = train(recipe(tiny_training, tmp_path / "b", "--train.max_steps=12", *ema), resume=True, progress=False)
+    resumed = train(
+        recipe(tiny_training, tmp_path / "b", "--train.max_steps=12", *options), resume=True, progress=False
+    )
     for file in ("model.safetensors", "optimizer.safetensors"):  # with an EMA: the average, the training weights
         a, b = (load_file((run / "last").resolve() / file) for run in (straight, resumed))
         assert a.keys() == b.keys()
@@ -36,6 +43,32 @@ def test_a_resumed_run_ends_with_the_same_weights(tiny_training, tmp_path, ema):
     log_b = [json.loads(line) for line in (resumed / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log_a] == [r["step"] for r in log_b]  # no duplicated lines after the resume
     assert [r.get("train_loss") for r in log_a] == [r.get("train_loss") for r in log_b]
+
+
+def test_weight_decay_shrinks_matrices_and_spares_vectors(tiny_training, tmp_path):
+    """With zero gradients Adam's own step is 0, so all that moves a weight is the decoupled decay."""
+    cfg = recipe(tiny_training, tmp_path / "wd", "--train.weight_decay=0.5").train
+    model = Transformer(ModelConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=16, d_ff=32, n_heads=2))
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    optimizer, _ = _optimizer(model, cfg, torch.device("cpu"), MixedPrecision(None, scaled=False), TrainState(), None)
+    for group in optimizer.param_groups:
+        group["lr"] = 0.1
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    optimizer.step()
+    for name, p in model.named_parameters():
+        expected = before[name] * (1 - 0.1 * 0.5) if p.dim() >= 2 else before[name]
+        torch.testing.assert_close(p.detach(), expected, msg=name)
+
+
+def test_a_resumed_run_takes_the_recipes_optimizer_settings(tiny_training, tmp_path):
+    train(recipe(tiny_training, tmp_path / "r", "--train.max_steps=4", "--train.weight_decay=0.1"), progress=False)
+    again = recipe(tiny_training, tmp_path / "r", "--train.max_steps=6", "--train.weight_decay=0.2")
+    out = train(again, resume=True, progress=False)
+    groups = load_checkpoint(out / "last").optimizer_state["param_groups"]
+    assert [g["weight_decay"] for g in groups] == [0.2, 0.0]
+    with pytest.raises(UserError, match=r"saved with weight decay; resume with train.weight_decay > 0 as it was"):
+        train(recipe(tiny_training, tmp_path / "r", "--train.max_steps=8"), resume=True, progress=False)
 
 
 def test_resuming_a_finished_run_adds_nothing(tiny_training, tmp_path):

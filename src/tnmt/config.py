@@ -166,6 +166,7 @@ class TrainConfig:
     adam_eps: float = 1e-9
     label_smoothing: float = 0.1  # epsilon_ls (section 5.4)
     clip_norm: float = 0.0  # gradient-norm clipping (not in the paper); 0 = none
+    weight_decay: float = 0.0  # decoupled (AdamW) decay of matrices and embeddings (not in the paper); 0 = none
     ema_decay: float = 0.0  # validate, save and translate an EMA of the weights (train/ema.py); 0 = off, e.g. 0.999
     device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA when PyTorch sees a GPU (see device.py)
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "fp32"  # autocast; auto: bf16 on GPUs and AMX CPUs (device.py)
@@ -189,6 +190,7 @@ class TrainConfig:
         _check(self, "label_smoothing", 0.0 <= self.label_smoothing < 1.0, "in [0, 1)")
         _check(self, "lr_factor", self.lr_factor > 0, "positive")
         _check(self, "clip_norm", self.clip_norm >= 0, ">= 0")
+        _check(self, "weight_decay", self.weight_decay >= 0, ">= 0")
         _check(self, "ema_decay", 0.0 <= self.ema_decay < 1.0, "in [0, 1)")
         _check(self, "max_minutes", self.max_minutes >= 0, ">= 0")
         _check(self, "collective_timeout_s", self.collective_timeout_s > 0, "positive")

@@ -313,15 +313,47 @@ def _optimizer(
     state: TrainState,
     resumed: Checkpoint | None,
 ) -> tuple[torch.optim.Adam, torch.amp.GradScaler]:
-    """Adam and the fp16 gradient scaler (a no-op in other precisions), restored from `resumed` if given."""
+    """Adam and the fp16 gradient scaler (a no-op in other precisions), restored from `resumed` if given.
+
+    With `train.weight_decay` the update is AdamW's: weights shrink by lr * decay each step, apart from the
+    gradient moments. The optimizer's settings always come from the recipe; a checkpoint gives its state
+    (moments, step counts) only, so a resumed run can change them (`torch` would restore the saved ones)."""
     # fused: one kernel over all parameters instead of a Python loop per tensor (~14% of a small-model step)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.0, betas=cfg.adam_betas, eps=cfg.adam_eps, fused=True)
+    optimizer = torch.optim.Adam(
+        _parameter_groups(model, cfg.weight_decay),
+        lr=0.0,
+        betas=cfg.adam_betas,
+        eps=cfg.adam_eps,
+        decoupled_weight_decay=True,
+        fused=True,
+    )
     if resumed is not None:
+        settings = [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
+        if len(resumed.optimizer_state["param_groups"]) != len(settings):
+            raise UserError(
+                f"{resumed.path}: saved {'without' if cfg.weight_decay else 'with'} weight decay; resume with "
+                f"train.weight_decay {'= 0' if cfg.weight_decay else '> 0'} as it was (the parameter groups differ)"
+            )
         optimizer.load_state_dict(resumed.optimizer_state)
+        for group, wanted in zip(optimizer.param_groups, settings, strict=True):
+            group.update(wanted)
     scaler = torch.amp.GradScaler(device.type, enabled=precision.scaled)
     if state.grad_scaler:
         scaler.load_state_dict(state.grad_scaler)
     return optimizer, scaler
+
+
+def _parameter_groups(model: Transformer, weight_decay: float) -> list[dict[str, Any]]:
+    """One group without decay; with it, the matrices (linear layers, embeddings) decay and the vectors
+    (biases, LayerNorm gains and shifts) do not: shrinking a gain toward 0 rescales a layer's output
+    instead of simplifying it (BERT's and GPT-2's practice)."""
+    params = list(model.parameters())  # a tied embedding appears once
+    if not weight_decay:
+        return [{"params": params}]
+    return [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
 
 
 def prepare_training_corpus(recipe: Recipe, checkpoint: Checkpoint | None) -> PreparedPairs:
