@@ -315,8 +315,8 @@ def _optimizer(
 ) -> tuple[torch.optim.Adam, torch.amp.GradScaler]:
     """Adam and the fp16 gradient scaler (a no-op in other precisions), restored from `resumed` if given.
 
-    With `train.weight_decay` the update is AdamW's: weights shrink by lr * decay each step, apart from the
-    gradient moments. The optimizer's settings always come from the recipe; a checkpoint gives its state
+    With `train.weight_decay` the update is AdamW's: weights shrink by lr * decay each step, independently of
+    the gradient moments. The optimizer's settings always come from the recipe; a checkpoint gives its state
     (moments, step counts) only, so a resumed run can change them (`torch` would restore the saved ones)."""
     # fused: one kernel over all parameters instead of a Python loop per tensor (~14% of a small-model step)
     optimizer = torch.optim.Adam(
