@@ -7,7 +7,7 @@ import torch
 from safetensors.torch import load_file
 
 from tnmt.checkpoint import load_checkpoint
-from tnmt.config import ModelConfig
+from tnmt.config import ModelConfig, TrainConfig
 from tnmt.device import MixedPrecision
 from tnmt.errors import UserError
 from tnmt.model import Transformer
@@ -45,9 +45,9 @@ def test_a_resumed_run_ends_with_the_same_weights(tiny_training, tmp_path, optio
     assert [r.get("train_loss") for r in log_a] == [r.get("train_loss") for r in log_b]
 
 
-def test_weight_decay_shrinks_matrices_and_spares_vectors(tiny_training, tmp_path):
+def test_weight_decay_shrinks_matrices_and_spares_vectors():
     """With zero gradients Adam's own step is 0, so all that moves a weight is the decoupled decay."""
-    cfg = recipe(tiny_training, tmp_path / "wd", "--train.weight_decay=0.5").train
+    cfg = TrainConfig(weight_decay=0.5)
     model = Transformer(ModelConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=16, d_ff=32, n_heads=2))
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     optimizer, _ = _optimizer(model, cfg, torch.device("cpu"), MixedPrecision(None, scaled=False), TrainState(), None)
