@@ -14,7 +14,9 @@ for the best checkpoint (greedy and beam 4) and for the average of the last chec
     target language without tokenised references there (Czech), the raw references are normalised,
     lower-cased and tokenised here in the same way.
 It also records the host (CPU model, fp32 and bf16 matmul peaks: updates per minute differ 2x between
-hosts) and the validation curve against updates and minutes. Writes benchmarks/results/<recipe>.json.
+hosts; each phase keeps the peaks of the invocation that trained it, since a resumed run may be measured on
+another day or host) and the validation curve against updates and minutes. Writes
+benchmarks/results/<recipe>.json.
 """
 
 import argparse
@@ -128,6 +130,7 @@ def main() -> None:
             "steps": log[-1]["step"],
             "elapsed_s": round(max(r.get("elapsed", 0) for r in log), 1),
             "median_target_tokens_per_s": round(speeds[len(speeds) // 2], 1) if speeds else None,
+            "matmul_peak_gflops": peaks,
             "val_curve": [
                 {"step": r["step"], "minutes": round(r["elapsed"] / 60, 1), "bleu": round(r["val_bleu"], 2)}
                 for r in log
