@@ -25,7 +25,9 @@ def weights(path):
 
 
 @pytest.mark.parametrize(
-    "options", [[], ["--train.ema_decay=0.9"], ["--train.weight_decay=0.1"]], ids=["weights", "ema", "weight_decay"]
+    "options",
+    [[], ["--train.ema_decay=0.9"], ["--train.weight_decay=0.1"], ["--train.rdrop_alpha=5"]],
+    ids=["weights", "ema", "weight_decay", "rdrop"],
 )
 def test_a_resumed_run_ends_with_the_same_weights(tiny_training, tmp_path, options):
     straight = train(recipe(tiny_training, tmp_path / "a", "--train.max_steps=12", *options), progress=False)
@@ -129,6 +131,33 @@ def test_activation_checkpointing_trains_the_same_model(tiny_training, tmp_path)
     plain, checkpointed = (weights((run / "last").resolve()) for run in runs)
     for name in plain:
         torch.testing.assert_close(checkpointed[name], plain[name], atol=1e-6, rtol=1e-5, msg=name)
+
+
+def test_rdrop_without_dropout_is_the_plain_update_and_with_dropout_is_not(tiny_training, tmp_path):
+    """Without dropout both passes agree, the consistency term is 0 and the update is the one-pass update;
+    with dropout the passes differ and the term moves the weights."""
+    runs = {
+        (dropout, alpha): train(
+            recipe(
+                tiny_training,
+                tmp_path / f"{dropout}_{alpha}",
+                "--train.max_steps=3",
+                f"--model.dropout={dropout}",
+                f"--train.rdrop_alpha={alpha}",
+            ),
+            progress=False,
+        )
+        for dropout in (0, 0.3)
+        for alpha in (0, 5)
+    }
+    trained = {key: weights((run / "last").resolve()) for key, run in runs.items()}
+    for name, plain in trained[0, 0].items():
+        twice = trained[0, 5][name]
+        if name.endswith("in_proj.bias"):  # the keys' bias has no gradient (softmax ignores a shift): Adam turns
+            d = plain.numel() // 3  # the rounding noise of the doubled batch into whole steps, so skip it
+            plain, twice = torch.cat([plain[:d], plain[2 * d :]]), torch.cat([twice[:d], twice[2 * d :]])
+        torch.testing.assert_close(twice, plain, atol=1e-6, rtol=1e-5, msg=name)
+    assert any(not torch.allclose(trained[0.3, 5][n], trained[0.3, 0][n], atol=1e-4) for n in trained[0, 0])
 
 
 def test_fp16_on_the_cpu_is_refused_before_training(tiny_training, tmp_path):

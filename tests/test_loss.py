@@ -175,3 +175,54 @@ def test_model_loss_uses_the_models_projection_bias_and_padding():
     flat = model(src, tgt_in).flatten(0, 1), target.flatten()
     expected = F.cross_entropy(*flat, ignore_index=config.pad_id, label_smoothing=0.1, reduction="sum")
     torch.testing.assert_close(loss, expected, rtol=1e-5, atol=1e-4)
+
+
+def rdrop_reference(features, weight, target, *, alpha):
+    """R-Drop written out with autograd: (CE_1 + CE_2 + alpha * (KL_12 + KL_21) / 2) / 2 per position."""
+    half = target.size(0)
+    ce = [reference(f, weight, None, target, dtype=torch.float32) for f in (features[:half], features[half:])]
+    mask = (target != 0).flatten()
+    logp_1, logp_2 = (torch.log_softmax((f @ weight.T).flatten(0, 1)[mask], -1) for f in features.split(half))
+    kl_12 = F.kl_div(logp_2, logp_1, log_target=True, reduction="sum")  # KL(p_1 || p_2)
+    kl_21 = F.kl_div(logp_1, logp_2, log_target=True, reduction="sum")
+    loss = (ce[0][0] + ce[1][0] + alpha * (kl_12 + kl_21) / 2) / 2
+    return loss, (ce[0][1] + ce[1][1]) / 2
+
+
+@pytest.mark.parametrize("blocks", ["one", "many"])
+def test_rdrop_loss_and_gradients_match_autograd(blocks, monkeypatch):
+    if blocks == "many":
+        monkeypatch.setattr(loss_module, "BLOCK_BYTES", 16 * 4 * 50 * 2)
+        monkeypatch.setattr(loss_module, "GROUP_BYTES", 32 * 2 * 50 * 2)
+    torch.manual_seed(3)
+    features = torch.randn(6, 21, 8, requires_grad=True)  # (2B, T, D): two passes over B=3 sentences
+    weight = torch.randn(50, 8, requires_grad=True)
+    target = torch.randint(1, 50, (3, 21))
+    target[0, 5:] = 0
+    target[2, 13:] = 0
+    loss, nll = label_smoothed_loss(features, weight, target, epsilon=0.1, pad_id=0, rdrop_alpha=5.0)
+    (3.0 * loss).backward()
+    fused_grads = features.grad.clone(), weight.grad.clone()
+    features.grad = weight.grad = None
+    expected, expected_nll = rdrop_reference(features, weight, target, alpha=5.0)
+    (3.0 * expected).backward()
+    torch.testing.assert_close(loss, expected, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(nll, expected_nll, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(fused_grads, (features.grad, weight.grad), rtol=1e-5, atol=1e-5)
+    assert (fused_grads[0][0, 5:] == 0).all() and (fused_grads[0][3, 5:] == 0).all()  # padding, both passes
+
+
+def test_rdrop_of_identical_passes_is_the_plain_loss():
+    """No dropout, two equal passes: the KL term and its gradient vanish, the loss is the one-pass loss."""
+    torch.manual_seed(4)
+    features, weight = torch.randn(2, 7, 8), torch.randn(30, 8)
+    target = torch.randint(1, 30, (2, 7))
+    plain = label_smoothed_loss(features, weight, target, epsilon=0.1, pad_id=0)
+    twice = label_smoothed_loss(torch.cat([features, features]), weight, target, epsilon=0.1, pad_id=0, rdrop_alpha=5.0)
+    torch.testing.assert_close(twice, plain)
+
+
+def test_rdrop_needs_two_passes_of_features():
+    features, weight, target = torch.randn(2, 3, 4), torch.randn(6, 4), torch.ones(2, 3, dtype=torch.long)
+    with pytest.raises(ValueError, match="2 rows for 2 target rows: 2 pass.es. need 4"):
+        label_smoothed_loss(features, weight, target, epsilon=0.1, pad_id=0, rdrop_alpha=1.0)

@@ -165,6 +165,7 @@ class TrainConfig:
     adam_betas: tuple[float, float] = (0.9, 0.98)
     adam_eps: float = 1e-9
     label_smoothing: float = 0.1  # epsilon_ls (section 5.4)
+    rdrop_alpha: float = 0.0  # R-Drop: each batch passes twice, + alpha x the passes' symmetric KL (loss.py); 0 = off
     clip_norm: float = 0.0  # gradient-norm clipping (not in the paper); 0 = none
     weight_decay: float = 0.0  # decoupled (AdamW) decay of matrices and embeddings (not in the paper); 0 = none
     ema_decay: float = 0.0  # validate, save and translate an EMA of the weights (train/ema.py); 0 = off, e.g. 0.999
@@ -188,6 +189,7 @@ class TrainConfig:
         for name in ("max_tokens", "accum_steps", "warmup_steps", "keep_checkpoints", "log_every"):
             _check(self, name, getattr(self, name) > 0, "positive")
         _check(self, "label_smoothing", 0.0 <= self.label_smoothing < 1.0, "in [0, 1)")
+        _check(self, "rdrop_alpha", self.rdrop_alpha >= 0, ">= 0")
         _check(self, "lr_factor", self.lr_factor > 0, "positive")
         _check(self, "clip_norm", self.clip_norm >= 0, ">= 0")
         _check(self, "weight_decay", self.weight_decay >= 0, ">= 0")

@@ -177,9 +177,14 @@ def _update(run: Run, batches: list[Batch], *, real: int, steps: int) -> tuple[f
         batch, weight = (batches[i], world.size) if i < real else (batches[0], 0)
         last = i == steps - 1
         with nullcontext() if last or world.size == 1 else net.no_sync():
-            with torch.autocast(batch.src.device.type, dtype=dtype, enabled=dtype is not None):
-                features = net(batch.src, batch.tgt_in, features_only=True)  # (B, T, D)
-            loss, nll = model_loss(model, features, batch.tgt_out, epsilon=cfg.label_smoothing, dtype=dtype)
+            src, tgt_in = batch.src, batch.tgt_in
+            if cfg.rdrop_alpha:  # R-Drop: the batch twice in one pass, each copy with its own dropout masks
+                src, tgt_in = src.repeat(2, 1), tgt_in.repeat(2, 1)
+            with torch.autocast(src.device.type, dtype=dtype, enabled=dtype is not None):
+                features = net(src, tgt_in, features_only=True)  # (B, T, D), (2B, T, D) with R-Drop
+            loss, nll = model_loss(
+                model, features, batch.tgt_out, epsilon=cfg.label_smoothing, dtype=dtype, rdrop_alpha=cfg.rdrop_alpha
+            )
             scaler.scale(loss * weight / n_tokens).backward()  # every token of the update weighs the same
         if i < real:
             total_loss, total_nll = total_loss + loss.item(), total_nll + nll.item()

@@ -37,60 +37,82 @@ def label_smoothed_loss(
     pad_id: int,
     bias: Tensor | None = None,
     dtype: torch.dtype | None = None,
+    rdrop_alpha: float = 0.0,
 ) -> tuple[Tensor, Tensor]:
     """Summed smoothed loss and summed plain NLL (for perplexity) over non-pad positions.
 
     Args:
         features: (B, T, D) decoder outputs, before the output projection
-            (`Transformer(..., features_only=True)`).
+            (`Transformer(..., features_only=True)`); with `rdrop_alpha`, (2B, T, D): the same batch passed
+            twice, the first B rows one pass and the last B the other (independent dropout masks).
         weight: (V, D) the output projection (logits = features @ weight.T + bias).
         target: (B, T) reference ids, `pad_id` where there is no token.
         bias: (V,) or None.
         dtype: the precision of the matrix products (bf16 under mixed precision); None: the features'.
+        rdrop_alpha: R-Drop (Liang et al., 2021): 0 = off; else per position the loss is
+            (CE_1 + CE_2 + alpha * (KL(p_1 || p_2) + KL(p_2 || p_1)) / 2) / 2, the two passes' smoothed
+            losses plus the paper's consistency term, halved so a token weighs as much as without it.
 
     Returns:
-        The smoothed loss (differentiable) and the NLL (detached), both fp32 scalars.
+        The loss (differentiable) and the NLL (detached, the passes' mean), both fp32 scalars.
     """
     # Inside the autograd function grad mode is always off, and needs_input_grad ignores it: decide here.
     want_grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (features, weight, bias))
+    passes = 2 if rdrop_alpha else 1
+    rows, expected = features.size(0), passes * target.size(0)
+    if rows != expected:
+        raise ValueError(f"features have {rows} rows for {len(target)} target rows: {passes} pass(es) need {expected}")
     flat = features.flatten(0, 1), weight, bias, target.flatten()
-    return _FusedSmoothedCrossEntropy.apply(*flat, epsilon, pad_id, dtype or features.dtype, want_grad)
+    dtype = dtype or features.dtype
+    return _FusedSmoothedCrossEntropy.apply(*flat, epsilon, rdrop_alpha, pad_id, dtype, want_grad)
 
 
 def model_loss(
-    model: Transformer, features: Tensor, target: Tensor, *, epsilon: float, dtype: torch.dtype | None = None
+    model: Transformer,
+    features: Tensor,
+    target: Tensor,
+    *,
+    epsilon: float,
+    dtype: torch.dtype | None = None,
+    rdrop_alpha: float = 0.0,
 ) -> tuple[Tensor, Tensor]:
     """`label_smoothed_loss` through `model`'s own output projection (its weight, bias and pad id), for
     features from `model(src, tgt_in, features_only=True)`."""
     weight, bias, pad_id = model.output.weight, model.logits_bias, model.config.pad_id
-    return label_smoothed_loss(features, weight, target, bias=bias, epsilon=epsilon, pad_id=pad_id, dtype=dtype)
+    return label_smoothed_loss(
+        features, weight, target, bias=bias, epsilon=epsilon, pad_id=pad_id, dtype=dtype, rdrop_alpha=rdrop_alpha
+    )
 
 
 class _FusedSmoothedCrossEntropy(torch.autograd.Function):
-    """(N, D) features, (V, D) weight, (V,) bias, (N,) targets -> (summed smoothed loss, summed NLL).
+    """(P*N, D) features of P passes, (V, D) weight, (V,) bias, (N,) targets -> (loss, NLL), P = 1 or 2.
 
     The gradients are computed in the forward pass (the only time the logits exist) and scaled by the
-    incoming gradient in backward. Without gradients wanted (validation) only the loss is computed.
+    incoming gradient in backward. Without gradients wanted (validation) only the loss is computed. A
+    position's P passes sit side by side ((N', P, D)), so one product gives a block's logits for both.
     """
 
     @staticmethod
-    def forward(ctx: FunctionCtx, features, weight, bias, target, epsilon: float, pad_id: int, dtype, want_grad: bool):
-        (n_all, d), v = features.shape, weight.size(0)
+    def forward(
+        ctx: FunctionCtx, features, weight, bias, target, epsilon: float, alpha: float, pad_id: int, dtype, want_grad
+    ):
+        n_all, (_, d), v = target.numel(), features.shape, weight.size(0)
+        passes = features.size(0) // n_all
         rows = (target != pad_id).nonzero().squeeze(1)  # (N,) the positions with a reference token
         n = len(rows)
-        block = max(16, BLOCK_BYTES // (4 * v))
-        group = max(block, GROUP_BYTES // (2 * v) // block * block)
+        block = max(16, BLOCK_BYTES // (4 * v * passes))
+        group = max(block, GROUP_BYTES // (2 * v * passes) // block * block)
         # Every product has one of a few fixed shapes: the positions are padded to whole blocks. oneDNN
         # caches a primitive per bf16 matmul shape, and one per odd remainder grew the process by ~1 MB a step.
         n_padded = -(-n // block) * block
-        x = features.new_zeros(n_padded, d, dtype=dtype)  # (N', D)
-        x[:n] = features.index_select(0, rows)
+        x = features.new_zeros(n_padded, passes, d, dtype=dtype)  # (N', P, D)
+        x[:n] = features.view(passes, n_all, d)[:, rows].transpose(0, 1)
         y = target.new_zeros(n_padded)  # (N',) padding rows point at word 0 and are masked below
         y[:n] = target.index_select(0, rows)
         w = weight.to(dtype)  # (V, D)
-        logits_buffer = x.new_empty(min(block, n_padded), v)  # (b, V) one block's product, in `dtype`
-        grads = x.new_empty(min(group, n_padded), v) if want_grad else None  # (G, V) logit gradients
-        grad_x = features.new_zeros(n_all, d, dtype=torch.float32) if want_grad else None
+        logits_buffer = x.new_empty(min(block, n_padded) * passes, v)  # (b*P, V) one block's product, in `dtype`
+        grads = x.new_empty(min(group, n_padded), passes, v) if want_grad else None  # (G, P, V) logit gradients
+        grad_x = features.new_zeros(passes, n_all, d, dtype=torch.float32) if want_grad else None
         grad_w = weight.new_zeros(v, d, dtype=torch.float32) if want_grad else None
         grad_b = weight.new_zeros(v, dtype=torch.float32) if want_grad and bias is not None else None
         loss, nll_sum = features.new_zeros((), dtype=torch.float32), features.new_zeros((), dtype=torch.float32)
@@ -98,28 +120,40 @@ class _FusedSmoothedCrossEntropy(torch.autograd.Function):
             g1 = min(g0 + group, n_padded)
             for b0 in range(g0, g1, block):
                 real = min(n - b0, block)  # rows of this block that are positions, not padding
-                z = torch.mm(x[b0 : b0 + block], w.T, out=logits_buffer).float()  # (b, V) logits
+                x_block = x[b0 : b0 + block].flatten(0, 1)  # (b*P, D)
+                z = torch.mm(x_block, w.T, out=logits_buffer).float().view(-1, passes, v)  # (b, P, V) logits
                 if bias is not None:
                     z += bias
-                z -= z.amax(dim=1, keepdim=True)  # log p = z - log sum exp z, now with z <= 0
-                gold, mean = z.gather(1, y[b0 : b0 + block, None]).squeeze(1), z.mean(dim=1)  # (b,), (b,)
+                z -= z.amax(dim=2, keepdim=True)  # log p = z - log sum exp z, now with z <= 0
+                gold_ids = y[b0 : b0 + block, None, None].expand(-1, passes, 1)  # (b, P, 1)
+                gold, mean = z.gather(2, gold_ids).squeeze(2), z.mean(dim=2)  # (b, P), (b, P)
+                log_ratio = z[:, 0] - z[:, 1] if alpha else None  # (b, V) log p_1 - log p_2, but for a constant
                 p = z.exp_()  # unnormalised probabilities, in place of z
-                total = p.sum(dim=1)  # (b,)
-                nll = (total.log() - gold)[:real]  # -log p[y]
-                uniform = (total.log() - mean)[:real]  # -1/V sum_v log p[v]
-                loss += ((1 - epsilon) * nll + epsilon * uniform).sum()
-                nll_sum += nll.sum()
+                total = p.sum(dim=2)  # (b, P)
+                nll = (total.log() - gold)[:real]  # (r, P) -log p[y]
+                uniform = (total.log() - mean)[:real]  # (r, P) -1/V sum_v log p[v]
+                loss += ((1 - epsilon) * nll + epsilon * uniform).sum() / passes
+                nll_sum += nll.sum() / passes
+                if alpha or want_grad:
+                    p.mul_(total.reciprocal()[:, :, None])  # (b, P, V) softmax
+                if alpha:
+                    log_ratio -= (total[:, 0].log() - total[:, 1].log())[:, None]
+                    kl, kl_grad = _consistency(p, log_ratio, real, want_grad)
+                    loss += alpha / 2 * kl
                 if want_grad:
-                    p.mul_(total.reciprocal()[:, None]).sub_(epsilon / v)  # softmax - eps / V
-                    p.scatter_add_(1, y[b0 : b0 + block, None], p.new_full((block, 1), epsilon - 1))
+                    p.sub_(epsilon / v).scatter_add_(2, gold_ids, p.new_full(gold_ids.shape, epsilon - 1))
+                    if alpha:  # d/dz of the halved loss: (grad CE_i + alpha * grad of the symmetric KL) / 2
+                        p.add_(kl_grad, alpha=alpha).mul_(0.5)
                     p[real:] = 0
                     if grad_b is not None:
-                        grad_b += p.sum(dim=0)
+                        grad_b += p.sum(dim=(0, 1))
                     grads[b0 - g0 : b0 - g0 + block] = p
             if want_grad:
-                g = grads[: g1 - g0]  # (G, V)
-                grad_x[rows[g0:g1]] = (g @ w)[: min(n, g1) - g0].float()
-                grad_w += g.T @ x[g0:g1]  # a product in `dtype`, accumulated in fp32
+                g = grads[: g1 - g0].flatten(0, 1)  # (G*P, V)
+                m = min(n, g1) - g0  # the group's real positions
+                grad_x[:, rows[g0:g1]] = (g @ w).view(-1, passes, d)[:m].transpose(0, 1).float()
+                grad_w += g.T @ x[g0:g1].flatten(0, 1)  # a product in `dtype`, accumulated in fp32
+        grad_x = grad_x.view(passes * n_all, d) if want_grad else None
         ctx.save_for_backward(grad_x, grad_w, grad_b)
         ctx.dtypes = features.dtype, weight.dtype
         ctx.mark_non_differentiable(nll_sum)
@@ -133,4 +167,23 @@ class _FusedSmoothedCrossEntropy(torch.autograd.Function):
         grad_x = (grad_x * grad_loss).to(features_dtype)
         grad_w = (grad_w * grad_loss).to(weight_dtype)
         grad_b = None if grad_b is None else (grad_b * grad_loss).to(weight_dtype)
-        return grad_x, grad_w, grad_b, None, None, None, None, None
+        return grad_x, grad_w, grad_b, None, None, None, None, None, None
+
+
+def _consistency(p: Tensor, log_ratio: Tensor, real: int, want_grad: bool) -> tuple[Tensor, Tensor | None]:
+    """R-Drop's symmetric KL for one block of softmaxes p (b, 2, V): its sum over the `real` positions, and
+    its gradient w.r.t. both passes' logits (b, 2, V) if wanted.
+
+    With r = log p_1 - log p_2: KL(p_1 || p_2) = sum p_1 r and KL(p_2 || p_1) = -sum p_2 r, and
+    d [KL_12 + KL_21] / d z_1 = p_1 (r - KL_12) + p_1 - p_2 (the first term through p_1, the second is a
+    cross-entropy of z_1 against p_2); z_2's is the same with the passes swapped. Both halved: the average.
+    """
+    p1, p2 = p[:, 0], p[:, 1]  # (b, V)
+    kl_12, kl_21 = (p1 * log_ratio).sum(dim=1), -(p2 * log_ratio).sum(dim=1)  # (b,)
+    kl = ((kl_12 + kl_21)[:real] / 2).sum()
+    if not want_grad:
+        return kl, None
+    grad = torch.empty_like(p)  # (b, 2, V), written in place: these blocks are the loss's largest tensors
+    torch.sub(log_ratio, kl_12[:, None], out=grad[:, 0]).mul_(p1).add_(p1).sub_(p2).mul_(0.5)
+    torch.add(log_ratio, kl_21[:, None], out=grad[:, 1]).mul_(p2).sub_(p2).add_(p1).mul_(-0.5)
+    return kl, grad
