@@ -8,6 +8,7 @@ from safetensors.torch import load_file
 
 from tnmt.checkpoint import load_checkpoint
 from tnmt.config import ModelConfig, TrainConfig
+from tnmt.data.shards import PreparedPairs
 from tnmt.device import MixedPrecision
 from tnmt.errors import UserError
 from tnmt.model import Transformer
@@ -26,8 +27,12 @@ def weights(path):
 
 @pytest.mark.parametrize(
     "options",
-    [[], ["--train.ema_decay=0.9"], ["--train.weight_decay=0.1"], ["--train.rdrop_alpha=5"]],
-    ids=["weights", "ema", "weight_decay", "rdrop"],
+    [
+        [],
+        *([f"--{option}"] for option in ("train.ema_decay=0.9", "train.weight_decay=0.1", "train.rdrop_alpha=5")),
+        ["--data.subword_samples=3", "--data.max_train_pairs=60"],  # short epochs: a resume mid-way through the third
+    ],
+    ids=["weights", "ema", "weight_decay", "rdrop", "subword_samples"],
 )
 def test_a_resumed_run_ends_with_the_same_weights(tiny_training, tmp_path, options):
     straight = train(recipe(tiny_training, tmp_path / "a", "--train.max_steps=12", *options), progress=False)
@@ -158,6 +163,20 @@ def test_rdrop_without_dropout_is_the_plain_update_and_with_dropout_is_not(tiny_
             plain, twice = torch.cat([plain[:d], plain[2 * d :]]), torch.cat([twice[:d], twice[2 * d :]])
         torch.testing.assert_close(twice, plain, atol=1e-6, rtol=1e-5, msg=name)
     assert any(not torch.allclose(trained[0.3, 5][n], trained[0.3, 0][n], atol=1e-4) for n in trained[0, 0])
+
+
+def test_subword_samples_change_what_each_epoch_reads(tiny_training, tmp_path, monkeypatch):
+    read = []
+    for_epoch = PreparedPairs.for_epoch
+    monkeypatch.setattr(PreparedPairs, "for_epoch", lambda self, epoch: read.append(epoch) or for_epoch(self, epoch))
+    short_epochs = ["--train.max_steps=20", "--data.max_train_pairs=60"]
+    runs = [
+        train(recipe(tiny_training, tmp_path / name, *short_epochs, *flag), progress=False)
+        for name, flag in (("plain", []), ("sampled", ["--data.subword_samples=2"]))
+    ]
+    assert read[-4:] == [0, 1, 2, 3]  # once per epoch
+    plain, sampled = (weights((run / "last").resolve()) for run in runs)
+    assert any(not torch.equal(plain[name], sampled[name]) for name in plain)
 
 
 def test_fp16_on_the_cpu_is_refused_before_training(tiny_training, tmp_path):

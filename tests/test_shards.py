@@ -246,3 +246,59 @@ def test_tnmt_prepare_bad_input_is_one_line(tiny_training, tmp_path, override, m
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("tnmt prepare: error: "), result.stderr
     assert message.format(tmp=tmp_path) in result.stderr
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_subword_samples_are_other_segmentations_of_the_same_pairs(corpus: Path, tmp_path: Path, monkeypatch, workers):
+    monkeypatch.setattr(shards, "CHUNK_PAIRS", 64)  # several chunks: each has its own seed
+    data = config(corpus, subword_samples=3, subword_alpha=0.1, subword_nbest=64, prepare_workers=workers)
+    prepared = prepare(data, tmp_path / "prepared", max_len=60)
+    tokenizer = prepared.tokenizer()
+    best = everything(prepared)
+    samples = [everything(prepared.for_epoch(epoch)) for epoch in range(4)]
+    assert samples[3] == samples[0] != samples[1] != samples[2]  # epoch e reads sample 1 + e mod 3
+    for sample in samples[:3]:
+        assert len(sample) == len(best)
+        for (src, tgt), (best_src, best_tgt) in zip(sample, best, strict=True):
+            assert tokenizer.decode_target(tgt) == tokenizer.decode_target(best_tgt)  # the same text, cut anew
+            assert tokenizer.decode_target(src) == tokenizer.decode_target(best_src)  # (one shared model)
+            assert 0 < len(src) <= 60 and 0 < len(tgt) <= 60
+        assert sum(s != b for s, b in zip(sample, best, strict=True)) > len(best) // 10
+    tokens, manifest = sum(len(s) + len(t) for s, t in samples[0]), prepared.manifest
+    assert manifest["sample_tokens"][0] == tokens > manifest["src_tokens"] + manifest["tgt_tokens"]  # more pieces
+    if workers == 2:  # the files are a function of the corpus and the seeds, not of the workers
+        single = prepare(replace(data, prepare_workers=1), tmp_path / "single", max_len=60)
+        assert [everything(single.for_epoch(epoch)) for epoch in range(3)] == samples[:3]
+
+
+def test_a_sampled_side_over_the_limit_keeps_the_best_segmentation(corpus: Path):
+    data = config(corpus, subword_samples=2, subword_alpha=0.1)
+    text = read_split(data, "train")
+    tokenizer = train_tokenizer(data, text)
+    chunk = list(zip(text.src, text.tgt, strict=True))[:100]
+    src, tgt = tokenizer.encode_source_batch(text.src[:100]), tokenizer.encode_target_batch(text.tgt[:100])
+    max_len = sorted(map(len, tgt))[50]  # about half the pairs are kept, many of them right at the limit
+    kept = shards.filter_pairs(src, tgt, max_len=max_len)
+    _, segmentations = shards._encode_chunk(7, chunk, tokenizer, data, max_len, np.dtype(np.uint16))
+    targets, best_lengths = [text.tgt[i] for i in kept], [len(tgt[i]) for i in kept]
+    seed = shards.zlib.crc32(b"7/target")
+    drawn = tokenizer.sample_segmentations(targets, side="target", samples=2, alpha=0.1, nbest=64, seed=seed)
+    for k in (1, 2):
+        lengths = segmentations[k][1][1].tolist()  # sample k, target side, lengths
+        over = [i for i, ids in enumerate(drawn[k - 1]) if len(ids) > max_len]
+        assert over, "no sampled side went over the limit: the test needs a smaller limit"
+        assert max(lengths) <= max_len and [lengths[i] for i in over] == [best_lengths[i] for i in over]
+
+
+def test_samples_follow_the_seed_and_alpha(corpus: Path):
+    data = config(corpus)
+    tokenizer = train_tokenizer(data, read_split(data, "train"))
+    texts = read_split(data, "train").tgt[:50]
+    best = tokenizer.encode_target_batch(texts)
+
+    def draw(seed: int, alpha: float) -> list[list[int]]:
+        return tokenizer.sample_segmentations(texts, side="target", samples=1, alpha=alpha, nbest=64, seed=seed)[0]
+
+    assert draw(1, 0.1) == draw(1, 0.1) != draw(2, 0.1)
+    assert draw(1, 50.0) == best  # a sharp distribution: the best segmentation
+    assert sum(map(len, draw(1, 0.1))) > sum(map(len, best))  # flat: longer, rarer segmentations

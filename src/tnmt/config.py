@@ -130,6 +130,11 @@ class DataConfig:
     vocab_size: int = 8000  # joint sentencepiece vocabulary
     tokenizer_model: Literal["unigram", "bpe"] = "unigram"  # sentencepiece model type
     max_tokens_per_sentence: int = 100  # longer training pairs are dropped (after subword encoding)
+    # Subword regularisation (Kudo, 2018): epoch e trains on the (e mod N)-th of N sampled segmentations of the
+    # training corpus, prepared once (shards.py); validation and decoding keep the best one. 0 = off.
+    subword_samples: int = 0
+    subword_alpha: float = 0.1  # a segmentation is drawn with probability ~ P^alpha: smaller strays further
+    subword_nbest: int = 64  # drawn among the n most likely segmentations (Kudo's best setting: 64, alpha 0.1)
     normalize_whitespace: bool = True  # collapse runs of spaces and strip line ends
     max_train_pairs: int = 0  # 0 = all; a positive number keeps the first N (quick runs, tests)
     max_valid_pairs: int = 0
@@ -141,7 +146,11 @@ class DataConfig:
         _check_literals(self)
         _check(self, "vocab_size", self.vocab_size >= 16, ">= 16")
         _check(self, "max_tokens_per_sentence", self.max_tokens_per_sentence > 0, "positive")
-        for name in ("max_train_pairs", "max_valid_pairs", "tokenizer_sample", "prepare_workers"):
+        _check(self, "subword_alpha", self.subword_alpha > 0, "positive")
+        _check(self, "subword_nbest", self.subword_nbest >= 2, ">= 2")
+        if self.subword_samples:
+            _check(self, "tokenizer_model", self.tokenizer_model == "unigram", "unigram for subword samples")
+        for name in ("max_train_pairs", "max_valid_pairs", "tokenizer_sample", "prepare_workers", "subword_samples"):
             _check(self, name, getattr(self, name) >= 0, ">= 0")
         if self.corpus == "files":
             for name in ("train_src", "train_tgt", "valid_src", "valid_tgt"):

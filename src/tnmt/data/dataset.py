@@ -34,6 +34,10 @@ class EncodedPairs:
     def pairs(self, indices: list[int]) -> list[tuple[list[int], list[int]]]:
         return [(self.src[i], self.tgt[i]) for i in indices]
 
+    def for_epoch(self, epoch: int) -> "EncodedPairs":
+        """Every epoch's pairs: in memory there is one segmentation (`PreparedPairs.for_epoch` may have more)."""
+        return self
+
 
 def corpus_files(config: DataConfig, split: str) -> tuple[Path, Path]:
     """Source and target files of `split` ("train", "val" or "test_2016_flickr" for Multi30k)."""

@@ -8,12 +8,20 @@ stays flat as the corpus grows. A prepared directory holds:
     tokenizer/                    the tokenizer the ids belong to
     src.ids, tgt.ids              every sentence's ids back to back (uint16 if the vocabulary fits, else uint32)
     src.offsets.npy, tgt.offsets.npy   int64, one more than the pairs: sentence i is ids[off[i]:off[i + 1]]
+    src.sample<k>.ids, ...        with `data.subword_samples` = N > 0: the k-th sampled segmentation (1..N) of
+                                  the same pairs, one set of four files each (`PreparedPairs.for_epoch`)
 
 `prepare` reuses a directory whose manifest matches what it would build: the source files (size,
 mtime, SHA-256 of the first MB), the data config, the length limit and the tokenizer (its
 fingerprint; or, with no tokenizer given, one that prepare trained itself). Anything else is rebuilt
 in a temporary directory renamed into place at the end, so a crash never leaves a half corpus that
 looks valid. Pairs with an empty or over-long side are dropped here, as `filter_pairs` says.
+
+Subword regularisation (Kudo, 2018) trains on a different segmentation of each sentence every epoch,
+so the model sees many ways a word splits: a regulariser for small corpora. Sampling on the fly would
+put sentencepiece in the training loop; here N samples are drawn once, each chunk's from its own seed
+(so any number of workers writes the same files), and an epoch reads one of them. Samples are drawn for
+the pairs the best segmentation kept; a sampled side longer than the limit keeps the best one.
 """
 
 import fcntl
@@ -27,10 +35,11 @@ import random
 import secrets
 import shutil
 import time
+import zlib
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict
 from functools import cache
 from pathlib import Path
@@ -60,12 +69,20 @@ log = logging.getLogger("tnmt")
 class PreparedPairs:
     """A prepared corpus, memory-mapped: the training-data interface of `EncodedPairs` without its RAM."""
 
-    def __init__(self, directory: str | Path) -> None:
+    def __init__(self, directory: str | Path, *, segmentation: int = 0) -> None:
+        """`segmentation`: 0 the best one, k = 1..data.subword_samples the k-th sample."""
         self.directory = Path(directory)
         self.manifest = read_json(self.directory / MANIFEST)
         dtype = np.dtype(self.manifest["dtype"])
-        self._ids = {side: np.memmap(self.directory / f"{side}.ids", dtype=dtype, mode="r") for side in SIDES}
-        self._offsets = {side: np.load(self.directory / f"{side}.offsets.npy", mmap_mode="r") for side in SIDES}
+        stems = {side: self.directory / _stem(side, segmentation) for side in SIDES}
+        self._ids = {side: np.memmap(f"{stem}.ids", dtype=dtype, mode="r") for side, stem in stems.items()}
+        self._offsets = {side: np.load(f"{stem}.offsets.npy", mmap_mode="r") for side, stem in stems.items()}
+
+    def for_epoch(self, epoch: int) -> "PreparedPairs":
+        """The pairs epoch `epoch` trains on: the best segmentation, or with N subword samples the
+        (epoch mod N)-th sample: a pure function of the epoch, so a resumed run reads what it would have."""
+        samples = self.manifest["data"].get("subword_samples", 0)
+        return PreparedPairs(self.directory, segmentation=1 + epoch % samples) if samples else self
 
     def __len__(self) -> int:
         return len(self._offsets["src"]) - 1
@@ -140,7 +157,7 @@ def _build(
         tokenizer.save(tmp / TOKENIZER_DIR)
         dtype = np.dtype(np.uint16 if tokenizer.vocab_size <= 2**16 else np.uint32)
         workers = data.prepare_workers or len(os.sched_getaffinity(0))
-        counts = _encode_corpus(_pairs(data), tmp, tokenizer=tokenizer, max_len=max_len, dtype=dtype, workers=workers)
+        counts = _encode_corpus(_pairs(data), tmp, tokenizer, data, max_len=max_len, dtype=dtype, workers=workers)
         if not counts["pairs"]:
             raise UserError(f"{key['sources'][0]['path']}: no sentence pair has both sides of 1 to {max_len} tokens")
         tokenizer_entry = {"fingerprint": tokenizer.fingerprint(), "trained": trained, "sample_pairs": sampled}
@@ -151,9 +168,13 @@ def _build(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     prepared = PreparedPairs(directory)
+    sampled = ""
+    if data.subword_samples:
+        ratio = sum(counts["sample_tokens"]) / data.subword_samples / (counts["src_tokens"] + counts["tgt_tokens"])
+        sampled = f" and {data.subword_samples} sampled segmentations of them ({ratio:.2f}x the tokens)"
     log.info(
         f"prepared {counts['pairs']} of {counts['read']} pairs (the others have an empty side or one longer than "
-        f"{max_len} tokens) in {directory} in {time.monotonic() - started:.0f} s"
+        f"{max_len} tokens){sampled} in {directory} in {time.monotonic() - started:.0f} s"
     )
     return prepared
 
@@ -230,42 +251,55 @@ def _is_current(directory: Path, key: dict[str, Any], tokenizer: Tokenizer | Non
 def _encode_corpus(
     pairs: Iterator[tuple[str, str]],
     directory: Path,
-    *,
     tokenizer: Tokenizer,
+    data: DataConfig,
+    *,
     max_len: int,
     dtype: np.dtype,
     workers: int,
-) -> dict[str, int]:
-    """Encode and filter `pairs` into the id and offset files of `directory`; returns the counts."""
-    lengths: dict[str, list[np.ndarray]] = {side: [] for side in SIDES}
+) -> dict[str, Any]:
+    """Encode and filter `pairs` into the id and offset files of `directory` (one set per segmentation);
+    returns the counts."""
+    segmentations = range(1 + data.subword_samples)
+    lengths: dict[str, list[np.ndarray]] = {_stem(side, k): [] for k in segmentations for side in SIDES}
     read = 0
-    with open(directory / "src.ids", "wb") as src_file, open(directory / "tgt.ids", "wb") as tgt_file:
-        chunks = chunked(pairs, CHUNK_PAIRS)
-        for n_read, (src_ids, src_lens), (tgt_ids, tgt_lens) in _encoded(
-            chunks, directory, tokenizer, max_len, dtype, workers
-        ):
-            src_ids.tofile(src_file)
-            tgt_ids.tofile(tgt_file)
-            lengths["src"].append(src_lens)
-            lengths["tgt"].append(tgt_lens)
+    with ExitStack() as stack:
+        files = {stem: stack.enter_context(open(directory / f"{stem}.ids", "wb")) for stem in lengths}
+        chunks = enumerate(chunked(pairs, CHUNK_PAIRS))
+        for n_read, encoded in _encoded(chunks, directory, tokenizer, data, max_len, dtype, workers):
+            for k, sides in enumerate(encoded):
+                for side, (ids, side_lengths) in zip(SIDES, sides, strict=True):
+                    ids.tofile(files[_stem(side, k)])
+                    lengths[_stem(side, k)].append(side_lengths)
             read += n_read
-    counts = {"read": read}
-    for side in SIDES:
-        side_lengths = np.concatenate(lengths[side]) if lengths[side] else np.zeros(0, np.int64)
-        offsets = np.zeros(len(side_lengths) + 1, dtype=np.int64)
-        np.cumsum(side_lengths, out=offsets[1:])
-        np.save(directory / f"{side}.offsets.npy", offsets)
-        counts["pairs"], counts[f"{side}_tokens"] = len(side_lengths), int(offsets[-1])
+    counts: dict[str, Any] = {"read": read}
+    tokens = {}
+    for stem, parts in lengths.items():
+        stem_lengths = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        offsets = np.zeros(len(stem_lengths) + 1, dtype=np.int64)
+        np.cumsum(stem_lengths, out=offsets[1:])
+        np.save(directory / f"{stem}.offsets.npy", offsets)
+        counts["pairs"], tokens[stem] = len(stem_lengths), int(offsets[-1])
+    counts.update({f"{side}_tokens": tokens[side] for side in SIDES})
+    if data.subword_samples:  # both sides' tokens of each sample: sampled segmentations are longer
+        counts["sample_tokens"] = [sum(tokens[_stem(side, k)] for side in SIDES) for k in segmentations[1:]]
     return counts
 
 
-Encoded = tuple[int, tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+def _stem(side: str, segmentation: int) -> str:
+    """Files of one side of one segmentation: "src" (the best), "src.sample3" (the third sample)."""
+    return side if segmentation == 0 else f"{side}.sample{segmentation}"
+
+
+Segmentation = tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]  # (ids, lengths) per side
+Encoded = tuple[int, list[Segmentation]]  # pairs read; the kept pairs' segmentations, the best first
 
 
 def _encoded(
-    chunks: Iterator[list[tuple[str, str]]],
+    chunks: Iterator[tuple[int, list[tuple[str, str]]]],
     directory: Path,
     tokenizer: Tokenizer,
+    data: DataConfig,
     max_len: int,
     dtype: np.dtype,
     workers: int,
@@ -279,24 +313,26 @@ def _encoded(
     first = list(itertools.islice(chunks, 2))
     chunks = itertools.chain(first, chunks)
     if workers == 1 or len(first) < 2:
-        for chunk in chunks:
-            yield _encode_chunk(chunk, tokenizer, max_len, dtype)
+        for index, chunk in chunks:
+            yield _encode_chunk(index, chunk, tokenizer, data, max_len, dtype)
         return
-    args = (str(directory / TOKENIZER_DIR), max_len, dtype.name)
+    args = (str(directory / TOKENIZER_DIR), data, max_len, dtype.name)
     # An executor, not a multiprocessing.Pool: a worker that dies (out of memory, killed) fails the
     # prepare with BrokenProcessPool instead of leaving it waiting forever for the lost chunk.
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         pending: deque[Future] = deque()
-        for chunk in chunks:
-            pending.append(pool.submit(_encode_in_worker, chunk, *args))
+        for index, chunk in chunks:
+            pending.append(pool.submit(_encode_in_worker, index, chunk, *args))
             if len(pending) >= 2 * workers:
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
 
 
-def _encode_in_worker(chunk: list[tuple[str, str]], tokenizer_dir: str, max_len: int, dtype: str) -> Encoded:
-    return _encode_chunk(chunk, _load_tokenizer(tokenizer_dir), max_len, np.dtype(dtype))
+def _encode_in_worker(
+    index: int, chunk: list[tuple[str, str]], tokenizer_dir: str, data: DataConfig, max_len: int, dtype: str
+) -> Encoded:
+    return _encode_chunk(index, chunk, _load_tokenizer(tokenizer_dir), data, max_len, np.dtype(dtype))
 
 
 @cache
@@ -305,12 +341,25 @@ def _load_tokenizer(directory: str) -> Tokenizer:
     return Tokenizer.load(directory)
 
 
-def _encode_chunk(chunk: list[tuple[str, str]], tokenizer: Tokenizer, max_len: int, dtype: np.dtype) -> Encoded:
-    """(pairs read, (flat source ids, source lengths), (flat target ids, target lengths)) of the kept pairs."""
+def _encode_chunk(
+    index: int, chunk: list[tuple[str, str]], tokenizer: Tokenizer, data: DataConfig, max_len: int, dtype: np.dtype
+) -> Encoded:
+    """(pairs read, per segmentation of the kept pairs ((flat source ids, lengths), (flat target ids, lengths)))
+    of chunk number `index`: the best segmentation, then `data.subword_samples` sampled ones."""
     src = tokenizer.encode_source_batch([s for s, _ in chunk])
     tgt = tokenizer.encode_target_batch([t for _, t in chunk])
     keep = filter_pairs(src, tgt, max_len=max_len)
-    return len(chunk), _flatten([src[i] for i in keep], dtype), _flatten([tgt[i] for i in keep], dtype)
+    best = [src[i] for i in keep], [tgt[i] for i in keep]
+    texts = [chunk[i][0] for i in keep], [chunk[i][1] for i in keep]
+    sampled = []  # per side: [sample k][pair i]
+    for side, side_texts, side_best in zip(("source", "target"), texts, best, strict=True):
+        seed = zlib.crc32(f"{index}/{side}".encode())  # the chunk's own: the same ids from any worker
+        options = {"alpha": data.subword_alpha, "nbest": data.subword_nbest, "seed": seed}
+        drawn = tokenizer.sample_segmentations(side_texts, side=side, samples=data.subword_samples, **options)
+        # a sampled side over the limit keeps the best segmentation, so every sample has the same pairs
+        sampled.append([[a if len(a) <= max_len else b for a, b in zip(k, side_best, strict=True)] for k in drawn])
+    segmentations = [best, *zip(*sampled, strict=True)]
+    return len(chunk), [(_flatten(s, dtype), _flatten(t, dtype)) for s, t in segmentations]
 
 
 def _flatten(rows: list[list[int]], dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:

@@ -22,7 +22,9 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Literal
 
+import numpy as np
 import sentencepiece as spm
 
 from tnmt.errors import UserError
@@ -171,6 +173,39 @@ class Tokenizer:
     def encode_target_batch(self, texts: Sequence[str]) -> list[list[int]]:
         return self._encode(self._target, texts)
 
+    def sample_segmentations(
+        self,
+        texts: Sequence[str],
+        *,
+        side: Literal["source", "target"],
+        samples: int,
+        alpha: float,
+        nbest: int,
+        seed: int,
+    ) -> list[list[list[int]]]:
+        """`samples` sampled segmentations of each text, as ids: result[k][i] is sample k of text i.
+
+        Subword regularisation (Kudo, 2018): a sample is one of the text's `nbest` most likely segmentations,
+        drawn with probability ~ P^alpha (P: the product of its pieces' unigram probabilities), so a smaller
+        alpha strays further from the best one. The draws are numpy's, from `seed`: sentencepiece's own
+        sampling mixes its seed with per-process state, and the same seed gave other samples in a worker.
+        """
+        model = self._source if side == "source" else self._target
+        log_p = np.array([model.get_score(i) for i in range(model.get_piece_size())])  # (V,) log probabilities
+        rng = np.random.default_rng(seed)
+        drawn: list[list[list[int]]] = [[] for _ in range(samples)]
+        texts = [SURROGATE.sub("\ufffd", text) for text in texts]
+        try:
+            candidates = model.nbest_encode_as_ids(texts, nbest_size=nbest)
+        except RuntimeError as err:  # BPE models have no n-best segmentations
+            raise UserError(f"subword sampling needs a unigram sentencepiece model: {err}") from None
+        for segmentations in candidates:  # the n best of one text, most likely first
+            weights = alpha * np.array([log_p[ids].sum() for ids in segmentations])
+            p = np.exp(weights - weights.max())
+            for k, choice in enumerate(rng.choice(len(segmentations), size=samples, p=p / p.sum())):
+                drawn[k].append(self._model_ids(model, segmentations[choice]))
+        return drawn
+
     def decode_target(self, ids: Sequence[int]) -> str:
         """Text of target ids. Pad, BOS and EOS are skipped wherever they are (no truncation at EOS:
         that is the search's job); unk shows as " ⁇ " so that a gap stays visible."""
@@ -270,6 +305,12 @@ class Tokenizer:
             return encoded
         unk, index = self._unk_id, self._piece_to_id
         return [[index.get(piece, unk) for piece in sentence] for sentence in encoded]
+
+    def _model_ids(self, model: spm.SentencePieceProcessor, ids: list[int]) -> list[int]:
+        """The model's ids of `model`'s sentencepiece ids (the same without an explicit vocabulary)."""
+        if self._piece_to_id is None:
+            return ids
+        return [self._piece_to_id.get(model.id_to_piece(i), self._unk_id) for i in ids]
 
 
 def _load_model(path: Path) -> spm.SentencePieceProcessor:

@@ -111,7 +111,6 @@ def train(recipe: Recipe, *, resume: bool = False, progress: bool = True, stop: 
         state, ids = run.state, _special_ids(run.tokenizer)
         if not world.is_main:  # dropout masks of its own; checkpoints keep rank 0's RNG state (see _prepare)
             torch.manual_seed(random.Random(f"tnmt-dropout/{cfg.seed}/{world.rank}/{state.step}").getrandbits(63))
-        sampler = TokenBatchSampler(run.train_data.lengths(), max_tokens=cfg.max_tokens, seed=cfg.seed)
         window = Window()
         started = time.monotonic() - state.elapsed
         if out_of_budget(cfg, state):  # resuming a run that already finished: nothing to add
@@ -119,12 +118,14 @@ def train(recipe: Recipe, *, resume: bool = False, progress: bool = True, stop: 
             return _finish(run)
         run.model.train()
         while True:
+            data = run.train_data.for_epoch(state.epoch)  # the epoch's segmentation (one, without subword samples)
+            sampler = TokenBatchSampler(data.lengths(), max_tokens=cfg.max_tokens, seed=cfg.seed)
             batches = sampler.batches(state.epoch)  # a pure function of (seed, epoch): resuming replays it
             while state.batch_index < len(batches):
                 # One update takes the next world.size * accum_steps global batches; the j-th goes to rank j mod N.
                 group = batches[state.batch_index : state.batch_index + world.size * cfg.accum_steps]
                 mine = group[world.rank :: world.size]
-                step_batches = [to_device(collate(run.train_data.pairs(b), **ids), device) for b in mine or group[:1]]
+                step_batches = [to_device(collate(data.pairs(b), **ids), device) for b in mine or group[:1]]
                 with collective(world):
                     window.add(*_update(run, step_batches, real=len(mine), steps=-(-len(group) // world.size)))
                 state.step, state.batch_index = state.step + 1, state.batch_index + len(group)
