@@ -3,7 +3,7 @@ from dataclasses import asdict
 import pytest
 
 from tnmt import ModelConfig
-from tnmt.config import PRESETS, DecodeConfig, TrainConfig, parse
+from tnmt.config import PRESETS, DataConfig, DecodeConfig, TrainConfig, parse
 from tnmt.errors import UserError
 
 
@@ -59,6 +59,15 @@ def test_dict_round_trip():
         (TrainConfig, {"best_metric": "ter"}, r"^w best_metric = 'ter': expected one of 'bleu', 'chrf'$"),
         (TrainConfig, {"warmup_steps": 0}, r"^w: TrainConfig.warmup_steps = 0: must be positive$"),
         (DecodeConfig, {"length_penalty": float("nan")}, r"DecodeConfig.length_penalty = nan: must be a finite"),
+        (TrainConfig, {"rdrop_alpha": -1.0}, r"^w: TrainConfig.rdrop_alpha = -1.0: must be >= 0$"),
+        (DataConfig, {"subword_samples": -2}, r"^w: DataConfig.subword_samples = -2: must be >= 0$"),
+        (DataConfig, {"subword_nbest": 1}, r"^w: DataConfig.subword_nbest = 1: must be >= 2$"),
+        (DataConfig, {"subword_alpha": 0.0}, r"^w: DataConfig.subword_alpha = 0.0: must be positive$"),
+        (
+            DataConfig,
+            {"subword_samples": 4, "tokenizer_model": "bpe"},
+            r"^w: DataConfig.tokenizer_model = 'bpe': must be unigram for subword samples$",
+        ),
     ],
 )
 def test_parse_is_strict_about_types_and_names_the_key(cls, values, message):

@@ -302,3 +302,17 @@ def test_samples_follow_the_seed_and_alpha(corpus: Path):
     assert draw(1, 0.1) == draw(1, 0.1) != draw(2, 0.1)
     assert draw(1, 50.0) == best  # a sharp distribution: the best segmentation
     assert sum(map(len, draw(1, 0.1))) > sum(map(len, best))  # flat: longer, rarer segmentations
+
+
+def test_without_samples_no_segmentation_is_sampled(corpus: Path, tmp_path: Path, monkeypatch):
+    """n-best segmentations cost ~0.5 ms a sentence, and BPE models have none: only asked for when wanted."""
+    monkeypatch.setattr(Tokenizer, "sample_segmentations", lambda *a, **k: pytest.fail("sampled"))
+    prepared = prepare(config(corpus, tokenizer_model="bpe"), tmp_path / "prepared", max_len=60)
+    assert prepared.for_epoch(3) is prepared and len(prepared) == 300
+
+
+def test_sampling_a_bpe_tokenizer_is_a_clear_error(corpus: Path):
+    data = config(corpus, tokenizer_model="bpe")
+    tokenizer = train_tokenizer(data, read_split(data, "train"))
+    with pytest.raises(UserError, match="subword sampling needs a unigram sentencepiece model"):
+        tokenizer.sample_segmentations(["one two"], side="source", samples=1, alpha=0.1, nbest=4, seed=0)
