@@ -350,9 +350,9 @@ def _encode_chunk(
     tgt = tokenizer.encode_target_batch([t for _, t in chunk])
     keep = filter_pairs(src, tgt, max_len=max_len)
     best = [src[i] for i in keep], [tgt[i] for i in keep]
-    texts = [chunk[i][0] for i in keep], [chunk[i][1] for i in keep]
     if not data.subword_samples:
         return len(chunk), [(_flatten(best[0], dtype), _flatten(best[1], dtype))]
+    texts = [chunk[i][0] for i in keep], [chunk[i][1] for i in keep]
     sampled = []  # per side: [sample k][pair i]
     for side, side_texts, side_best in zip(("source", "target"), texts, best, strict=True):
         seed = zlib.crc32(f"{index}/{side}".encode())  # the chunk's own: the same ids from any worker
