@@ -60,6 +60,7 @@ def test_dict_round_trip():
         (TrainConfig, {"warmup_steps": 0}, r"^w: TrainConfig.warmup_steps = 0: must be positive$"),
         (DecodeConfig, {"length_penalty": float("nan")}, r"DecodeConfig.length_penalty = nan: must be a finite"),
         (TrainConfig, {"rdrop_alpha": -1.0}, r"^w: TrainConfig.rdrop_alpha = -1.0: must be >= 0$"),
+        (TrainConfig, {"distill_at_step": -1}, r"^w: TrainConfig.distill_at_step = -1: must be >= 0$"),
         (DataConfig, {"subword_samples": -2}, r"^w: DataConfig.subword_samples = -2: must be >= 0$"),
         (DataConfig, {"subword_nbest": 1}, r"^w: DataConfig.subword_nbest = 1: must be >= 2$"),
         (DataConfig, {"subword_alpha": 0.0}, r"^w: DataConfig.subword_alpha = 0.0: must be positive$"),

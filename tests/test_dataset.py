@@ -5,7 +5,7 @@ import pytest
 from tnmt.config import DataConfig
 from tnmt.data import dataset
 from tnmt.data.corpus import ParallelCorpus
-from tnmt.data.dataset import EncodedPairs, corpus_files, encode, read_split, train_tokenizer
+from tnmt.data.dataset import ConcatPairs, EncodedPairs, corpus_files, encode, read_split, train_tokenizer
 from tnmt.errors import UserError
 
 EN = ["a  small cat sits on the mat ", "the dog runs", "", "a man is riding a very long red bicycle down the hill"]
@@ -108,3 +108,16 @@ def test_multi30k_offline_is_a_user_error_that_says_what_to_do(monkeypatch: pyte
     monkeypatch.setattr(dataset, "find_multi30k", lambda **_: None)
     with pytest.raises(UserError, match="TNMT_DATA_DIR"):
         corpus_files(DataConfig(), "train")
+
+
+def test_concatenated_pairs_index_the_first_then_the_second():
+    class Epochs(EncodedPairs):  # records which epoch it was asked for
+        def for_epoch(self, epoch: int) -> EncodedPairs:
+            return EncodedPairs(src=[[epoch]], tgt=[[epoch, epoch]])
+
+    both = ConcatPairs(EncodedPairs(src=[[1], [2, 2]], tgt=[[3], [4]]), Epochs(src=[[5, 5, 5]], tgt=[[6]]))
+    assert len(both) == 3
+    assert both.lengths().tolist() == [2, 3, 4]
+    assert both.pairs([2, 0, 1]) == [([5, 5, 5], [6]), ([1], [3]), ([2, 2], [4])]
+    later = both.for_epoch(7)
+    assert later.pairs([0, 2]) == [([1], [3]), ([7], [7, 7])]

@@ -157,6 +157,19 @@ def test_resume_with_a_different_world_size_matches_the_uninterrupted_run(runs):
     assert (state["step"], state["epoch"], state["batch_index"]) == (6, 0, 12)  # a global batch index
 
 
+def test_two_ranks_distil_as_one_process_accumulating_two(tiny_training, tmp_path):
+    distil = ["--data.max_train_pairs=60", "--train.distill_at_step=2"]  # short epochs: distils at update 2 or 3
+    single = load_recipe(None, overrides(tiny_training, tmp_path / "single", "--train.accum_steps=2", *distil))
+    train(single, progress=False)
+    port = ["--nproc_per_node", "2", "--master-port", str(free_port())]
+    finish(torchrun(port, overrides(tiny_training, tmp_path / "ddp", *distil), environment=env()))
+    assert_same_weights(weights(tmp_path / "ddp", 6), weights(tmp_path / "single", 6))
+    for run in ("single", "ddp"):
+        assert json.loads((tmp_path / run / "last" / "trainer_state.json").read_text())["distilled"]
+    translations = [(tmp_path / run / "distilled" / "train.de").read_bytes() for run in ("single", "ddp")]
+    assert translations[0] == translations[1]
+
+
 def test_only_rank_zero_writes(runs):
     tmp = runs["tmp"]
     rank0 = json.loads((tmp / "ddp.writes-rank0.json").read_text())

@@ -1,6 +1,7 @@
 """The training loop on a tiny generated corpus: it learns, logs, checkpoints and resumes exactly."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -8,7 +9,9 @@ from safetensors.torch import load_file
 
 from tnmt.checkpoint import load_checkpoint
 from tnmt.config import ModelConfig, TrainConfig
+from tnmt.data.corpus import read_lines
 from tnmt.data.shards import PreparedPairs
+from tnmt.decode.translator import Translator
 from tnmt.device import MixedPrecision
 from tnmt.errors import UserError
 from tnmt.model import Transformer
@@ -31,8 +34,10 @@ def weights(path):
         [],
         *([f"--{option}"] for option in ("train.ema_decay=0.9", "train.weight_decay=0.1", "train.rdrop_alpha=5")),
         ["--data.subword_samples=3", "--data.max_train_pairs=60"],  # short epochs: a resume mid-way through the third
+        ["--train.distill_at_step=3", "--data.max_train_pairs=60"],  # distils before the stop at 8, resumes after it
+        ["--train.distill_at_step=9", "--data.max_train_pairs=60"],  # distils after the resume
     ],
-    ids=["weights", "ema", "weight_decay", "rdrop", "subword_samples"],
+    ids=["weights", "ema", "weight_decay", "rdrop", "subword_samples", "distilled_before_stop", "distilled_after"],
 )
 def test_a_resumed_run_ends_with_the_same_weights(tiny_training, tmp_path, options):
     straight = train(recipe(tiny_training, tmp_path / "a", "--train.max_steps=12", *options), progress=False)
@@ -177,6 +182,31 @@ def test_subword_samples_change_what_each_epoch_reads(tiny_training, tmp_path, m
     assert read[-4:] == [0, 1, 2, 3]  # once per epoch
     plain, sampled = (weights((run / "last").resolve()) for run in runs)
     assert any(not torch.equal(plain[name], sampled[name]) for name in plain)
+
+
+def test_self_distillation_adds_the_models_own_translations(tiny_training, tmp_path):
+    options = [
+        "--train.max_steps=12",
+        "--data.max_train_pairs=60",
+        "--train.eval_every=1",
+        "--train.keep_checkpoints=12",
+    ]
+    distilling = recipe(tiny_training, tmp_path / "kd", *options, "--train.distill_at_step=4", "--train.ema_decay=0.9")
+    run = train(distilling, progress=False)
+    states = {int(c.name[5:]): load_checkpoint(c).trainer_state for c in (run / "checkpoints").iterdir()}
+    first = min(step for step, state in states.items() if state["distilled"])
+    assert first >= 5 and not states[first - 1]["distilled"]
+    assert states[first]["epoch"] == states[first - 1]["epoch"] + 1  # between two epochs
+    source_file, target_file = (run / "distilled" / f"train.{lang}" for lang in ("en", "de"))  # the recipe's languages
+    sources = read_lines(source_file)
+    assert sources == Path(distilling.data.train_src).read_text().splitlines()[:60]
+    teacher = load_checkpoint(run / "checkpoints" / f"step_{first - 1:07d}")  # its model: the EMA weights
+    expected = Translator(teacher.model, teacher.tokenizer, distilling.decode).translate(sources)
+    assert read_lines(target_file) == expected
+    assert 0 < len(PreparedPairs(run / "distilled" / "prepared")) <= 60
+    plain = train(recipe(tiny_training, tmp_path / "plain", *options), progress=False)
+    a, b = (weights((r / "last").resolve()) for r in (run, plain))
+    assert any(not torch.equal(a[name], b[name]) for name in a)
 
 
 def test_fp16_on_the_cpu_is_refused_before_training(tiny_training, tmp_path):

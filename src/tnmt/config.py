@@ -178,6 +178,9 @@ class TrainConfig:
     clip_norm: float = 0.0  # gradient-norm clipping (not in the paper); 0 = none
     weight_decay: float = 0.0  # decoupled (AdamW) decay of matrices and embeddings (not in the paper); 0 = none
     ema_decay: float = 0.0  # validate, save and translate an EMA of the weights (train/ema.py); 0 = off, e.g. 0.999
+    # Self-distillation (train/distill.py): at the first epoch start from this update on, the model translates the
+    # training sources and training goes on over the original pairs plus (source, translation) pairs. 0 = off.
+    distill_at_step: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA when PyTorch sees a GPU (see device.py)
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "fp32"  # autocast; auto: bf16 on GPUs and AMX CPUs (device.py)
     activation_checkpointing: bool = False  # recompute each layer's activations in backward: less memory, ~30% slower
@@ -193,7 +196,8 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         _check_literals(self)
-        for name in ("max_steps", "max_epochs", "eval_every", "eval_beam_size", "patience", "threads", "average_last"):
+        counts = ("max_steps", "max_epochs", "eval_every", "eval_beam_size", "patience", "threads", "average_last")
+        for name in (*counts, "distill_at_step"):
             _check(self, name, getattr(self, name) >= 0, ">= 0")
         for name in ("max_tokens", "accum_steps", "warmup_steps", "keep_checkpoints", "log_every"):
             _check(self, name, getattr(self, name) > 0, "positive")

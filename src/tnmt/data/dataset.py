@@ -6,15 +6,27 @@ validation set this way; its training corpus is prepared on disk by `shards.prep
 `corpus_files` and `train_tokenizer` from here.
 """
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
+
+import numpy as np
 
 from tnmt.config import DataConfig
 from tnmt.data.corpus import ParallelCorpus, filter_pairs, iter_parallel
 from tnmt.data.multi30k import find_multi30k, multi30k_paths
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.errors import UserError
+
+
+class TrainingPairs(Protocol):
+    """What the training loop reads: `EncodedPairs` (in memory), `shards.PreparedPairs` (on disk), `ConcatPairs`."""
+
+    def __len__(self) -> int: ...
+    def lengths(self) -> list[int] | np.ndarray: ...
+    def pairs(self, indices: Iterable[int]) -> list[tuple[list[int], list[int]]]: ...
+    def for_epoch(self, epoch: int) -> "TrainingPairs": ...
 
 
 @dataclass
@@ -37,6 +49,27 @@ class EncodedPairs:
     def for_epoch(self, epoch: int) -> "EncodedPairs":
         """Every epoch's pairs: in memory there is one segmentation (`PreparedPairs.for_epoch` may have more)."""
         return self
+
+
+class ConcatPairs:
+    """Two training corpora read as one: indices past the first's end are the second's (self-distillation
+    appends the model's translations this way, train/distill.py). Either part may be on disk or in memory."""
+
+    def __init__(self, first: "TrainingPairs", second: "TrainingPairs") -> None:
+        self.first, self.second = first, second
+
+    def __len__(self) -> int:
+        return len(self.first) + len(self.second)
+
+    def lengths(self) -> np.ndarray:
+        return np.concatenate([np.asarray(self.first.lengths()), np.asarray(self.second.lengths())])
+
+    def pairs(self, indices: Iterable[int]) -> list[tuple[list[int], list[int]]]:
+        n = len(self.first)
+        return [(self.first if i < n else self.second).pairs([i if i < n else i - n])[0] for i in indices]
+
+    def for_epoch(self, epoch: int) -> "ConcatPairs":
+        return ConcatPairs(self.first.for_epoch(epoch), self.second.for_epoch(epoch))
 
 
 def corpus_files(config: DataConfig, split: str) -> tuple[Path, Path]:

@@ -183,8 +183,12 @@ def prepare_recipe(recipe: Recipe, *, tokenizer: Tokenizer | None, model_max_len
     """`prepare` for a training run: in `data.prepared_dir`, else `<train.out_dir>/prepared`, keeping pairs
     whose sides fit both `data.max_tokens_per_sentence` and the model's positions (EOS/BOS included)."""
     directory = Path(recipe.data.prepared_dir or Path(recipe.train.out_dir) / "prepared")
-    max_len = min(recipe.data.max_tokens_per_sentence, model_max_len - 1)
-    return prepare(recipe.data, directory, max_len=max_len, tokenizer=tokenizer)
+    return prepare(recipe.data, directory, max_len=longest_side(recipe, model_max_len), tokenizer=tokenizer)
+
+
+def longest_side(recipe: Recipe, model_max_len: int) -> int:
+    """Subword tokens a kept training side may have: the recipe's limit, and room for BOS/EOS in the model."""
+    return min(recipe.data.max_tokens_per_sentence, model_max_len - 1)
 
 
 def reservoir_sample(items: Iterable[T], k: int, *, seed: int) -> list[T]:

@@ -36,7 +36,7 @@ from tnmt.checkpoint import (
 from tnmt.config import TrainConfig
 from tnmt.data.batching import Batch, TokenBatchSampler, collate
 from tnmt.data.corpus import ParallelCorpus
-from tnmt.data.dataset import EncodedPairs, encode, read_split
+from tnmt.data.dataset import ConcatPairs, EncodedPairs, TrainingPairs, encode, read_split
 from tnmt.data.shards import PreparedPairs, prepare_recipe
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.decode.translator import Translator
@@ -46,6 +46,7 @@ from tnmt.evaluate import score
 from tnmt.io import atomic_write_text
 from tnmt.model import Transformer
 from tnmt.recipe import Recipe
+from tnmt.train.distill import distilled_pairs, write_translations
 from tnmt.train.distributed import World, collective, env_world, process_group
 from tnmt.train.ema import WeightAverage
 from tnmt.train.loss import model_loss
@@ -68,6 +69,7 @@ class TrainState:
     best_step: int = 0
     bad_evals: int = 0  # validations since the best score (early stopping)
     elapsed: float = 0.0  # training seconds (rank 0's clock), carried over resumes for max_minutes
+    distilled: bool = False  # training reads the model's translations too (train.distill_at_step, distill.py)
     grad_scaler: dict[str, Any] = field(default_factory=dict)  # fp16 loss scale (GradScaler.state_dict())
 
 
@@ -81,7 +83,7 @@ class Run:
     tokenizer: Tokenizer
     optimizer: torch.optim.Optimizer
     state: TrainState
-    train_data: PreparedPairs | EncodedPairs  # lengths() and pairs(indices): on disk, or in memory
+    train_data: TrainingPairs  # lengths() and pairs(indices): on disk, in memory, or both (self-distillation)
     valid_data: EncodedPairs
     valid_text: ParallelCorpus
     log: MetricsLog
@@ -118,6 +120,8 @@ def train(recipe: Recipe, *, resume: bool = False, progress: bool = True, stop: 
             return _finish(run)
         run.model.train()
         while True:
+            if _distillation_due(cfg, state):
+                _distill(run)
             data = run.train_data.for_epoch(state.epoch)  # the epoch's segmentation (one, without subword samples)
             sampler = TokenBatchSampler(data.lengths(), max_tokens=cfg.max_tokens, seed=cfg.seed)
             batches = sampler.batches(state.epoch)  # a pure function of (seed, epoch): resuming replays it
@@ -264,6 +268,8 @@ def _prepare(
     else:
         tokenizer = train_data.tokenizer()
         model = Transformer(recipe.model_config(vocab_size=tokenizer.vocab_size, **_special_ids(tokenizer)))
+    if state.distilled:  # resuming after self-distillation: the translations written then (locked prepare)
+        train_data = ConcatPairs(train_data, distilled_pairs(recipe, tokenizer, model.config.max_len))
     model.to(device).activation_checkpointing = cfg.activation_checkpointing
     # A checkpoint saved with an EMA holds the average as its model and the training weights beside it.
     ema = WeightAverage(model, cfg.ema_decay) if cfg.ema_decay else None
@@ -379,6 +385,28 @@ def _prepared(recipe: Recipe, world: World, checkpoint: Checkpoint | None) -> Pr
     if not world.is_main:
         prepared = prepare_training_corpus(recipe, checkpoint)
     return prepared
+
+
+def _distillation_due(cfg: TrainConfig, state: TrainState) -> bool:
+    """Once, at the first epoch start from update `distill_at_step` on (the data changes between epochs only)."""
+    return (
+        bool(cfg.distill_at_step)
+        and not state.distilled
+        and state.step >= cfg.distill_at_step
+        and not state.batch_index
+    )
+
+
+def _distill(run: Run) -> None:
+    """Self-distillation: rank 0 translates the training sources with the weights validation measures while
+    the other ranks wait; then every rank reads the original pairs followed by the translated ones."""
+    if run.world.is_main:
+        with _averaged(run):
+            write_translations(run.model, run.tokenizer, run.recipe)
+        run.model.train()
+    run.world.barrier()
+    run.state.distilled = True
+    run.train_data = ConcatPairs(run.train_data, distilled_pairs(run.recipe, run.tokenizer, run.model.config.max_len))
 
 
 def _validate_and_save(run: Run) -> bool:

@@ -1,0 +1,47 @@
+"""Self-distillation's corpus: the training sources and the model's translations, prepared with its tokenizer.
+(The loop's use of it, resume included, is tested in test_loop.py.)"""
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tnmt.checkpoint import load_checkpoint
+from tnmt.data.corpus import filter_pairs, read_lines
+from tnmt.decode.translator import Translator
+from tnmt.recipe import load_recipe
+from tnmt.train.distill import distilled_files, distilled_pairs, write_translations
+
+
+@pytest.fixture
+def recipe(tiny_training, tmp_path):
+    return load_recipe(None, [*tiny_training, f"--train.out_dir={tmp_path}", "--data.max_train_pairs=20"])
+
+
+def test_the_chosen_training_sources_are_written_with_the_models_translations(tiny_checkpoint, recipe, tmp_path):
+    teacher = load_checkpoint(tiny_checkpoint)
+    write_translations(teacher.model, teacher.tokenizer, recipe)
+    source_file, target_file = distilled_files(recipe)
+    assert (source_file.parent, source_file.name, target_file.name) == (tmp_path / "distilled", "train.en", "train.de")
+    sources = read_lines(source_file)
+    assert sources == Path(recipe.data.train_src).read_text().splitlines()[:20]
+    expected = Translator(teacher.model, teacher.tokenizer, recipe.decode).translate(sources)
+    assert read_lines(target_file) == expected  # split at "\n" only: a random model's output holds other breaks
+
+
+def test_the_pairs_are_prepared_with_the_runs_tokenizer_and_length_limit(tiny_checkpoint, recipe):
+    tokenizer = load_checkpoint(tiny_checkpoint).tokenizer
+    sources = ["one", "twenty two", "", "three thousand and four hundred and forty four" * 3, "five"]
+    translations = ["uno", "ventidue", "vuoto", "tremila", ""]
+    for path, lines in zip(distilled_files(recipe), (sources, translations), strict=True):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(f"{line}\n" for line in lines))
+
+    sampling = replace(recipe, data=replace(recipe.data, subword_samples=2))  # the original pairs' option only
+    prepared = distilled_pairs(sampling, tokenizer, model_max_len=16)
+    assert prepared.for_epoch(1) is prepared
+    assert prepared.tokenizer().fingerprint() == tokenizer.fingerprint()
+    src, tgt = tokenizer.encode_source_batch(sources), tokenizer.encode_target_batch(translations)
+    kept = filter_pairs(src, tgt, max_len=15)  # room for BOS/EOS in 16 positions
+    assert kept == [0, 1]  # no empty side, no side over the limit
+    assert prepared.pairs(range(len(prepared))) == [(src[i], tgt[i]) for i in kept]
