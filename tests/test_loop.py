@@ -194,19 +194,36 @@ def test_self_distillation_adds_the_models_own_translations(tiny_training, tmp_p
     distilling = recipe(tiny_training, tmp_path / "kd", *options, "--train.distill_at_step=4", "--train.ema_decay=0.9")
     run = train(distilling, progress=False)
     states = {int(c.name[5:]): load_checkpoint(c).trainer_state for c in (run / "checkpoints").iterdir()}
-    first = min(step for step, state in states.items() if state["distilled"])
-    assert first >= 5 and not states[first - 1]["distilled"]
+    first = min(step for step, state in states.items() if state["distilled_pairs"] >= 0)
+    assert first >= 5 and states[first - 1]["distilled_pairs"] == -1
     assert states[first]["epoch"] == states[first - 1]["epoch"] + 1  # between two epochs
-    source_file, target_file = (run / "distilled" / f"train.{lang}" for lang in ("en", "de"))  # the recipe's languages
-    sources = read_lines(source_file)
-    assert sources == Path(distilling.data.train_src).read_text().splitlines()[:60]
     teacher = load_checkpoint(run / "checkpoints" / f"step_{first - 1:07d}")  # its model: the EMA weights
-    expected = Translator(teacher.model, teacher.tokenizer, distilling.decode).translate(sources)
-    assert read_lines(target_file) == expected
+    sources = Path(distilling.data.train_src).read_text().splitlines()[:60]
+    translations = Translator(teacher.model, teacher.tokenizer, distilling.decode).translate(sources)
+    kept = [(s, t) for s, t in zip(sources, translations, strict=True) if t.strip()]
+    assert states[first]["distilled_pairs"] == len(kept) > 0
+    written = (read_lines(run / "distilled" / f"train.{lang}") for lang in ("en", "de"))  # the recipe's languages
+    assert list(zip(*written, strict=True)) == kept
     assert 0 < len(PreparedPairs(run / "distilled" / "prepared")) <= 60
     plain = train(recipe(tiny_training, tmp_path / "plain", *options), progress=False)
     a, b = (weights((r / "last").resolve()) for r in (run, plain))
     assert any(not torch.equal(a[name], b[name]) for name in a)
+
+
+def test_self_distillation_without_a_translated_word_goes_on_over_the_original_pairs(
+    tiny_training, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(Translator, "translate", lambda self, texts: [" "] * len(texts))
+    options = ["--data.max_train_pairs=60", "--train.distill_at_step=1"]
+    straight = train(recipe(tiny_training, tmp_path / "a", "--train.max_steps=12", *options), progress=False)
+    assert load_checkpoint(straight / "last").trainer_state["distilled_pairs"] == 0
+    assert not (straight / "distilled").exists()
+    train(recipe(tiny_training, tmp_path / "b", "--train.max_steps=8", *options), progress=False)
+    resumed = train(
+        recipe(tiny_training, tmp_path / "b", "--train.max_steps=12", *options), resume=True, progress=False
+    )
+    a, b = (weights((run / "last").resolve()) for run in (straight, resumed))
+    assert all(torch.equal(a[name], b[name]) for name in a)
 
 
 def test_fp16_on_the_cpu_is_refused_before_training(tiny_training, tmp_path):

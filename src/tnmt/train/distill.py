@@ -38,18 +38,24 @@ def distilled_files(recipe: Recipe) -> tuple[Path, Path]:
     return directory / f"train.{recipe.data.src_lang}", directory / f"train.{recipe.data.tgt_lang}"
 
 
-def write_translations(model: Transformer, tokenizer: Tokenizer, recipe: Recipe) -> None:
-    """Translate the training sources (the first `data.max_train_pairs` if set) into `distilled_files`."""
+def write_translations(model: Transformer, tokenizer: Tokenizer, recipe: Recipe) -> int:
+    """Translate the training sources (the first `data.max_train_pairs` if set) and write the pairs whose
+    translation has text to `distilled_files`; return how many (0: none, and no file is written)."""
     pairs = itertools.islice(iter_split(recipe.data, "train"), recipe.data.max_train_pairs or None)
     sources = [source for source, _ in pairs]
     log.info(f"self-distillation: translating {len(sources)} training sources (beam {recipe.decode.beam_size})")
     started = time.monotonic()
     translations = Translator(model, tokenizer, recipe.decode).translate(sources)
+    kept = [(source, target) for source, target in zip(sources, translations, strict=True) if target.strip()]
+    if not kept:  # e.g. a model distilled before it has learnt anything
+        log.warning("self-distillation: no translation has text; training goes on over the original pairs only")
+        return 0
     source_file, target_file = distilled_files(recipe)
     source_file.parent.mkdir(parents=True, exist_ok=True)
-    for path, lines in ((source_file, sources), (target_file, translations)):
+    for path, lines in zip((source_file, target_file), zip(*kept, strict=True), strict=True):
         atomic_write_text(path, "".join(f"{line}\n" for line in lines))
-    log.info(f"self-distillation: {target_file} written in {time.monotonic() - started:.0f} s")
+    log.info(f"self-distillation: {len(kept)} pairs in {target_file}, {time.monotonic() - started:.0f} s")
+    return len(kept)
 
 
 def distilled_pairs(recipe: Recipe, tokenizer: Tokenizer, model_max_len: int) -> PreparedPairs:

@@ -69,7 +69,8 @@ class TrainState:
     best_step: int = 0
     bad_evals: int = 0  # validations since the best score (early stopping)
     elapsed: float = 0.0  # training seconds (rank 0's clock), carried over resumes for max_minutes
-    distilled: bool = False  # training reads the model's translations too (train.distill_at_step, distill.py)
+    # Pairs self-distillation added (train.distill_at_step, distill.py): -1 not yet, 0 none had text
+    distilled_pairs: int = -1
     grad_scaler: dict[str, Any] = field(default_factory=dict)  # fp16 loss scale (GradScaler.state_dict())
 
 
@@ -268,7 +269,7 @@ def _prepare(
     else:
         tokenizer = train_data.tokenizer()
         model = Transformer(recipe.model_config(vocab_size=tokenizer.vocab_size, **_special_ids(tokenizer)))
-    if state.distilled:  # resuming after self-distillation: the translations written then (locked prepare)
+    if state.distilled_pairs > 0:  # resuming after self-distillation: the translations written then
         train_data = ConcatPairs(train_data, distilled_pairs(recipe, tokenizer, model.config.max_len))
     model.to(device).activation_checkpointing = cfg.activation_checkpointing
     # A checkpoint saved with an EMA holds the average as its model and the training weights beside it.
@@ -389,24 +390,22 @@ def _prepared(recipe: Recipe, world: World, checkpoint: Checkpoint | None) -> Pr
 
 def _distillation_due(cfg: TrainConfig, state: TrainState) -> bool:
     """Once, at the first epoch start from update `distill_at_step` on (the data changes between epochs only)."""
-    return (
-        bool(cfg.distill_at_step)
-        and not state.distilled
-        and state.step >= cfg.distill_at_step
-        and not state.batch_index
-    )
+    due = bool(cfg.distill_at_step) and state.step >= cfg.distill_at_step
+    return due and state.distilled_pairs < 0 and not state.batch_index
 
 
 def _distill(run: Run) -> None:
     """Self-distillation: rank 0 translates the training sources with the weights validation measures while
     the other ranks wait; then every rank reads the original pairs followed by the translated ones."""
+    written = 0
     if run.world.is_main:
         with _averaged(run):
-            write_translations(run.model, run.tokenizer, run.recipe)
+            written = write_translations(run.model, run.tokenizer, run.recipe)
         run.model.train()
-    run.world.barrier()
-    run.state.distilled = True
-    run.train_data = ConcatPairs(run.train_data, distilled_pairs(run.recipe, run.tokenizer, run.model.config.max_len))
+    run.state.distilled_pairs = run.world.from_main(written)  # the others wait here
+    if run.state.distilled_pairs:
+        translated = distilled_pairs(run.recipe, run.tokenizer, run.model.config.max_len)
+        run.train_data = ConcatPairs(run.train_data, translated)
 
 
 def _validate_and_save(run: Run) -> bool:
