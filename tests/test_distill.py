@@ -10,7 +10,7 @@ from tnmt.checkpoint import load_checkpoint
 from tnmt.data.corpus import filter_pairs
 from tnmt.decode.translator import Translator
 from tnmt.recipe import load_recipe
-from tnmt.train.distill import distilled_files, distilled_pairs, write_translations
+from tnmt.train.distill import distilled_files, prepare_distilled, write_translations
 
 
 @pytest.fixture
@@ -41,7 +41,7 @@ def test_the_pairs_are_prepared_with_the_runs_tokenizer_and_length_limit(tiny_ch
         path.write_text("".join(f"{line}\n" for line in lines))
 
     sampling = replace(recipe, data=replace(recipe.data, subword_samples=2))  # the original pairs' option only
-    prepared = distilled_pairs(sampling, tokenizer, model_max_len=16)
+    prepared = prepare_distilled(sampling, tokenizer, model_max_len=16)
     assert prepared.for_epoch(1) is prepared
     assert prepared.tokenizer().fingerprint() == tokenizer.fingerprint()
     src, tgt = tokenizer.encode_source_batch(sources), tokenizer.encode_target_batch(translations)

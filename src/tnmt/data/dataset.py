@@ -6,6 +6,7 @@ validation set this way; its training corpus is prepared on disk by `shards.prep
 `corpus_files` and `train_tokenizer` from here.
 """
 
+import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +56,7 @@ class ConcatPairs:
     """Two training corpora read as one: indices past the first's end are the second's (self-distillation
     appends the model's translations this way, train/distill.py). Either part may be on disk or in memory."""
 
-    def __init__(self, first: "TrainingPairs", second: "TrainingPairs") -> None:
+    def __init__(self, first: TrainingPairs, second: TrainingPairs) -> None:
         self.first, self.second = first, second
 
     def __len__(self) -> int:
@@ -65,8 +66,10 @@ class ConcatPairs:
         return np.concatenate([np.asarray(self.first.lengths()), np.asarray(self.second.lengths())])
 
     def pairs(self, indices: Iterable[int]) -> list[tuple[list[int], list[int]]]:
-        n = len(self.first)
-        return [(self.first if i < n else self.second).pairs([i if i < n else i - n])[0] for i in indices]
+        n, indices = len(self.first), list(indices)
+        head = iter(self.first.pairs([i for i in indices if i < n]))
+        tail = iter(self.second.pairs([i - n for i in indices if i >= n]))
+        return [next(head) if i < n else next(tail) for i in indices]
 
     def for_epoch(self, epoch: int) -> "ConcatPairs":
         return ConcatPairs(self.first.for_epoch(epoch), self.second.for_epoch(epoch))
@@ -102,6 +105,11 @@ def iter_split(config: DataConfig, split: str) -> Iterator[tuple[str, str]]:
         yield source, target
     if not with_text:
         raise UserError(f"{src}, {tgt}: no line pair has text on both sides ({lines} lines)")
+
+
+def training_pairs(config: DataConfig) -> Iterator[tuple[str, str]]:
+    """The training pairs a run uses, streamed: the first `max_train_pairs` of them if that is set."""
+    return itertools.islice(iter_split(config, "train"), config.max_train_pairs or None)
 
 
 def read_split(config: DataConfig, split: str, *, limit: int = 0) -> ParallelCorpus:

@@ -49,7 +49,7 @@ import numpy as np
 
 from tnmt.config import DataConfig
 from tnmt.data.corpus import ParallelCorpus, chunked, filter_pairs
-from tnmt.data.dataset import corpus_files, iter_split, train_tokenizer
+from tnmt.data.dataset import corpus_files, train_tokenizer, training_pairs
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.errors import UserError
 from tnmt.io import atomic_write_text, read_json, replace_directory
@@ -148,7 +148,7 @@ def _build(
     tmp.mkdir()
     try:
         if tokenizer is None:
-            sample = reservoir_sample(_pairs(data), data.tokenizer_sample, seed=SAMPLE_SEED)
+            sample = reservoir_sample(training_pairs(data), data.tokenizer_sample, seed=SAMPLE_SEED)
             tokenizer = train_tokenizer(data, ParallelCorpus(src=[s for s, _ in sample], tgt=[t for _, t in sample]))
             trained, sampled = True, len(sample)
             del sample
@@ -157,7 +157,9 @@ def _build(
         tokenizer.save(tmp / TOKENIZER_DIR)
         dtype = np.dtype(np.uint16 if tokenizer.vocab_size <= 2**16 else np.uint32)
         workers = data.prepare_workers or len(os.sched_getaffinity(0))
-        counts = _encode_corpus(_pairs(data), tmp, tokenizer, data, max_len=max_len, dtype=dtype, workers=workers)
+        counts = _encode_corpus(
+            training_pairs(data), tmp, tokenizer, data, max_len=max_len, dtype=dtype, workers=workers
+        )
         if not counts["pairs"]:
             raise UserError(f"{key['sources'][0]['path']}: no sentence pair has both sides of 1 to {max_len} tokens")
         tokenizer_entry = {"fingerprint": tokenizer.fingerprint(), "trained": trained, "sample_pairs": sampled}
@@ -206,11 +208,6 @@ def reservoir_sample(items: Iterable[T], k: int, *, seed: int) -> list[T]:
         elif (j := rng.randrange(n + 1)) < k:
             sample[j] = item
     return sample
-
-
-def _pairs(data: DataConfig) -> Iterator[tuple[str, str]]:
-    """The training pairs of `data`, streamed, the first `max_train_pairs` if that is set."""
-    return itertools.islice(iter_split(data, "train"), data.max_train_pairs or None)
 
 
 def _key(data: DataConfig, max_len: int) -> dict[str, Any]:

@@ -15,13 +15,12 @@ corpus is one beam search over it (Multi30k's 29k sentences: ~3 minutes on 2 CPU
 run's time budget; at WMT scale translate offline (`tnmt translate`) and train on a "files" corpus instead.
 """
 
-import itertools
 import logging
 import time
 from dataclasses import replace
 from pathlib import Path
 
-from tnmt.data.dataset import iter_split
+from tnmt.data.dataset import training_pairs
 from tnmt.data.shards import PreparedPairs, longest_side, prepare
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.decode.translator import Translator
@@ -41,8 +40,7 @@ def distilled_files(recipe: Recipe) -> tuple[Path, Path]:
 def write_translations(model: Transformer, tokenizer: Tokenizer, recipe: Recipe) -> int:
     """Translate the training sources (the first `data.max_train_pairs` if set) and write the pairs whose
     translation has text to `distilled_files`; return how many (0: none, and no file is written)."""
-    pairs = itertools.islice(iter_split(recipe.data, "train"), recipe.data.max_train_pairs or None)
-    sources = [source for source, _ in pairs]
+    sources = [source for source, _ in training_pairs(recipe.data)]
     log.info(f"self-distillation: translating {len(sources)} training sources (beam {recipe.decode.beam_size})")
     started = time.monotonic()
     translations = Translator(model, tokenizer, recipe.decode).translate(sources)
@@ -58,7 +56,7 @@ def write_translations(model: Transformer, tokenizer: Tokenizer, recipe: Recipe)
     return len(kept)
 
 
-def distilled_pairs(recipe: Recipe, tokenizer: Tokenizer, model_max_len: int) -> PreparedPairs:
+def prepare_distilled(recipe: Recipe, tokenizer: Tokenizer, model_max_len: int) -> PreparedPairs:
     """The (source, translation) pairs, prepared like the training corpus (same length filter, tokenizer)."""
     source_file, target_file = distilled_files(recipe)
     data = replace(

@@ -46,7 +46,7 @@ from tnmt.evaluate import score
 from tnmt.io import atomic_write_text
 from tnmt.model import Transformer
 from tnmt.recipe import Recipe
-from tnmt.train.distill import distilled_pairs, write_translations
+from tnmt.train.distill import prepare_distilled, write_translations
 from tnmt.train.distributed import World, collective, env_world, process_group
 from tnmt.train.ema import WeightAverage
 from tnmt.train.loss import model_loss
@@ -270,7 +270,7 @@ def _prepare(
         tokenizer = train_data.tokenizer()
         model = Transformer(recipe.model_config(vocab_size=tokenizer.vocab_size, **_special_ids(tokenizer)))
     if state.distilled_pairs > 0:  # resuming after self-distillation: the translations written then
-        train_data = ConcatPairs(train_data, distilled_pairs(recipe, tokenizer, model.config.max_len))
+        train_data = ConcatPairs(train_data, prepare_distilled(recipe, tokenizer, model.config.max_len))
     model.to(device).activation_checkpointing = cfg.activation_checkpointing
     # A checkpoint saved with an EMA holds the average as its model and the training weights beside it.
     ema = WeightAverage(model, cfg.ema_decay) if cfg.ema_decay else None
@@ -404,7 +404,7 @@ def _distill(run: Run) -> None:
         run.model.train()
     run.state.distilled_pairs = run.world.from_main(written)  # the others wait here
     if run.state.distilled_pairs:
-        translated = distilled_pairs(run.recipe, run.tokenizer, run.model.config.max_len)
+        translated = prepare_distilled(run.recipe, run.tokenizer, run.model.config.max_len)
         run.train_data = ConcatPairs(run.train_data, translated)
 
 
