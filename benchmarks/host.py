@@ -31,8 +31,22 @@ def describe() -> dict:
 
 
 def matmul_peak(dtype: torch.dtype, threads: int, n: int = 2048, seconds: float = 2.0) -> float:
-    """Best GFLOP/s of an n x n matmul loop in `dtype` on `threads` threads."""
+    """Best GFLOP/s of an n x n matmul loop in `dtype` on `threads` threads.
+
+    A dtype the CPU has no instructions for (bf16 without AVX-512 BF16 or AMX) runs at well under
+    1 GFLOP/s, a minute per product at n = 2048: a warm product of n / 8 tells, and when the full-size
+    loop would overrun `seconds` its rate is the answer (bf16 on an AVX2 host: 1.4 GFLOP/s at n = 256,
+    0.3 at 2048, against 150-170 fp32), so such a host costs a second, not four minutes.
+    """
     torch.set_num_threads(threads)
+    small = n // 8
+    a, b = torch.randn(small, small).to(dtype), torch.randn(small, small).to(dtype)
+    a @ b
+    started = time.perf_counter()
+    a @ b
+    probe = time.perf_counter() - started
+    if probe * 8**3 > seconds:
+        return 2 * small**3 / probe / 1e9
     a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
     for _ in range(3):
         a @ b
