@@ -8,6 +8,7 @@ efficiency matters, the GFLOP/s a plain square matmul reaches on it.
 import os
 import platform
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -41,10 +42,7 @@ def matmul_peak(dtype: torch.dtype, threads: int, n: int = 2048, seconds: float 
     torch.set_num_threads(threads)
     small = n // 8
     a, b = torch.randn(small, small).to(dtype), torch.randn(small, small).to(dtype)
-    a @ b
-    started = time.perf_counter()
-    a @ b
-    probe = time.perf_counter() - started
+    probe = min(_seconds_of(lambda: a @ b) for _ in range(3))  # the first call warms up; min: a preempted call misleads
     if probe * 8**3 > seconds:
         return 2 * small**3 / probe / 1e9
     a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
@@ -52,7 +50,11 @@ def matmul_peak(dtype: torch.dtype, threads: int, n: int = 2048, seconds: float 
         a @ b
     best, deadline = 0.0, time.perf_counter() + seconds
     while time.perf_counter() < deadline:
-        started = time.perf_counter()
-        a @ b
-        best = max(best, 2 * n**3 / (time.perf_counter() - started) / 1e9)
+        best = max(best, 2 * n**3 / _seconds_of(lambda: a @ b) / 1e9)
     return best
+
+
+def _seconds_of(call: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    call()
+    return time.perf_counter() - started
