@@ -8,7 +8,6 @@ efficiency matters, the GFLOP/s a plain square matmul reaches on it.
 import os
 import platform
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -42,19 +41,20 @@ def matmul_peak(dtype: torch.dtype, threads: int, n: int = 2048, seconds: float 
     torch.set_num_threads(threads)
     small = n // 8
     a, b = torch.randn(small, small).to(dtype), torch.randn(small, small).to(dtype)
-    probe = min(_seconds_of(lambda: a @ b) for _ in range(3))  # the first call warms up; min: a preempted call misleads
-    if probe * 8**3 > seconds:
-        return 2 * small**3 / probe / 1e9
+    probe = max(_gflops(a, b) for _ in range(3))  # the first call warms up; max: a preempted call misleads
+    if 2 * n**3 / (probe * 1e9) > seconds:
+        return probe
     a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
     for _ in range(3):
         a @ b
     best, deadline = 0.0, time.perf_counter() + seconds
     while time.perf_counter() < deadline:
-        best = max(best, 2 * n**3 / _seconds_of(lambda: a @ b) / 1e9)
+        best = max(best, _gflops(a, b))
     return best
 
 
-def _seconds_of(call: Callable[[], object]) -> float:
+def _gflops(a: torch.Tensor, b: torch.Tensor) -> float:
+    """GFLOP/s of one product of two square matrices."""
     started = time.perf_counter()
-    call()
-    return time.perf_counter() - started
+    a @ b
+    return 2 * a.shape[0] ** 3 / (time.perf_counter() - started) / 1e9
