@@ -1,6 +1,8 @@
 """The training loop on a tiny generated corpus: it learns, logs, checkpoints and resumes exactly."""
 
 import json
+import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -83,6 +85,26 @@ def test_a_resumed_run_takes_the_recipes_optimizer_settings(tiny_training, tmp_p
         train(recipe(tiny_training, tmp_path / "r", "--train.max_steps=8"), resume=True, progress=False)
 
 
+def test_a_resumed_run_takes_the_recipes_dropout_rates(tiny_training, tmp_path):
+    # the two copies resume the same checkpoint: equal weights after would mean the new rate was ignored
+    train(recipe(tiny_training, tmp_path / "a", "--train.max_steps=4", "--model.dropout=0.3"), progress=False)
+    shutil.copytree(tmp_path / "a", tmp_path / "b", symlinks=True)
+    for run, rate in (("a", "0.3"), ("b", "0.0")):
+        again = recipe(tiny_training, tmp_path / run, "--train.max_steps=6", f"--model.dropout={rate}")
+        train(again, resume=True, progress=False)
+    same, lower = (load_checkpoint(tmp_path / run / "last") for run in ("a", "b"))
+    assert (same.model.config.dropout, lower.model.config.dropout) == (0.3, 0.0)
+    assert json.loads((tmp_path / "b" / "recipe.json").read_text())["model"]["dropout"] == 0.0
+    assert any(not torch.equal(p, q) for p, q in zip(same.model.parameters(), lower.model.parameters(), strict=True))
+
+
+def test_a_resumed_run_keeps_its_shape(tiny_training, tmp_path):
+    train(recipe(tiny_training, tmp_path / "r", "--train.max_steps=2"), progress=False)
+    wider = recipe(tiny_training, tmp_path / "r", "--train.max_steps=4", "--model.d_ff=128")
+    with pytest.raises(UserError, match=r"trained with model.d_ff = 64, the recipe asks for 128; a resumed run keeps"):
+        train(wider, resume=True, progress=False)
+
+
 def test_resuming_a_finished_run_adds_nothing(tiny_training, tmp_path):
     out = train(recipe(tiny_training, tmp_path / "done", "--train.max_steps=4"), progress=False)
     before = weights((out / "last").resolve())
@@ -131,6 +153,12 @@ def test_fine_tuning_starts_from_a_checkpoint(tiny_training, tmp_path):
     before, after = load_checkpoint(first / "last"), load_checkpoint(tuned / "last")
     assert after.model.config == before.model.config
     assert after.tokenizer.vocab_size == before.tokenizer.vocab_size
+    # the shape comes from the checkpoint whatever the recipe's [model] says, the dropout rate from the recipe
+    other = ["--train.max_steps=2", f"--train.init_from={first / 'last'}", "--model.d_ff=128", "--model.dropout=0.2"]
+    tuned = train(recipe(tiny_training, tmp_path / "ft2", *other), progress=False)
+    assert load_checkpoint(tuned / "last").model.config == replace(before.model.config, dropout=0.2)
+    recorded = json.loads((tuned / "recipe.json").read_text())["model"]
+    assert (recorded["d_ff"], recorded["dropout"]) == (before.model.config.d_ff, 0.2)
 
 
 def test_activation_checkpointing_trains_the_same_model(tiny_training, tmp_path):

@@ -17,6 +17,9 @@ from tnmt.errors import UserError
 
 T = TypeVar("T")
 
+# Training settings inside the architecture: a run started from a checkpoint may change them (train/loop.py).
+DROPOUT_RATES = ("dropout", "attention_dropout", "activation_dropout")
+
 
 @dataclass(frozen=True)
 class Architecture:
@@ -52,7 +55,7 @@ class Architecture:
         for name in ("n_encoder_layers", "n_decoder_layers"):
             _check(self, name, _is_int(getattr(self, name)) and getattr(self, name) >= 0, "an integer >= 0")
         _check(self, "d_model", self.d_model % self.n_heads == 0, f"divisible by n_heads={self.n_heads}")
-        for name in ("dropout", "attention_dropout", "activation_dropout"):
+        for name in DROPOUT_RATES:
             value = getattr(self, name)
             _check(self, name, isinstance(value, int | float) and 0.0 <= value < 1.0, "in [0, 1)")
         _check(self, "layer_norm_eps", self.layer_norm_eps > 0, "positive")
@@ -162,7 +165,7 @@ class TrainConfig:
     """The training loop's settings. Defaults: the paper's (section 5) where it has one."""
 
     out_dir: str = "outputs/run"
-    init_from: str = ""  # a checkpoint to start from (fine-tuning): its model and tokenizer are reused
+    init_from: str = ""  # a checkpoint to start from (fine-tuning): its model and tokenizer, the recipe's dropout rates
     seed: int = 1
     max_steps: int = 100_000  # optimizer updates (the paper's base model: 100k); 0 = no limit
     max_epochs: int = 0

@@ -17,7 +17,7 @@ import math
 import random
 import time
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from tnmt.checkpoint import (
     save_checkpoint,
     update_link,
 )
-from tnmt.config import TrainConfig
+from tnmt.config import DROPOUT_RATES, Architecture, TrainConfig
 from tnmt.data.batching import Batch, TokenBatchSampler, collate
 from tnmt.data.corpus import ParallelCorpus
 from tnmt.data.dataset import ConcatPairs, EncodedPairs, TrainingPairs, encode, read_split
@@ -265,7 +265,8 @@ def _prepare(
     state, checkpoint = _starting_point(recipe, resume=resume)
     train_data = _prepared(recipe, world, checkpoint)
     if checkpoint is not None:
-        model, tokenizer = checkpoint.model, checkpoint.tokenizer
+        model, recipe = _checkpoint_model(checkpoint, recipe, resume=resume)
+        tokenizer = checkpoint.tokenizer
     else:
         tokenizer = train_data.tokenizer()
         model = Transformer(recipe.model_config(vocab_size=tokenizer.vocab_size, **_special_ids(tokenizer)))
@@ -316,6 +317,32 @@ def _starting_point(recipe: Recipe, *, resume: bool) -> tuple[TrainState, Checkp
     checkpoint = load_checkpoint(out / "last")
     saved = checkpoint.trainer_state
     return TrainState(**{k: v for k, v in saved.items() if k in TrainState.__dataclass_fields__}), checkpoint
+
+
+def _checkpoint_model(checkpoint: Checkpoint, recipe: Recipe, *, resume: bool) -> tuple[Transformer, Recipe]:
+    """The checkpoint's model with the recipe's dropout rates, and the recipe with the [model] trained.
+
+    The weights fix the shape (layers, widths, vocabulary): `init_from` takes it from the checkpoint, and a
+    resumed run of a recipe that does not start from one must ask for the shape it was trained with. The
+    dropout rates are training settings a recipe may change (less dropout to fine-tune, a probe on a
+    plateau); the checkpoints saved from then on record the rates trained with, as does recipe.json.
+    """
+    saved = checkpoint.model.config
+    trained = Architecture(**{f.name: getattr(saved, f.name) for f in fields(Architecture)})
+    if resume and not recipe.train.init_from:
+        for f in fields(Architecture):
+            asked, was = getattr(recipe.model, f.name), getattr(trained, f.name)
+            if f.name not in DROPOUT_RATES and asked != was:
+                raise UserError(
+                    f"{checkpoint.path}: trained with model.{f.name} = {was!r}, the recipe asks for {asked!r}; "
+                    "a resumed run keeps its shape (only the dropout rates may change)"
+                )
+    rates = {name: getattr(recipe.model, name) for name in DROPOUT_RATES}
+    model = checkpoint.model
+    if any(getattr(saved, name) != rate for name, rate in rates.items()):
+        model = Transformer(replace(saved, **rates))
+        model.load_state_dict(checkpoint.model.state_dict())
+    return model, replace(recipe, model=replace(trained, **rates))
 
 
 def _optimizer(
