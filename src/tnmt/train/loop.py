@@ -329,14 +329,14 @@ def _checkpoint_model(checkpoint: Checkpoint, recipe: Recipe, *, resume: bool) -
     """
     saved = checkpoint.model.config
     trained = Architecture(**{f.name: getattr(saved, f.name) for f in fields(Architecture)})
-    if resume and not recipe.train.init_from:
-        for f in fields(Architecture):
-            asked, was = getattr(recipe.model, f.name), getattr(trained, f.name)
-            if f.name not in DROPOUT_RATES and asked != was:
-                raise UserError(
-                    f"{checkpoint.path}: trained with model.{f.name} = {was!r}, the recipe asks for {asked!r}; "
-                    "a resumed run keeps its shape (only the dropout rates may change)"
-                )
+    shape = [f.name for f in fields(Architecture) if f.name not in DROPOUT_RATES]
+    changed = [name for name in shape if getattr(recipe.model, name) != getattr(trained, name)]
+    if resume and not recipe.train.init_from and changed:
+        name = changed[0]
+        raise UserError(
+            f"{checkpoint.path}: trained with model.{name} = {getattr(trained, name)!r}, the recipe asks for "
+            f"{getattr(recipe.model, name)!r}; a resumed run keeps its shape (only the dropout rates may change)"
+        )
     rates = {name: getattr(recipe.model, name) for name in DROPOUT_RATES}
     model = checkpoint.model
     if any(getattr(saved, name) != rate for name, rate in rates.items()):
