@@ -41,7 +41,7 @@ failed collective makes moot; after training, the default action ends it); the p
 launch to end (a launch still running 120 s after a kill is reported as hung and killed)
 before checking the directory. Undisturbed runs (the reference, each chain's last) are plain
 `torchrun ... -m tnmt train`. This mode trains with `--model.dropout=0`: on resume, ranks other than 0
-reseed their dropout masks from (seed, rank, step) (see `_prepare` in tnmt/train/loop.py), so with
+reseed their dropout masks from (seed, rank, step) (see `start_run` in tnmt/train/start.py), so with
 dropout a multi-process resume is equivalent to the uninterrupted run but not bit-identical; without
 it, it must be.
 

@@ -17,7 +17,7 @@ Every figure comes from a fresh subprocess, so one measurement's memory never co
   (the first one warms up).
 - train (in memory): the same for today's in-memory path (`read_split` + `train_tokenizer` on all the
   text + `encode` + `EncodedPairs`) at `--baseline-pairs` (default 0.5M), run by this script itself
-  (`--in-memory-train`) with `tnmt.train.loop.prepare_recipe` swapped for that path.
+  (`--in-memory-train`) with `tnmt.train.start.prepare_recipe` swapped for that path.
 - Multi30k: tokens/s of the Multi30k recipe from the prepared corpus and in memory, side by side.
 
 Targets (issue 10, on the 2-core machine): prepare 4.5M pairs <= 10 min with peak RSS <= 2 GB; training
@@ -150,7 +150,7 @@ def in_memory_train(argv: list[str]) -> int:
     """`tnmt train` with today's in-memory data path instead of a prepared corpus."""
     from tnmt.cli import main
     from tnmt.data.dataset import EncodedPairs, encode, read_split, train_tokenizer
-    from tnmt.train import loop
+    from tnmt.train import start
 
     class InMemory(EncodedPairs):
         def __init__(self, src: list, tgt: list, tokenizer) -> None:
@@ -166,7 +166,7 @@ def in_memory_train(argv: list[str]) -> int:
         data = encode(text, tokenizer, max_len=min(recipe.data.max_tokens_per_sentence, model_max_len - 1))
         return InMemory(data.src, data.tgt, tokenizer)
 
-    loop.prepare_recipe = in_memory_data
+    start.prepare_recipe = in_memory_data
     return main(argv)
 
 

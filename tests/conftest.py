@@ -13,6 +13,8 @@ import torch
 from hypothesis import settings
 from num2words import num2words
 
+from tnmt.recipe import Recipe, load_recipe
+
 # Test tensors are tiny: one thread avoids oversubscription and makes timings steadier.
 torch.set_num_threads(1)
 # Property tests run a modest number of examples each; benchmarks/fuzz.py runs the large budgets.
@@ -129,6 +131,18 @@ def tiny_training(numbers_corpus) -> list[str]:
         "--train.warmup_steps=10",
         "--train.threads=1",
     ]
+
+
+@pytest.fixture(scope="session")
+def tiny_recipe(tiny_training) -> Callable[..., Recipe]:
+    """`tiny_recipe(out, *overrides)`: the tiny run's recipe writing to `out`, logging every 2 updates and
+    validating every 4."""
+
+    def make(out: Path, *overrides: str) -> Recipe:
+        settings = [f"--train.out_dir={out}", "--train.log_every=2", "--train.eval_every=4", *overrides]
+        return load_recipe(None, [*tiny_training, *settings])
+
+    return make
 
 
 @pytest.fixture(scope="session")

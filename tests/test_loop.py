@@ -1,8 +1,6 @@
 """The training loop on a tiny generated corpus: it learns, logs, checkpoints and resumes exactly."""
 
 import json
-import shutil
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -10,20 +8,11 @@ import torch
 from safetensors.torch import load_file
 
 from tnmt.checkpoint import load_checkpoint
-from tnmt.config import ModelConfig, TrainConfig
 from tnmt.data.corpus import read_lines
 from tnmt.data.shards import PreparedPairs
 from tnmt.decode.translator import Translator
-from tnmt.device import MixedPrecision
 from tnmt.errors import UserError
-from tnmt.model import Transformer
-from tnmt.recipe import load_recipe
-from tnmt.train.loop import TrainState, _optimizer, train
-
-
-def recipe(tiny_training, out, *overrides):
-    settings = ["--train.log_every=2", "--train.eval_every=4", *overrides]
-    return load_recipe(None, [*tiny_training, f"--train.out_dir={out}", *settings])
+from tnmt.train.loop import train
 
 
 def weights(path):
@@ -41,13 +30,11 @@ def weights(path):
     ],
     ids=["weights", "ema", "weight_decay", "rdrop", "subword_samples", "distilled_before_stop", "distilled_after"],
 )
-def test_a_resumed_run_ends_with_the_same_weights(tiny_training, tmp_path, options):
-    straight = train(recipe(tiny_training, tmp_path / "a", "--train.max_steps=12", *options), progress=False)
-    train(recipe(tiny_training, tmp_path / "b", "--train.max_steps=8", *options), progress=False)
+def test_a_resumed_run_ends_with_the_same_weights(tiny_recipe, tmp_path, options):
+    straight = train(tiny_recipe(tmp_path / "a", "--train.max_steps=12", *options), progress=False)
+    train(tiny_recipe(tmp_path / "b", "--train.max_steps=8", *options), progress=False)
     assert load_checkpoint(tmp_path / "b" / "last").trainer_state["step"] == 8
-    resumed = train(
-        recipe(tiny_training, tmp_path / "b", "--train.max_steps=12", *options), resume=True, progress=False
-    )
+    resumed = train(tiny_recipe(tmp_path / "b", "--train.max_steps=12", *options), resume=True, progress=False)
     for file in ("model.safetensors", "optimizer.safetensors"):  # with an EMA: the average, the training weights
         a, b = (load_file((run / "last").resolve() / file) for run in (straight, resumed))
         assert a.keys() == b.keys()
@@ -59,65 +46,17 @@ def test_a_resumed_run_ends_with_the_same_weights(tiny_training, tmp_path, optio
     assert [r.get("train_loss") for r in log_a] == [r.get("train_loss") for r in log_b]
 
 
-def test_weight_decay_shrinks_matrices_and_spares_vectors():
-    """With zero gradients Adam's own step is 0, so all that moves a weight is the decoupled decay."""
-    cfg = TrainConfig(weight_decay=0.5)
-    model = Transformer(ModelConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=16, d_ff=32, n_heads=2))
-    before = {name: p.detach().clone() for name, p in model.named_parameters()}
-    optimizer, _ = _optimizer(model, cfg, torch.device("cpu"), MixedPrecision(None, scaled=False), TrainState(), None)
-    for group in optimizer.param_groups:
-        group["lr"] = 0.1
-    for p in model.parameters():
-        p.grad = torch.zeros_like(p)
-    optimizer.step()
-    for name, p in model.named_parameters():
-        expected = before[name] * (1 - 0.1 * 0.5) if p.dim() >= 2 else before[name]
-        torch.testing.assert_close(p.detach(), expected, msg=name)
-
-
-def test_a_resumed_run_takes_the_recipes_optimizer_settings(tiny_training, tmp_path):
-    train(recipe(tiny_training, tmp_path / "r", "--train.max_steps=4", "--train.weight_decay=0.1"), progress=False)
-    again = recipe(tiny_training, tmp_path / "r", "--train.max_steps=6", "--train.weight_decay=0.2")
-    out = train(again, resume=True, progress=False)
-    groups = load_checkpoint(out / "last").optimizer_state["param_groups"]
-    assert [g["weight_decay"] for g in groups] == [0.2, 0.0]
-    with pytest.raises(UserError, match=r"saved with weight decay; resume with train.weight_decay > 0 as it was"):
-        train(recipe(tiny_training, tmp_path / "r", "--train.max_steps=8"), resume=True, progress=False)
-
-
-def test_a_resumed_run_takes_the_recipes_dropout_rates(tiny_training, tmp_path):
-    # the two copies resume the same checkpoint: equal weights after would mean the new rate was ignored
-    train(recipe(tiny_training, tmp_path / "a", "--train.max_steps=4", "--model.dropout=0.3"), progress=False)
-    shutil.copytree(tmp_path / "a", tmp_path / "b", symlinks=True)
-    for run, rate in (("a", "0.3"), ("b", "0.0")):
-        again = recipe(tiny_training, tmp_path / run, "--train.max_steps=6", f"--model.dropout={rate}")
-        train(again, resume=True, progress=False)
-    same, lower = (load_checkpoint(tmp_path / run / "last") for run in ("a", "b"))
-    assert (same.model.config.dropout, lower.model.config.dropout) == (0.3, 0.0)
-    assert json.loads((tmp_path / "b" / "recipe.json").read_text())["model"]["dropout"] == 0.0
-    assert any(not torch.equal(p, q) for p, q in zip(same.model.parameters(), lower.model.parameters(), strict=True))
-
-
-def test_a_resumed_run_keeps_its_shape(tiny_training, tmp_path):
-    train(recipe(tiny_training, tmp_path / "r", "--train.max_steps=2"), progress=False)
-    wider = recipe(tiny_training, tmp_path / "r", "--train.max_steps=4", "--model.d_ff=128")
-    with pytest.raises(UserError, match=r"trained with model.d_ff = 64, the recipe asks for 128; a resumed run keeps"):
-        train(wider, resume=True, progress=False)
-
-
-def test_resuming_a_finished_run_adds_nothing(tiny_training, tmp_path):
-    out = train(recipe(tiny_training, tmp_path / "done", "--train.max_steps=4"), progress=False)
+def test_resuming_a_finished_run_adds_nothing(tiny_recipe, tmp_path):
+    out = train(tiny_recipe(tmp_path / "done", "--train.max_steps=4"), progress=False)
     before = weights((out / "last").resolve())
-    train(recipe(tiny_training, tmp_path / "done", "--train.max_steps=4"), resume=True, progress=False)
+    train(tiny_recipe(tmp_path / "done", "--train.max_steps=4"), resume=True, progress=False)
     assert (out / "last").resolve().name == "step_0000004" and len(list((out / "checkpoints").iterdir())) == 1
     after = weights((out / "last").resolve())
     assert all(torch.equal(before[name], after[name]) for name in before)
 
 
-def test_outputs_links_metrics_and_curves(tiny_training, tmp_path):
-    out = train(
-        recipe(tiny_training, tmp_path / "run", "--train.max_steps=12", "--train.keep_checkpoints=1"), progress=False
-    )
+def test_outputs_links_metrics_and_curves(tiny_recipe, tmp_path):
+    out = train(tiny_recipe(tmp_path / "run", "--train.max_steps=12", "--train.keep_checkpoints=1"), progress=False)
     assert (out / "best").is_symlink() and (out / "last").is_symlink()
     assert (out / "curves.png").stat().st_size > 0
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
@@ -129,41 +68,17 @@ def test_outputs_links_metrics_and_curves(tiny_training, tmp_path):
     assert kept == {(out / "best").resolve().name, (out / "last").resolve().name}
 
 
-def test_best_follows_the_chosen_validation_metric(tiny_training, tmp_path):
-    out = train(
-        recipe(tiny_training, tmp_path / "chrf", "--train.max_steps=12", "--train.best_metric=chrf"), progress=False
-    )
+def test_best_follows_the_chosen_validation_metric(tiny_recipe, tmp_path):
+    out = train(tiny_recipe(tmp_path / "chrf", "--train.max_steps=12", "--train.best_metric=chrf"), progress=False)
     evals = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if "val_chrf" in line]
     best = max(evals, key=lambda r: r["val_chrf"])  # the first of equals: only a strictly better score moves best
     assert load_checkpoint(out / "best").trainer_state["step"] == best["step"]
     assert load_checkpoint(out / "best").trainer_state["best_score"] == best["val_chrf"]
 
 
-def test_resume_without_a_checkpoint_is_a_clear_error(tiny_training, tmp_path):
-    with pytest.raises(UserError, match="nothing to resume"):
-        train(recipe(tiny_training, tmp_path / "none", "--train.max_steps=2"), resume=True, progress=False)
-
-
-def test_fine_tuning_starts_from_a_checkpoint(tiny_training, tmp_path):
-    first = train(recipe(tiny_training, tmp_path / "pre", "--train.max_steps=4"), progress=False)
-    tuned = train(
-        recipe(tiny_training, tmp_path / "ft", "--train.max_steps=4", f"--train.init_from={first / 'last'}"),
-        progress=False,
-    )
-    before, after = load_checkpoint(first / "last"), load_checkpoint(tuned / "last")
-    assert after.model.config == before.model.config
-    assert after.tokenizer.vocab_size == before.tokenizer.vocab_size
-    # the shape comes from the checkpoint whatever the recipe's [model] says, the dropout rate from the recipe
-    other = ["--train.max_steps=2", f"--train.init_from={first / 'last'}", "--model.d_ff=128", "--model.dropout=0.2"]
-    tuned = train(recipe(tiny_training, tmp_path / "ft2", *other), progress=False)
-    assert load_checkpoint(tuned / "last").model.config == replace(before.model.config, dropout=0.2)
-    recorded = json.loads((tuned / "recipe.json").read_text())["model"]
-    assert (recorded["d_ff"], recorded["dropout"]) == (before.model.config.d_ff, 0.2)
-
-
-def test_activation_checkpointing_trains_the_same_model(tiny_training, tmp_path):
+def test_activation_checkpointing_trains_the_same_model(tiny_recipe, tmp_path):
     runs = [
-        train(recipe(tiny_training, tmp_path / name, "--train.max_steps=3", "--model.dropout=0", *flag), progress=False)
+        train(tiny_recipe(tmp_path / name, "--train.max_steps=3", "--model.dropout=0", *flag), progress=False)
         for name, flag in (("plain", []), ("checkpointed", ["--train.activation_checkpointing=true"]))
     ]
     plain, checkpointed = (weights((run / "last").resolve()) for run in runs)
@@ -171,13 +86,12 @@ def test_activation_checkpointing_trains_the_same_model(tiny_training, tmp_path)
         torch.testing.assert_close(checkpointed[name], plain[name], atol=1e-6, rtol=1e-5, msg=name)
 
 
-def test_rdrop_without_dropout_is_the_plain_update_and_with_dropout_is_not(tiny_training, tmp_path):
+def test_rdrop_without_dropout_is_the_plain_update_and_with_dropout_is_not(tiny_recipe, tmp_path):
     """Without dropout both passes agree, the consistency term is 0 and the update is the one-pass update;
     with dropout the passes differ and the term moves the weights."""
     runs = {
         (dropout, alpha): train(
-            recipe(
-                tiny_training,
+            tiny_recipe(
                 tmp_path / f"{dropout}_{alpha}",
                 "--train.max_steps=3",
                 f"--model.dropout={dropout}",
@@ -198,13 +112,13 @@ def test_rdrop_without_dropout_is_the_plain_update_and_with_dropout_is_not(tiny_
     assert any(not torch.allclose(trained[0.3, 5][n], trained[0.3, 0][n], atol=1e-4) for n in trained[0, 0])
 
 
-def test_subword_samples_change_what_each_epoch_reads(tiny_training, tmp_path, monkeypatch):
+def test_subword_samples_change_what_each_epoch_reads(tiny_recipe, tmp_path, monkeypatch):
     read = []
     for_epoch = PreparedPairs.for_epoch
     monkeypatch.setattr(PreparedPairs, "for_epoch", lambda self, epoch: read.append(epoch) or for_epoch(self, epoch))
     short_epochs = ["--train.max_steps=20", "--data.max_train_pairs=60"]
     runs = [
-        train(recipe(tiny_training, tmp_path / name, *short_epochs, *flag), progress=False)
+        train(tiny_recipe(tmp_path / name, *short_epochs, *flag), progress=False)
         for name, flag in (("plain", []), ("sampled", ["--data.subword_samples=2"]))
     ]
     assert read[-4:] == [0, 1, 2, 3]  # once per epoch
@@ -212,14 +126,14 @@ def test_subword_samples_change_what_each_epoch_reads(tiny_training, tmp_path, m
     assert any(not torch.equal(plain[name], sampled[name]) for name in plain)
 
 
-def test_self_distillation_adds_the_models_own_translations(tiny_training, tmp_path):
+def test_self_distillation_adds_the_models_own_translations(tiny_recipe, tmp_path):
     options = [
         "--train.max_steps=12",
         "--data.max_train_pairs=60",
         "--train.eval_every=1",
         "--train.keep_checkpoints=12",
     ]
-    distilling = recipe(tiny_training, tmp_path / "kd", *options, "--train.distill_at_step=4", "--train.ema_decay=0.9")
+    distilling = tiny_recipe(tmp_path / "kd", *options, "--train.distill_at_step=4", "--train.ema_decay=0.9")
     run = train(distilling, progress=False)
     states = {int(c.name[5:]): load_checkpoint(c).trainer_state for c in (run / "checkpoints").iterdir()}
     first = min(step for step, state in states.items() if state["distilled_pairs"] >= 0)
@@ -233,41 +147,36 @@ def test_self_distillation_adds_the_models_own_translations(tiny_training, tmp_p
     written = (read_lines(run / "distilled" / f"train.{lang}") for lang in ("en", "de"))  # the recipe's languages
     assert list(zip(*written, strict=True)) == kept
     assert 0 < len(PreparedPairs(run / "distilled" / "prepared")) <= 60
-    plain = train(recipe(tiny_training, tmp_path / "plain", *options), progress=False)
+    plain = train(tiny_recipe(tmp_path / "plain", *options), progress=False)
     a, b = (weights((r / "last").resolve()) for r in (run, plain))
     assert any(not torch.equal(a[name], b[name]) for name in a)
 
 
 def test_self_distillation_without_a_translated_word_goes_on_over_the_original_pairs(
-    tiny_training, tmp_path, monkeypatch
+    tiny_recipe, tmp_path, monkeypatch
 ):
     monkeypatch.setattr(Translator, "translate", lambda self, texts: [" "] * len(texts))
     options = ["--data.max_train_pairs=60", "--train.distill_at_step=1"]
-    straight = train(recipe(tiny_training, tmp_path / "a", "--train.max_steps=12", *options), progress=False)
+    straight = train(tiny_recipe(tmp_path / "a", "--train.max_steps=12", *options), progress=False)
     assert load_checkpoint(straight / "last").trainer_state["distilled_pairs"] == 0
     assert not (straight / "distilled").exists()
-    train(recipe(tiny_training, tmp_path / "b", "--train.max_steps=8", *options), progress=False)
-    resumed = train(
-        recipe(tiny_training, tmp_path / "b", "--train.max_steps=12", *options), resume=True, progress=False
-    )
+    train(tiny_recipe(tmp_path / "b", "--train.max_steps=8", *options), progress=False)
+    resumed = train(tiny_recipe(tmp_path / "b", "--train.max_steps=12", *options), resume=True, progress=False)
     a, b = (weights((run / "last").resolve()) for run in (straight, resumed))
     assert all(torch.equal(a[name], b[name]) for name in a)
 
 
-def test_fp16_on_the_cpu_is_refused_before_training(tiny_training, tmp_path):
+def test_fp16_on_the_cpu_is_refused_before_training(tiny_recipe, tmp_path):
     with pytest.raises(UserError, match="train.precision = 'fp16' needs a CUDA device"):
         train(
-            recipe(
-                tiny_training, tmp_path / "fp16", "--train.max_steps=2", "--train.device=cpu", "--train.precision=fp16"
-            ),
+            tiny_recipe(tmp_path / "fp16", "--train.max_steps=2", "--train.device=cpu", "--train.precision=fp16"),
             progress=False,
         )
 
 
-def test_average_last_averages_the_last_step_checkpoints(tiny_training, tmp_path):
+def test_average_last_averages_the_last_step_checkpoints(tiny_recipe, tmp_path):
     out = train(
-        recipe(
-            tiny_training,
+        tiny_recipe(
             tmp_path / "avg",
             "--train.max_steps=16",
             "--train.keep_checkpoints=3",
@@ -283,6 +192,6 @@ def test_average_last_averages_the_last_step_checkpoints(tiny_training, tmp_path
     assert load_checkpoint(out / "averaged").decode == load_checkpoint(out / "last").decode
 
 
-def test_average_last_needs_the_checkpoints_kept(tiny_training, tmp_path):
+def test_average_last_needs_the_checkpoints_kept(tiny_recipe, tmp_path):
     with pytest.raises(UserError, match=r"average_last = 6: must be <= keep_checkpoints"):
-        recipe(tiny_training, tmp_path / "x", "--train.keep_checkpoints=5", "--train.average_last=6")
+        tiny_recipe(tmp_path / "x", "--train.keep_checkpoints=5", "--train.average_last=6")

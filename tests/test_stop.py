@@ -12,13 +12,8 @@ from safetensors.torch import load_file
 
 from tnmt.checkpoint import load_checkpoint
 from tnmt.decode.translator import Translator
-from tnmt.recipe import load_recipe
 from tnmt.train.loop import train
 from tnmt.train.stop import Stopped, StopRequest, stop_on_signals
-
-
-def recipe(tiny_training, out, *overrides):
-    return load_recipe(None, [*tiny_training, f"--train.out_dir={out}", "--train.eval_every=4", *overrides])
 
 
 def same_weights(a, b) -> None:
@@ -48,14 +43,14 @@ def test_exit_status_follows_the_signal(tmp_path):
     assert Stopped("SIGINT", 3, tmp_path).exit_status == 130
 
 
-def test_a_stop_request_saves_the_update_and_resumes_exactly(tiny_training, tmp_path):
+def test_a_stop_request_saves_the_update_and_resumes_exactly(tiny_recipe, tmp_path):
     request = StopRequest()
     request.signum = signal.SIGTERM  # as if the signal came during the first update
     with pytest.raises(Stopped, match=r"stopped on SIGTERM after update 1: checkpoint .*step_0000001"):
-        train(recipe(tiny_training, tmp_path / "b", "--train.max_steps=6"), progress=False, stop=request)
+        train(tiny_recipe(tmp_path / "b", "--train.max_steps=6"), progress=False, stop=request)
     assert (tmp_path / "b" / "last").resolve().name == "step_0000001"
-    resumed = train(recipe(tiny_training, tmp_path / "b", "--train.max_steps=6"), resume=True, progress=False)
-    straight = train(recipe(tiny_training, tmp_path / "a", "--train.max_steps=6"), progress=False)
+    resumed = train(tiny_recipe(tmp_path / "b", "--train.max_steps=6"), resume=True, progress=False)
+    straight = train(tiny_recipe(tmp_path / "a", "--train.max_steps=6"), progress=False)
     same_weights((straight / "last").resolve(), (resumed / "last").resolve())
 
 
@@ -78,7 +73,7 @@ def start_training(tiny_training, out) -> subprocess.Popen:
 
 
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
-def test_tnmt_train_stops_cleanly_on_a_signal(tiny_training, tmp_path, signum, status):
+def test_tnmt_train_stops_cleanly_on_a_signal(tiny_training, tiny_recipe, tmp_path, signum, status):
     out = tmp_path / "run"
     proc = start_training(tiny_training, out)
     proc.send_signal(signum)
@@ -92,6 +87,6 @@ def test_tnmt_train_stops_cleanly_on_a_signal(tiny_training, tmp_path, signum, s
     assert len(Translator(stopped.model, stopped.tokenizer).translate(["one", "two"])) == 2
     if signum == signal.SIGTERM:  # the resume is the same code for both signals: check it once
         target = step + 3
-        resumed = train(recipe(tiny_training, out, f"--train.max_steps={target}"), resume=True, progress=False)
-        straight = train(recipe(tiny_training, tmp_path / "straight", f"--train.max_steps={target}"), progress=False)
+        resumed = train(tiny_recipe(out, f"--train.max_steps={target}"), resume=True, progress=False)
+        straight = train(tiny_recipe(tmp_path / "straight", f"--train.max_steps={target}"), progress=False)
         same_weights((straight / "last").resolve(), (resumed / "last").resolve())

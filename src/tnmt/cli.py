@@ -263,7 +263,7 @@ def _train(args: argparse.Namespace, overrides: list[str]) -> int:
 
 def _prepare(args: argparse.Namespace, overrides: list[str]) -> int:
     from tnmt.recipe import load_recipe
-    from tnmt.train.loop import prepare_training_corpus
+    from tnmt.train.start import prepare_training_corpus
 
     recipe = load_recipe(args.config, overrides)
     checkpoint = None

@@ -17,7 +17,7 @@ from tnmt.errors import UserError
 
 T = TypeVar("T")
 
-# Training settings inside the architecture: a run started from a checkpoint may change them (train/loop.py).
+# Training settings inside the architecture: a run started from a checkpoint may change them (train/start.py).
 DROPOUT_RATES = ("dropout", "attention_dropout", "activation_dropout")
 
 

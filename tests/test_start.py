@@ -1,0 +1,86 @@
+"""How a training run starts: from scratch, from `train.init_from`, or resumed, with the recipe's optimizer
+settings and dropout rates and the checkpoint's shape."""
+
+import json
+import shutil
+from dataclasses import replace
+
+import pytest
+import torch
+
+from tnmt.checkpoint import load_checkpoint
+from tnmt.config import ModelConfig, TrainConfig
+from tnmt.device import MixedPrecision
+from tnmt.errors import UserError
+from tnmt.model import Transformer
+from tnmt.train.loop import train
+from tnmt.train.start import TrainState, make_optimizer
+
+
+def test_weight_decay_shrinks_matrices_and_spares_vectors():
+    """With zero gradients Adam's own step is 0, so all that moves a weight is the decoupled decay."""
+    cfg = TrainConfig(weight_decay=0.5)
+    model = Transformer(ModelConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=16, d_ff=32, n_heads=2))
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    fp32 = MixedPrecision(None, scaled=False)
+    optimizer, _ = make_optimizer(model, cfg, torch.device("cpu"), fp32, TrainState(), None)
+    for group in optimizer.param_groups:
+        group["lr"] = 0.1
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    optimizer.step()
+    for name, p in model.named_parameters():
+        expected = before[name] * (1 - 0.1 * 0.5) if p.dim() >= 2 else before[name]
+        torch.testing.assert_close(p.detach(), expected, msg=name)
+
+
+def test_a_resumed_run_takes_the_recipes_optimizer_settings(tiny_recipe, tmp_path):
+    train(tiny_recipe(tmp_path / "r", "--train.max_steps=4", "--train.weight_decay=0.1"), progress=False)
+    again = tiny_recipe(tmp_path / "r", "--train.max_steps=6", "--train.weight_decay=0.2")
+    out = train(again, resume=True, progress=False)
+    groups = load_checkpoint(out / "last").optimizer_state["param_groups"]
+    assert [g["weight_decay"] for g in groups] == [0.2, 0.0]
+    with pytest.raises(UserError, match=r"saved with weight decay; resume with train.weight_decay > 0 as it was"):
+        train(tiny_recipe(tmp_path / "r", "--train.max_steps=8"), resume=True, progress=False)
+
+
+def test_a_resumed_run_takes_the_recipes_dropout_rates(tiny_recipe, tmp_path):
+    # the two copies resume the same checkpoint: equal weights after would mean the new rate was ignored
+    train(tiny_recipe(tmp_path / "a", "--train.max_steps=4", "--model.dropout=0.3"), progress=False)
+    shutil.copytree(tmp_path / "a", tmp_path / "b", symlinks=True)
+    for run, rate in (("a", "0.3"), ("b", "0.0")):
+        again = tiny_recipe(tmp_path / run, "--train.max_steps=6", f"--model.dropout={rate}")
+        train(again, resume=True, progress=False)
+    same, lower = (load_checkpoint(tmp_path / run / "last") for run in ("a", "b"))
+    assert (same.model.config.dropout, lower.model.config.dropout) == (0.3, 0.0)
+    assert json.loads((tmp_path / "b" / "recipe.json").read_text())["model"]["dropout"] == 0.0
+    assert any(not torch.equal(p, q) for p, q in zip(same.model.parameters(), lower.model.parameters(), strict=True))
+
+
+def test_a_resumed_run_keeps_its_shape(tiny_recipe, tmp_path):
+    train(tiny_recipe(tmp_path / "r", "--train.max_steps=2"), progress=False)
+    wider = tiny_recipe(tmp_path / "r", "--train.max_steps=4", "--model.d_ff=128")
+    with pytest.raises(UserError, match=r"trained with model.d_ff = 64, the recipe asks for 128; a resumed run keeps"):
+        train(wider, resume=True, progress=False)
+
+
+def test_resume_without_a_checkpoint_is_a_clear_error(tiny_recipe, tmp_path):
+    with pytest.raises(UserError, match="nothing to resume"):
+        train(tiny_recipe(tmp_path / "none", "--train.max_steps=2"), resume=True, progress=False)
+
+
+def test_fine_tuning_starts_from_a_checkpoint(tiny_recipe, tmp_path):
+    first = train(tiny_recipe(tmp_path / "pre", "--train.max_steps=4"), progress=False)
+    tuned = train(
+        tiny_recipe(tmp_path / "ft", "--train.max_steps=4", f"--train.init_from={first / 'last'}"),
+        progress=False,
+    )
+    before, after = load_checkpoint(first / "last"), load_checkpoint(tuned / "last")
+    assert after.model.config == before.model.config
+    assert after.tokenizer.vocab_size == before.tokenizer.vocab_size
+    # the shape comes from the checkpoint whatever the recipe's [model] says, the dropout rate from the recipe
+    other = ["--train.max_steps=2", f"--train.init_from={first / 'last'}", "--model.d_ff=128", "--model.dropout=0.2"]
+    tuned = train(tiny_recipe(tmp_path / "ft2", *other), progress=False)
+    assert load_checkpoint(tuned / "last").model.config == replace(before.model.config, dropout=0.2)
+    recorded = json.loads((tuned / "recipe.json").read_text())["model"]
+    assert (recorded["d_ff"], recorded["dropout"]) == (before.model.config.d_ff, 0.2)
