@@ -32,7 +32,7 @@ launched as `torchrun --standalone --nproc-per-node 2` (gloo on the loopback, a 
 torchrun spawns its workers, so they cannot inherit hooks by fork: it runs this script as
 `crash_campaign.py --worker train ...`, which installs the same wrappers, writing to the slot of its rank
 in the page file (named by $TNMT_CRASH_PAGE, with its pid), then calls `tnmt.cli.main`. The phases are
-rank 0's (only rank 0 validates and writes). Each kill also picks a target at random: `rank0`'s worker,
+rank 0's (only rank 0 writes). Each kill also picks a target at random: `rank0`'s worker,
 `rank1`'s worker (killed while rank 0 is in the chosen phase, e.g. mid-save), or the whole `launch`
 ("the machine died": SIGKILL to torchrun's process group and to both workers, which torchrun starts in
 sessions of their own). After a worker's death the survivor fails at its next collective (PeerLost, exit

@@ -11,6 +11,7 @@ from tnmt.data.corpus import filter_pairs
 from tnmt.decode.translator import Translator
 from tnmt.recipe import load_recipe
 from tnmt.train.distill import distilled_files, prepare_distilled, write_translations
+from tnmt.train.distributed import World
 
 
 @pytest.fixture
@@ -23,7 +24,7 @@ def test_no_file_is_written_when_no_translation_has_text(tiny_checkpoint, recipe
     sources = Path(recipe.data.train_src).read_text().splitlines()[:20]
     translations = Translator(teacher.model, teacher.tokenizer, recipe.decode).translate(sources)
     assert not any(t.strip() for t in translations)
-    assert write_translations(teacher.model, teacher.tokenizer, recipe) == 0
+    assert write_translations(teacher.model, teacher.tokenizer, recipe, world=World()) == 0
     assert not (tmp_path / "distilled").exists()
     assert "no translation has text" in caplog.text
 

@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -22,10 +23,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from tnmt.checkpoint import update_link
-from tnmt.config import TrainConfig
+import tnmt.decode.translator as translator_module
+from tnmt.checkpoint import load_checkpoint, update_link
+from tnmt.config import DecodeConfig, TrainConfig
+from tnmt.decode.translator import Translator
 from tnmt.recipe import load_recipe
-from tnmt.train.distributed import PeerLost, World, backend_for, collective, env_world
+from tnmt.train.distributed import PeerLost, World, backend_for, collective, env_world, translate_across
 from tnmt.train.loop import train
 
 REPO = Path(__file__).resolve().parent.parent
@@ -148,6 +151,9 @@ def test_two_ranks_equal_one_process_accumulating_two(runs):
     for ours, theirs in zip(logged, reference, strict=True):  # global (all-reduced) losses
         if "train_loss" in ours:
             assert ours["train_loss"] == pytest.approx(theirs["train_loss"], rel=1e-5)
+        if "val_loss" in ours:  # validated by both ranks together: each decodes and scores half of the set
+            assert ours["val_loss"] == pytest.approx(theirs["val_loss"], rel=1e-5)
+            assert (ours["val_bleu"], ours["val_chrf"]) == (theirs["val_bleu"], theirs["val_chrf"])
 
 
 def test_resume_with_a_different_world_size_matches_the_uninterrupted_run(runs):
@@ -233,11 +239,55 @@ def test_world_of_one_needs_no_process_group(monkeypatch):
         monkeypatch.delenv(name, raising=False)
     world = env_world()
     assert world == World(rank=0, size=1, local_rank=0) and world.is_main
-    assert world.sum(3, 4.5) == [3, 4.5] and world.from_main({"a": 1}) == {"a": 1}
+    assert world.sum(3, 4.5) == [3, 4.5] and world.from_main({"a": 1}) == {"a": 1} and world.gather(7) == [7]
     monkeypatch.setenv("RANK", "3")
     monkeypatch.setenv("WORLD_SIZE", "8")
     monkeypatch.setenv("LOCAL_RANK", "1")
     assert env_world() == World(rank=3, size=8, local_rank=1) and not env_world().is_main
+
+
+class ThreadRank(World):
+    """A rank of a world simulated by threads in this process: `gather` meets the other ranks at a barrier."""
+
+    def __init__(self, rank: int, size: int, board: list, barrier: threading.Barrier) -> None:
+        super().__init__(rank=rank, size=size)
+        object.__setattr__(self, "board", board)
+        object.__setattr__(self, "meeting", barrier)
+
+    def gather(self, value):
+        self.board[self.rank] = value
+        self.meeting.wait()
+        values = list(self.board)
+        self.meeting.wait()  # nobody writes the board again before every rank has read it
+        return values
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_ranks_translating_together_decode_the_batches_of_one_process(tiny_checkpoint, monkeypatch, size):
+    checkpoint = load_checkpoint(tiny_checkpoint)
+    translator = Translator(checkpoint.model, checkpoint.tokenizer, DecodeConfig(beam_size=1, batch_size=2))
+    texts = ["one", "", "twenty two", "three hundred", "four", "  ", "five thousand and six", "seven", "eight"] * 2
+    decoded, real_search = [], translator_module.greedy_search
+
+    def recording(model, src, settings):
+        decoded.append(src.tolist())
+        return real_search(model, src, settings)
+
+    monkeypatch.setattr(translator_module, "greedy_search", recording)
+    alone = translator.translate(texts)
+    batches_alone, decoded[:] = sorted(decoded), []
+    board, barrier, results = [None] * size, threading.Barrier(size), [None] * size
+
+    def rank(r: int) -> None:
+        results[r] = translate_across(ThreadRank(r, size, board, barrier), translator, texts)
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(size)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(decoded) == batches_alone  # each batch decoded once, by one rank, as one process decodes it
+    assert results == [alone] * size and alone[1] == ""
 
 
 def test_backend_follows_the_device():

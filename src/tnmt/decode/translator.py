@@ -149,17 +149,25 @@ class Translator:
         src_pieces = self.tokenizer.source_pieces(text)[: len(ids) - 1] + eos_piece
         return src_pieces, self.tokenizer.target_pieces(tgt), maps
 
+    def batches(self, texts: Sequence[str], batch_size: int) -> list[list[int]]:
+        """The indices of `texts` in the batches `translate` decodes, in its order (empty texts in none).
+
+        Translating the texts of some of these batches with the others blanked decodes exactly those
+        batches again (the sort is stable and every batch but the last is full): several processes can
+        share the work, and each sentence is computed as one process would compute it (train/distributed.py).
+        """
+        keep = self.model.config.max_len - 1  # what `_source_ids` keeps, before EOS
+        lengths = [min(len(self.tokenizer.encode_source(t)), keep) + 1 if t.strip() else None for t in texts]
+        return _length_batches(lengths, batch_size)
+
     def _batched(
         self, texts: Sequence[str], batch_size: int, search: Callable[[Tensor], list[R]], first_line: int
     ) -> list[R | None]:
         """Run `search` on length-sorted padded batches; results in input order, None for empty texts."""
         sources = [self._source_ids(text, first_line + i) if text.strip() else None for i, text in enumerate(texts)]
-        order = [i for i, ids in enumerate(sources) if ids is not None]
-        order.sort(key=lambda i: -len(sources[i]))
         results: list[R | None] = [None] * len(texts)
         pad_id = self.model.config.pad_id
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
+        for chunk in _length_batches([None if ids is None else len(ids) for ids in sources], batch_size):
             width = len(sources[chunk[0]])  # the longest: sorted by decreasing length
             rows = [sources[i] + [pad_id] * (width - len(sources[i])) for i in chunk]
             for i, result in zip(chunk, search(torch.tensor(rows, device=self.device)), strict=True):
@@ -170,3 +178,10 @@ class Translator:
         """Source ids plus EOS, truncated (with a warning naming `line`) to the model's `max_len` positions."""
         ids = fit_source(self.tokenizer.encode_source(text), model_max_len=self.model.config.max_len, line=line)
         return [*ids, self.tokenizer.eos_id]
+
+
+def _length_batches(lengths: Sequence[int | None], batch_size: int) -> list[list[int]]:
+    """Indices of the sources by their lengths (None: an empty text, in no batch), longest first,
+    `batch_size` per batch."""
+    order = sorted((i for i, n in enumerate(lengths) if n is not None), key=lambda i: -lengths[i])
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]

@@ -11,8 +11,9 @@ two-hour plateau, validation BLEU rose ~0.3 over a run without it (benchmarks/BE
 
 The sources and their translations are written to `<out>/distilled/train.<src|tgt>` (atomically) and
 prepared beside them with the run's tokenizer, so a resumed run reads the same pairs. Translating the
-corpus is one beam search over it (Multi30k's 29k sentences: ~3 minutes on 2 CPU cores), inside the
-run's time budget; at WMT scale translate offline (`tnmt translate`) and train on a "files" corpus instead.
+corpus is one beam search over it, shared by the ranks of a torchrun launch (Multi30k's 29k sentences: ~3
+minutes on 2 CPU cores), inside the run's time budget; at WMT scale translate offline (`tnmt translate`)
+and train on a "files" corpus instead.
 """
 
 import logging
@@ -27,6 +28,7 @@ from tnmt.decode.translator import Translator
 from tnmt.io import atomic_write_text
 from tnmt.model import Transformer
 from tnmt.recipe import Recipe
+from tnmt.train.distributed import World, translate_across
 
 log = logging.getLogger("tnmt")
 
@@ -37,22 +39,26 @@ def distilled_files(recipe: Recipe) -> tuple[Path, Path]:
     return directory / f"train.{recipe.data.src_lang}", directory / f"train.{recipe.data.tgt_lang}"
 
 
-def write_translations(model: Transformer, tokenizer: Tokenizer, recipe: Recipe) -> int:
-    """Translate the training sources (the first `data.max_train_pairs` if set) and write the pairs whose
-    translation has text to `distilled_files`; return how many (0: none, and no file is written)."""
+def write_translations(model: Transformer, tokenizer: Tokenizer, recipe: Recipe, *, world: World) -> int:
+    """Translate the training sources (the first `data.max_train_pairs` if set; the ranks share the work)
+    and write the pairs whose translation has text to `distilled_files` (rank 0 writes); return how many
+    (0: none, and no file is written)."""
     sources = [source for source, _ in training_pairs(recipe.data)]
-    log.info(f"self-distillation: translating {len(sources)} training sources (beam {recipe.decode.beam_size})")
+    if world.is_main:
+        log.info(f"self-distillation: translating {len(sources)} training sources (beam {recipe.decode.beam_size})")
     started = time.monotonic()
-    translations = Translator(model, tokenizer, recipe.decode).translate(sources)
+    translations = translate_across(world, Translator(model, tokenizer, recipe.decode), sources)
     kept = [(source, target) for source, target in zip(sources, translations, strict=True) if target.strip()]
     if not kept:  # e.g. a model distilled before it has learnt anything
-        log.warning("self-distillation: no translation has text; training goes on over the original pairs only")
+        if world.is_main:
+            log.warning("self-distillation: no translation has text; training goes on over the original pairs only")
         return 0
-    source_file, target_file = distilled_files(recipe)
-    source_file.parent.mkdir(parents=True, exist_ok=True)
-    for path, lines in zip((source_file, target_file), zip(*kept, strict=True), strict=True):
-        atomic_write_text(path, "".join(f"{line}\n" for line in lines))
-    log.info(f"self-distillation: {len(kept)} pairs in {target_file}, {time.monotonic() - started:.0f} s")
+    if world.is_main:
+        source_file, target_file = distilled_files(recipe)
+        source_file.parent.mkdir(parents=True, exist_ok=True)
+        for path, lines in zip((source_file, target_file), zip(*kept, strict=True), strict=True):
+            atomic_write_text(path, "".join(f"{line}\n" for line in lines))
+        log.info(f"self-distillation: {len(kept)} pairs in {target_file}, {time.monotonic() - started:.0f} s")
     return len(kept)
 
 

@@ -11,9 +11,9 @@ there is no process group and every helper here is the identity, so a single-pro
 What the loop promises with N ranks (see loop.py): the global batch order of an epoch stays the pure
 function of (seed, epoch); an update with accumulation A takes the next N * A global batches and the j-th
 of them goes to rank j mod N; the loss is normalised by the all-reduced number of target tokens, so N
-ranks equal one process with accumulation N. Only rank 0 validates and writes (metrics, curves,
-recipe.json, checkpoints); the validation result and the budget decision are broadcast, so every rank
-stops at the same update.
+ranks equal one process with accumulation N. Only rank 0 writes (metrics, curves, recipe.json,
+checkpoints); validation and self-distillation share their decoding among the ranks (`translate_across`),
+and the validation result and the budget decision are broadcast, so every rank stops at the same update.
 
 A rank that dies closes its sockets, and the next collective of the others fails at once; a rank that
 hangs is caught by `train.collective_timeout_s`. Either way the survivors raise `PeerLost`, which the
@@ -22,7 +22,7 @@ CLI prints as one line before exiting with status 1, instead of hanging or print
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -30,6 +30,8 @@ from typing import TypeVar
 
 import torch
 import torch.distributed as dist
+
+from tnmt.decode.translator import Translator
 
 T = TypeVar("T")
 
@@ -74,6 +76,32 @@ class World:
         with collective(self):
             dist.broadcast_object_list(box, src=0, device=_collective_device())
         return box[0]
+
+    def gather(self, value: T) -> list[T]:
+        """Every rank's `value` (any picklable object), in rank order, on every rank."""
+        if self.size == 1:
+            return [value]
+        values: list[T] = [value] * self.size  # filled in below
+        with collective(self):
+            dist.all_gather_object(values, value)
+        return values
+
+
+def translate_across(world: World, translator: Translator, texts: Sequence[str]) -> list[str]:
+    """`translator.translate(texts)`, shared by the ranks: rank r decodes batches r, r + N, ... of those one
+    process would decode (`Translator.batches`), so every sentence is decoded in the same batch and gives
+    the same translation as in one process; every rank returns all of them, in input order."""
+    if world.size == 1:
+        return translator.translate(texts)
+    batches = translator.batches(texts, translator.decode.batch_size)
+    mine = {i for batch in batches[world.rank :: world.size] for i in batch}
+    done = translator.translate([text if i in mine else "" for i, text in enumerate(texts)])
+    translations = [""] * len(texts)
+    ordered = sorted(mine)
+    for indices, decoded in world.gather((ordered, [done[i] for i in ordered])):
+        for i, translation in zip(indices, decoded, strict=True):
+            translations[i] = translation
+    return translations
 
 
 def env_world() -> World:

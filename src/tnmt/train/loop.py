@@ -33,7 +33,7 @@ from tnmt.evaluate import score
 from tnmt.model import Transformer
 from tnmt.recipe import Recipe
 from tnmt.train.distill import prepare_distilled, write_translations
-from tnmt.train.distributed import collective, env_world, process_group
+from tnmt.train.distributed import World, collective, env_world, process_group, translate_across
 from tnmt.train.loss import model_loss
 from tnmt.train.progress import Window
 from tnmt.train.schedule import inverse_sqrt_lr
@@ -167,23 +167,26 @@ def evaluate(
     references: list[str],
     *,
     recipe: Recipe,
+    world: World,
 ) -> dict[str, float]:
     """Validation loss (per token, teacher-forced, no smoothing), sacreBLEU and chrF of decoded sources.
 
     Decoding follows the recipe's [decode] table (what the checkpoint will translate with), with
-    `train.eval_beam_size` as the beam size when it is set.
+    `train.eval_beam_size` as the beam size when it is set. The ranks share the batches of both passes
+    and every rank returns the metrics of the whole set.
     """
     model.eval()
     ids, device = special_ids(tokenizer), next(model.parameters()).device
     sampler = TokenBatchSampler(data.lengths(), max_tokens=recipe.train.max_tokens, seed=0, shuffle=False)
     total_nll, total_tokens = 0.0, 0
-    for indices in sampler.batches(0):
+    for indices in sampler.batches(0)[world.rank :: world.size]:
         batch = to_device(collate(data.pairs(indices), **ids), device)
         features = model(batch.src, batch.tgt_in, features_only=True)  # (B, T, D)
         _, nll = model_loss(model, features, batch.tgt_out, epsilon=0.0)
         total_nll, total_tokens = total_nll + nll.item(), total_tokens + batch.n_tgt_tokens
     decode = replace(recipe.decode, beam_size=recipe.train.eval_beam_size or recipe.decode.beam_size)
-    hypotheses = Translator(model, tokenizer, decode).translate(sources)
+    hypotheses = translate_across(world, Translator(model, tokenizer, decode), sources)
+    total_nll, total_tokens = world.sum(total_nll, total_tokens)
     val_loss = total_nll / max(total_tokens, 1)
     scores = score(hypotheses, references)
     return {
@@ -201,15 +204,14 @@ def _distillation_due(cfg: TrainConfig, state: TrainState) -> bool:
 
 
 def _distill(run: Run) -> None:
-    """Self-distillation: rank 0 translates the training sources with the weights validation measures while
-    the other ranks wait; then every rank reads the original pairs followed by the translated ones."""
-    written = 0
-    if run.world.is_main:
-        with _averaged(run):
-            written = write_translations(run.model, run.tokenizer, run.recipe)
-        run.model.train()
-    run.state.distilled_pairs = run.world.from_main(written)  # the others wait here
-    if run.state.distilled_pairs:
+    """Self-distillation: the ranks translate the training sources together, with the weights validation
+    measures, and rank 0 writes them; then every rank reads the original pairs followed by the translated ones."""
+    with _averaged(run):
+        written = write_translations(run.model, run.tokenizer, run.recipe, world=run.world)
+    run.model.train()
+    run.world.barrier()  # rank 0 has written the files the others prepare next
+    run.state.distilled_pairs = written
+    if written:
         translated = prepare_distilled(run.recipe, run.tokenizer, run.model.config.max_len)
         run.train_data = ConcatPairs(run.train_data, translated)
 
@@ -217,16 +219,13 @@ def _distill(run: Run) -> None:
 def _validate_and_save(run: Run) -> bool:
     """Validate, checkpoint, keep early-stopping count; True = patience is spent. Leaves the model training.
 
-    Rank 0 validates and writes; the others wait for its metrics, so every rank keeps the same state
-    and makes the same early-stopping decision.
+    The ranks validate together and rank 0 writes; every rank takes rank 0's metrics, so all keep the same
+    state and make the same early-stopping decision.
     """
     cfg, state, world = run.recipe.train, run.state, run.world
-    metrics = None
-    if world.is_main:
-        with _averaged(run):
-            metrics = evaluate(
-                run.model, run.tokenizer, run.valid_data, run.valid_text.src, run.valid_text.tgt, recipe=run.recipe
-            )
+    with _averaged(run):
+        text = run.valid_text
+        metrics = evaluate(run.model, run.tokenizer, run.valid_data, text.src, text.tgt, recipe=run.recipe, world=world)
     metrics = world.from_main(metrics)
     current = metrics[f"val_{cfg.best_metric}"]
     improved = current > state.best_score
