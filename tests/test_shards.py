@@ -23,7 +23,7 @@ from tnmt.data.shards import PreparedPairs, prepare, reservoir_sample
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.errors import UserError
 from tnmt.recipe import load_recipe
-from tnmt.train import loop
+from tnmt.train import loop, start
 
 
 @pytest.fixture
@@ -199,7 +199,7 @@ def test_training_from_the_prepared_corpus_equals_training_in_memory(tiny_traini
         data = in_memory(recipe.data, tokenizer, max_len)
         return InMemory(src=data.src, tgt=data.tgt)
 
-    monkeypatch.setattr(loop, "prepare_recipe", in_memory_data)
+    monkeypatch.setattr(start, "prepare_recipe", in_memory_data)
     memory = run(tmp_path / "memory")
     assert sampler_inputs[0] == PreparedPairs(tmp_path / "prepared" / "prepared").lengths().tolist()
     assert memory.keys() == prepared.keys()
