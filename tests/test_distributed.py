@@ -276,12 +276,12 @@ def test_ranks_translating_together_decode_the_batches_of_one_process(tiny_check
     monkeypatch.setattr(translator_module, "greedy_search", recording)
     alone = translator.translate(texts)
     batches_alone, decoded[:] = sorted(decoded), []
-    board, barrier, results = [None] * size, threading.Barrier(size), [None] * size
+    board, barrier, results = [None] * size, threading.Barrier(size, timeout=60), [None] * size  # no hang if one fails
 
     def rank(r: int) -> None:
         results[r] = translate_across(ThreadRank(r, size, board, barrier), translator, texts)
 
-    threads = [threading.Thread(target=rank, args=(r,)) for r in range(size)]
+    threads = [threading.Thread(target=rank, args=(r,), daemon=True) for r in range(size)]
     for thread in threads:
         thread.start()
     for thread in threads:
