@@ -53,7 +53,7 @@ def sources(multi30k_dir, tokenizer) -> list[list[int]]:
 def random_model(tokenizer: Tokenizer, **overrides) -> Transformer:
     """Random weights with peaked attention and strong sub-layers, so that the source matters."""
     config = ModelConfig(
-        src_vocab_size=tokenizer.vocab_size,
+        src_vocab_size=tokenizer.source_vocab_size,
         tgt_vocab_size=tokenizer.vocab_size,
         d_model=64,
         n_heads=4,
@@ -124,6 +124,22 @@ def test_export_writes_vocabularies_and_tokenizer(exported, tokenizer):
     config = json.loads((ct2_dir / "config.json").read_text())
     assert config["decoder_start_token"] == "<s>" and config["eos_token"] == "</s>" and config["add_source_eos"]
     assert Tokenizer.load(ct2_dir).encode_source("A dog runs.") == tokenizer.encode_source("A dog runs.")
+
+
+def test_separate_vocabularies_export_and_decode_alike(multi30k_dir, tmp_path):
+    """One sentencepiece model per language: the export keeps a vocabulary per side, and greedy ids agree."""
+    english, german = (read_lines(multi30k_dir / f"train.{lang}.gz")[:2000] for lang in ("en", "de"))
+    separate = Tokenizer.train_separate(english, german, vocab_size=500)
+    model = random_model(separate, share_embeddings=False)
+    save_checkpoint(tmp_path / "ckpt", model, separate)
+    export_ctranslate2(tmp_path / "ckpt", tmp_path / "ct2")
+    sources = [separate.encode_source(text) for text in read_lines(multi30k_dir / "val.en.gz")[:50]]
+    theirs = CTranslate2Translator(tmp_path / "ct2", threads=1).translate_ids(sources, beam_size=1)
+    assert theirs == greedy_search(model, batch(sources, separate))
+    target = json.loads((tmp_path / "ct2" / "target_vocabulary.json").read_text(encoding="utf-8"))
+    source = json.loads((tmp_path / "ct2" / "source_vocabulary.json").read_text(encoding="utf-8"))
+    assert target == separate.target_pieces(range(separate.vocab_size)) and source != target
+    assert source[separate.encode_source("dog")[0]] == separate.source_pieces("dog")[0]
 
 
 def test_cli_translates_with_ctranslate2(exported, multi30k_dir, tmp_path):

@@ -97,6 +97,20 @@ def test_joint_tokenizer_encodes_both_sides_and_filters_on_subword_counts(tmp_pa
     assert expected == [0, 1]  # the empty line and the longest pair are gone
 
 
+def test_separate_vocabularies_learn_one_model_per_side(tmp_path: Path):
+    config = files_config(tmp_path, vocab_size=285, joint_vocabulary=False)  # the most these 4 lines allow
+    corpus = read_split(config, "train")
+    tokenizer = train_tokenizer(config, corpus)
+    assert tokenizer.vocab_size == tokenizer.source_vocab_size == 285
+    source = tokenizer.encode_source("der hund läuft")  # German spelt with the English model's pieces ...
+    target = tokenizer.encode_target("der hund läuft")  # ... and with the German model's own, fewer
+    assert len(target) < len(source)
+    encoded = encode(corpus, tokenizer)
+    assert [tokenizer.decode_target(ids) for ids in encoded.tgt] == corpus.tgt
+    joint = train_tokenizer(files_config(tmp_path, vocab_size=285), corpus)
+    assert joint.encode_source("der hund läuft") == joint.encode_target("der hund läuft")
+
+
 def test_multi30k_corpus_names_the_raw_files(multi30k_dir: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("TNMT_DATA_DIR", str(multi30k_dir))  # the local copy: no download
     src, tgt = corpus_files(DataConfig(), "test_2016_flickr")

@@ -11,7 +11,7 @@ from tnmt.recipe import SECTIONS, load_recipe
 def test_shipped_recipes_load(repo_root):
     for path in sorted((repo_root / "configs").glob("*.toml")):
         recipe = load_recipe(str(path))
-        assert recipe.model_config(vocab_size=100, pad_id=0, bos_id=1, eos_id=2).d_model > 0
+        assert recipe.model_config(FakeTokenizer(100)).d_model > 0
 
 
 def test_overrides_are_typed_and_applied(repo_root):
@@ -20,7 +20,28 @@ def test_overrides_are_typed_and_applied(repo_root):
         ["--train.max_steps=7", "--train.out_dir=/tmp/x y", "--model.d_model=128", "--train.precision=fp32"],
     )
     assert recipe.train.max_steps == 7 and recipe.train.out_dir == "/tmp/x y" and recipe.train.precision == "fp32"
-    assert recipe.model_config(vocab_size=50, pad_id=0, bos_id=1, eos_id=2).d_model == 128
+    assert recipe.model_config(FakeTokenizer(50)).d_model == 128
+
+
+def test_separate_vocabularies_size_each_embedding_and_cannot_share_one(tmp_path):
+    sides = ["--data.joint_vocabulary=false", "--model.share_embeddings=false"]
+    config = load_recipe(None, sides).model_config(FakeTokenizer(70, source=50))
+    assert (config.src_vocab_size, config.tgt_vocab_size, config.share_embeddings) == (50, 70, False)
+    message = r"^command line: \[model\] share_embeddings = true needs \[data\] joint_vocabulary = true: separate"
+    with pytest.raises(UserError, match=message):
+        load_recipe(None, ["--data.joint_vocabulary=false"])  # the preset shares its embeddings
+    recipe = tmp_path / "r.toml"
+    recipe.write_text("[data]\njoint_vocabulary = false\n[model]\nshare_embeddings = true\n")
+    with pytest.raises(UserError, match=f"^{recipe}: \\[model\\] share_embeddings"):
+        load_recipe(str(recipe))
+
+
+class FakeTokenizer:
+    """What `Recipe.model_config` reads of a tokenizer: sizes and special ids."""
+
+    def __init__(self, size: int, *, source: int = 0) -> None:
+        self.vocab_size, self.source_vocab_size = size, source or size
+        self.pad_id, self.bos_id, self.eos_id = 0, 1, 2
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ import torch
 
 from tnmt.checkpoint import load_checkpoint
 from tnmt.config import ModelConfig, TrainConfig
+from tnmt.decode.translator import Translator
 from tnmt.device import MixedPrecision
 from tnmt.errors import UserError
 from tnmt.model import Transformer
@@ -62,6 +63,19 @@ def test_a_resumed_run_keeps_its_shape(tiny_recipe, tmp_path):
     wider = tiny_recipe(tmp_path / "r", "--train.max_steps=4", "--model.d_ff=128")
     with pytest.raises(UserError, match=r"trained with model.d_ff = 64, the recipe asks for 128; a resumed run keeps"):
         train(wider, resume=True, progress=False)
+
+
+def test_a_run_with_separate_vocabularies_embeds_each_side_by_its_own_ids(tiny_recipe, tmp_path):
+    sides = ("--data.joint_vocabulary=false", "--model.share_embeddings=false", "--train.max_steps=4")
+    run = train(tiny_recipe(tmp_path / "sep", *sides), progress=False)
+    checkpoint = load_checkpoint(run / "last")
+    tokenizer, model = checkpoint.tokenizer, checkpoint.model
+    assert tokenizer.encode_source("tremila") != tokenizer.encode_target("tremila")  # English pieces, Italian pieces
+    assert model.config.src_vocab_size == tokenizer.source_vocab_size
+    assert model.config.tgt_vocab_size == tokenizer.vocab_size
+    assert model.src_embed is not model.tgt_embed and model.output.weight is model.tgt_embed.weight
+    (translation,) = Translator(model, tokenizer).translate(["three thousand"])
+    assert isinstance(translation, str)
 
 
 def test_resume_without_a_checkpoint_is_a_clear_error(tiny_recipe, tmp_path):

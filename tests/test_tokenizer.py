@@ -171,6 +171,27 @@ def test_special_ids_must_be_in_the_vocabulary(tokenizer: Tokenizer, tmp_path: P
         )
 
 
+def test_separate_models_number_their_pieces_independently(numbers_corpus: Path, tmp_path: Path) -> None:
+    english = (numbers_corpus / "train.en").read_text().splitlines()
+    italian = (numbers_corpus / "train.it").read_text().splitlines()
+    separate = Tokenizer.train_separate(english, italian, vocab_size=300)
+    assert separate.source_vocab_size == separate.vocab_size == 300
+    assert separate.target_pieces(separate.encode_target("tremila")) == ["▁tremila"]  # a whole Italian word
+    assert separate.decode_target(separate.encode_target("duemilacinquecento")) == "duemilacinquecento"
+    assert separate.fingerprint() != Tokenizer.train(english + italian, vocab_size=300).fingerprint()
+    # sizes may differ: a 290-piece English model with the 300-piece Italian one
+    Tokenizer.train_separate(english, italian, vocab_size=290).save(tmp_path / "small")
+    separate.save(tmp_path / "large")
+    ids = {"pad_id": 0, "bos_id": 1, "eos_id": 2, "unk_id": 3}
+    small_source, large_target = tmp_path / "small" / "source.spm", tmp_path / "large" / "target.spm"
+    mixed = Tokenizer.from_files(small_source, large_target, vocab=None, **ids)
+    assert (mixed.source_vocab_size, mixed.vocab_size) == (290, 300)
+    assert mixed.encode_target("tremila") == separate.encode_target("tremila")
+    loaded = Tokenizer.load(tmp_path / "large")
+    assert loaded.fingerprint() == separate.fingerprint()
+    assert loaded.encode_source("three thousand") == separate.encode_source("three thousand")
+
+
 @pytest.fixture(scope="module")
 def tiny_tokenizer(tiny_checkpoint: Path) -> Tokenizer:
     """Trained on a few hundred number words, without Multi30k: most characters are spelled as bytes."""

@@ -130,7 +130,10 @@ class DataConfig:
     train_tgt: str = ""
     valid_src: str = ""
     valid_tgt: str = ""
-    vocab_size: int = 8000  # joint sentencepiece vocabulary
+    vocab_size: int = 8000  # sentencepiece pieces: of the joint vocabulary, or of each language's
+    # One model learnt on both languages (the paper's shared vocabulary; the embeddings can be shared), or
+    # false: one per language, numbered independently, which needs [model] share_embeddings = false.
+    joint_vocabulary: bool = True
     tokenizer_model: Literal["unigram", "bpe"] = "unigram"  # sentencepiece model type
     max_tokens_per_sentence: int = 100  # longer training pairs are dropped (after subword encoding)
     # Subword regularisation (Kudo, 2018): epoch e trains on the (e mod N)-th of N sampled segmentations of the

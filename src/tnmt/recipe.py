@@ -13,10 +13,13 @@ import tomllib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tnmt.config import PRESETS, Architecture, DataConfig, DecodeConfig, ModelConfig, TrainConfig, parse
 from tnmt.errors import UserError
+
+if TYPE_CHECKING:  # not at run time: reading a recipe needs no sentencepiece
+    from tnmt.data.tokenizer import Tokenizer
 
 FROM_TOKENIZER = ("src_vocab_size", "tgt_vocab_size", "pad_id", "bos_id", "eos_id")
 
@@ -31,10 +34,18 @@ class Recipe:
     train: TrainConfig
     decode: DecodeConfig
 
-    def model_config(self, *, vocab_size: int, pad_id: int, bos_id: int, eos_id: int) -> ModelConfig:
-        """The model's config for a joint vocabulary of `vocab_size` pieces."""
-        ids = dict(pad_id=pad_id, bos_id=bos_id, eos_id=eos_id)
-        return ModelConfig(**asdict(self.model), src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, **ids)
+    def __post_init__(self) -> None:
+        if self.model.share_embeddings and not self.data.joint_vocabulary:
+            raise ValueError(
+                "[model] share_embeddings = true needs [data] joint_vocabulary = true: "
+                "separate vocabularies number their pieces independently"
+            )
+
+    def model_config(self, tokenizer: "Tokenizer") -> ModelConfig:
+        """The model's config for `tokenizer`'s vocabularies and special ids."""
+        ids = dict(pad_id=tokenizer.pad_id, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id)
+        sizes = dict(src_vocab_size=tokenizer.source_vocab_size, tgt_vocab_size=tokenizer.vocab_size)
+        return ModelConfig(**asdict(self.model), **sizes, **ids)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values, [model] fully resolved (no preset), as written to a run's recipe.json."""
@@ -70,7 +81,11 @@ def load_recipe(path: str | None, overrides: Sequence[str] = ()) -> Recipe:
         raise UserError(f"{where} [model]: {reserved[0]} comes from the tokenizer and cannot be set")
     sections = {name: data.get(name, {}) for name in SECTIONS}
     sections["model"] = {**asdict(PRESETS[preset]), **model}
-    return Recipe(**{name: parse(cls, sections[name], where=f"{where} [{name}]") for name, cls in SECTIONS.items()})
+    parsed = {name: parse(cls, sections[name], where=f"{where} [{name}]") for name, cls in SECTIONS.items()}
+    try:
+        return Recipe(**parsed)
+    except ValueError as err:
+        raise UserError(f"{where}: {err}") from None
 
 
 def _read(path: Path, *, chain: tuple[Path, ...]) -> dict[str, Any]:

@@ -124,8 +124,11 @@ def read_split(config: DataConfig, split: str, *, limit: int = 0) -> ParallelCor
 
 
 def train_tokenizer(config: DataConfig, corpus: ParallelCorpus) -> Tokenizer:
-    """A joint source+target subword vocabulary learnt on the training text only."""
-    return Tokenizer.train(corpus.src + corpus.tgt, vocab_size=config.vocab_size, model_type=config.tokenizer_model)
+    """A subword vocabulary learnt on the training text only: joint, or one per language."""
+    settings = dict(vocab_size=config.vocab_size, model_type=config.tokenizer_model)
+    if config.joint_vocabulary:
+        return Tokenizer.train(corpus.src + corpus.tgt, **settings)
+    return Tokenizer.train_separate(corpus.src, corpus.tgt, **settings)
 
 
 def encode(corpus: ParallelCorpus, tokenizer: Tokenizer, *, max_len: int | None = None) -> EncodedPairs:

@@ -155,7 +155,8 @@ def _build(
         else:
             trained, sampled = False, 0
         tokenizer.save(tmp / TOKENIZER_DIR)
-        dtype = np.dtype(np.uint16 if tokenizer.vocab_size <= 2**16 else np.uint32)
+        largest = max(tokenizer.source_vocab_size, tokenizer.vocab_size)
+        dtype = np.dtype(np.uint16 if largest <= 2**16 else np.uint32)
         workers = data.prepare_workers or len(os.sched_getaffinity(0))
         counts = _encode_corpus(
             training_pairs(data), tmp, tokenizer, data, max_len=max_len, dtype=dtype, workers=workers

@@ -1,10 +1,14 @@
 """Subword tokenizer: text <-> ids, on top of sentencepiece (Kudo and Richardson, 2018).
 
 The paper (section 5.1) uses byte-pair encoding with a shared source-target vocabulary of about 37000
-tokens; we likewise train one joint model, unigram by default (`model_type="bpe"` for the paper's
-method; it also trains several times faster). Sentencepiece is chosen because its
-detokenisation is lossless (spaces are ordinary symbols, written "▁"), and because MarianMT / OPUS-MT
-and CTranslate2 ship sentencepiece models, so importing and exporting them needs no other tokenizer.
+tokens; we likewise train one joint model by default (`train`), unigram (`model_type="bpe"` for the paper's
+method; it also trains several times faster). `train_separate` learns one model per language instead: each
+language gets all of its pieces (fewer tokens per sentence at the same output-layer size), and the two
+sides number their ids independently, so the model cannot share its source and target embeddings.
+
+Sentencepiece is chosen because its detokenisation is lossless (spaces are ordinary symbols, written "▁"),
+and because MarianMT / OPUS-MT and CTranslate2 ship sentencepiece models, so importing and exporting them
+needs no other tokenizer.
 
 Normalisation, the only way decoding can differ from the input: with `Tokenizer.train`'s settings
 (`normalization_rule_name="identity"`, byte fallback) every character survives, unseen ones as UTF-8
@@ -38,9 +42,11 @@ SOURCE_FILE, TARGET_FILE, VOCAB_FILE, CONFIG_FILE = "source.spm", "target.spm", 
 class Tokenizer:
     """Source and target sentencepiece models plus the mapping of their pieces to model ids.
 
-    Without `vocab`, ids are the sentencepiece ids of the (shared) models. With `vocab`, a list whose
-    i-th entry is the piece of id i, ids follow that list instead: MarianMT checkpoints number their
-    embeddings by a `vocab.json` that differs from the order of their sentencepiece models.
+    Without `vocab`, ids are each model's own sentencepiece ids: one id space if the two are the same
+    (joint) model, two independent ones (source ids for the encoder, target ids for the decoder) if they
+    are separate models. With `vocab`, a list whose i-th entry is the piece of id i, both sides' ids follow
+    that list instead: MarianMT checkpoints number their embeddings by a `vocab.json` that differs from the
+    order of their sentencepiece models. Special ids are the same on both sides.
     """
 
     def __init__(
@@ -54,16 +60,11 @@ class Tokenizer:
         eos_id: int,
         unk_id: int,
     ) -> None:
-        if vocab is None and source.get_piece_size() != target.get_piece_size():
-            raise ValueError(
-                f"source and target models have {source.get_piece_size()} and {target.get_piece_size()} "
-                "pieces; without an explicit vocabulary they must share one id space"
-            )
-        size = len(vocab) if vocab is not None else target.get_piece_size()
+        sizes = [len(vocab)] if vocab is not None else [source.get_piece_size(), target.get_piece_size()]
         specials = {"pad_id": pad_id, "bos_id": bos_id, "eos_id": eos_id, "unk_id": unk_id}
         for name, value in specials.items():
-            if not 0 <= value < size:
-                raise ValueError(f"{name}={value} is outside the vocabulary of {size} pieces")
+            if not 0 <= value < min(sizes):
+                raise ValueError(f"{name}={value} is outside the vocabulary of {min(sizes)} pieces")
         self._source, self._target, self._vocab = source, target, vocab
         self._piece_to_id = None if vocab is None else {piece: i for i, piece in enumerate(vocab)}
         self._pad_id, self._bos_id, self._eos_id, self._unk_id = pad_id, bos_id, eos_id, unk_id
@@ -94,29 +95,28 @@ class Tokenizer:
         Raises:
             UserError: Sentencepiece refused the settings (e.g. a vocabulary too large for the text).
         """
-        model = io.BytesIO()
-        try:
-            spm.SentencePieceTrainer.train(
-                sentence_iterator=iter(texts),
-                model_writer=model,
-                vocab_size=vocab_size,
-                model_type=model_type,
-                character_coverage=character_coverage,
-                pad_id=0,
-                bos_id=1,
-                eos_id=2,
-                unk_id=3,
-                normalization_rule_name="identity",
-                byte_fallback=True,
-                num_threads=1,
-                minloglevel=2,
-            )
-        except RuntimeError as err:
-            reason = str(err).rsplit("] ", 1)[-1]  # drop sentencepiece's "INTERNAL: file.cc(123) [check]"
-            reason = reason.strip() or str(err).strip()  # the check itself when it has no text
-            raise UserError(f"cannot train the tokenizer (vocab_size={vocab_size}): {reason}") from None
-        processor = spm.SentencePieceProcessor(model_proto=model.getvalue())
+        processor = _train_model(texts, vocab_size, model_type, character_coverage)
         return cls(processor, processor, pad_id=0, bos_id=1, eos_id=2, unk_id=3)
+
+    @classmethod
+    def train_separate(
+        cls,
+        source_texts: Iterable[str],
+        target_texts: Iterable[str],
+        *,
+        vocab_size: int,
+        model_type: str = "unigram",
+        character_coverage: float = 1.0,
+    ) -> "Tokenizer":
+        """Train one model on the source side's text and another on the target side's, `vocab_size` pieces
+        each, with `train`'s settings. Source and target ids then mean different pieces.
+
+        Raises:
+            UserError: Sentencepiece refused the settings for either side.
+        """
+        source = _train_model(source_texts, vocab_size, model_type, character_coverage)
+        target = _train_model(target_texts, vocab_size, model_type, character_coverage)
+        return cls(source, target, pad_id=0, bos_id=1, eos_id=2, unk_id=3)
 
     @classmethod
     def from_files(
@@ -157,7 +157,13 @@ class Tokenizer:
 
     @property
     def vocab_size(self) -> int:
+        """Target ids (the output layer's size); also the source's unless the sides have separate models."""
         return len(self._vocab) if self._vocab is not None else self._target.get_piece_size()
+
+    @property
+    def source_vocab_size(self) -> int:
+        """Source ids (the encoder's embedding rows)."""
+        return len(self._vocab) if self._vocab is not None else self._source.get_piece_size()
 
     def encode_source(self, text: str) -> list[int]:
         """Source ids, without BOS/EOS: batching adds those."""
@@ -311,6 +317,34 @@ class Tokenizer:
         if self._piece_to_id is None:
             return ids
         return [self._piece_to_id.get(model.id_to_piece(i), self._unk_id) for i in ids]
+
+
+def _train_model(
+    texts: Iterable[str], vocab_size: int, model_type: str, character_coverage: float
+) -> spm.SentencePieceProcessor:
+    """A sentencepiece model of `texts` with tnmt's settings (see `Tokenizer.train`), in memory."""
+    model = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(texts),
+            model_writer=model,
+            vocab_size=vocab_size,
+            model_type=model_type,
+            character_coverage=character_coverage,
+            pad_id=0,
+            bos_id=1,
+            eos_id=2,
+            unk_id=3,
+            normalization_rule_name="identity",
+            byte_fallback=True,
+            num_threads=1,
+            minloglevel=2,
+        )
+    except RuntimeError as err:
+        reason = str(err).rsplit("] ", 1)[-1]  # drop sentencepiece's "INTERNAL: file.cc(123) [check]"
+        reason = reason.strip() or str(err).strip()  # the check itself when it has no text
+        raise UserError(f"cannot train the tokenizer (vocab_size={vocab_size}): {reason}") from None
+    return spm.SentencePieceProcessor(model_proto=model.getvalue())
 
 
 def _load_model(path: Path) -> spm.SentencePieceProcessor:

@@ -91,7 +91,7 @@ def start_run(
         tokenizer = checkpoint.tokenizer
     else:
         tokenizer = train_data.tokenizer()
-        model = Transformer(recipe.model_config(vocab_size=tokenizer.vocab_size, **special_ids(tokenizer)))
+        model = Transformer(recipe.model_config(tokenizer))
     if state.distilled_pairs > 0:  # resuming after self-distillation: the translations written then
         train_data = ConcatPairs(train_data, prepare_distilled(recipe, tokenizer, model.config.max_len))
     model.to(device).activation_checkpointing = cfg.activation_checkpointing
