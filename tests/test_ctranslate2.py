@@ -61,9 +61,7 @@ def random_model(tokenizer: Tokenizer, **overrides) -> Transformer:
         n_decoder_layers=1,
         d_ff=128,
         max_len=128,
-        pad_id=tokenizer.pad_id,
-        bos_id=tokenizer.bos_id,
-        eos_id=tokenizer.eos_id,
+        **tokenizer.special_ids,
         **{"tie_output": False, **overrides},
     )
     model = Transformer(config).eval()

@@ -41,7 +41,7 @@ class FakeTokenizer:
 
     def __init__(self, size: int, *, source: int = 0) -> None:
         self.vocab_size, self.source_vocab_size = size, source or size
-        self.pad_id, self.bos_id, self.eos_id = 0, 1, 2
+        self.special_ids = {"pad_id": 0, "bos_id": 1, "eos_id": 2}
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ def sentencepiece_normalization(text: str) -> str:
 
 def test_special_ids_and_size(tokenizer: Tokenizer) -> None:
     assert (tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id, tokenizer.unk_id) == (0, 1, 2, 3)
+    assert tokenizer.special_ids == {"pad_id": 0, "bos_id": 1, "eos_id": 2}
     assert tokenizer.vocab_size == 1000
     assert tokenizer.target_pieces([0, 1, 2, 3, 4]) == ["<pad>", "<s>", "</s>", "<unk>", "<0x00>"]
 

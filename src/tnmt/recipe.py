@@ -43,9 +43,8 @@ class Recipe:
 
     def model_config(self, tokenizer: "Tokenizer") -> ModelConfig:
         """The model's config for `tokenizer`'s vocabularies and special ids."""
-        ids = dict(pad_id=tokenizer.pad_id, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id)
         sizes = dict(src_vocab_size=tokenizer.source_vocab_size, tgt_vocab_size=tokenizer.vocab_size)
-        return ModelConfig(**asdict(self.model), **sizes, **ids)
+        return ModelConfig(**asdict(self.model), **sizes, **tokenizer.special_ids)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values, [model] fully resolved (no preset), as written to a run's recipe.json."""

@@ -156,6 +156,11 @@ class Tokenizer:
         return self._unk_id
 
     @property
+    def special_ids(self) -> dict[str, int]:
+        """pad/bos/eos as the keyword arguments `ModelConfig` and `collate` take them."""
+        return dict(pad_id=self.pad_id, bos_id=self.bos_id, eos_id=self.eos_id)
+
+    @property
     def vocab_size(self) -> int:
         """Target ids (the output layer's size); also the source's unless the sides have separate models."""
         return len(self._vocab) if self._vocab is not None else self._target.get_piece_size()

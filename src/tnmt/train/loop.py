@@ -37,7 +37,7 @@ from tnmt.train.distributed import World, collective, env_world, process_group, 
 from tnmt.train.loss import model_loss
 from tnmt.train.progress import Window
 from tnmt.train.schedule import inverse_sqrt_lr
-from tnmt.train.start import Run, TrainState, special_ids, start_run
+from tnmt.train.start import Run, TrainState, start_run
 from tnmt.train.stop import Stopped, StopRequest
 from tnmt.visualize import plot_curves
 
@@ -59,7 +59,7 @@ def train(recipe: Recipe, *, resume: bool = False, progress: bool = True, stop: 
     precision = mixed_precision(cfg.precision, device)  # before any work: fp16 on the CPU is an error
     with process_group(device=device, timeout_s=cfg.collective_timeout_s) as world:
         run = start_run(recipe, resume=resume, progress=progress, world=world, device=device, precision=precision)
-        state, ids = run.state, special_ids(run.tokenizer)
+        state, ids = run.state, run.tokenizer.special_ids
         if not world.is_main:  # dropout masks of its own; checkpoints keep rank 0's RNG state (see start_run)
             torch.manual_seed(random.Random(f"tnmt-dropout/{cfg.seed}/{world.rank}/{state.step}").getrandbits(63))
         window = Window()
@@ -176,7 +176,7 @@ def evaluate(
     and every rank returns the metrics of the whole set.
     """
     model.eval()
-    ids, device = special_ids(tokenizer), next(model.parameters()).device
+    ids, device = tokenizer.special_ids, next(model.parameters()).device
     sampler = TokenBatchSampler(data.lengths(), max_tokens=recipe.train.max_tokens, seed=0, shuffle=False)
     total_nll, total_tokens = 0.0, 0
     for indices in sampler.batches(0)[world.rank :: world.size]:

@@ -235,7 +235,3 @@ def _prepared(recipe: Recipe, world: World, checkpoint: Checkpoint | None) -> Pr
     if not world.is_main:
         prepared = prepare_training_corpus(recipe, checkpoint)
     return prepared
-
-
-def special_ids(tokenizer: Tokenizer) -> dict[str, int]:
-    return dict(pad_id=tokenizer.pad_id, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id)
