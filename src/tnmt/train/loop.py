@@ -20,12 +20,13 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, replace
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from tnmt.checkpoint import average_checkpoints, remove_checkpoint, remove_leftovers, save_checkpoint, update_link
 from tnmt.config import TrainConfig
 from tnmt.data.batching import Batch, TokenBatchSampler, collate
-from tnmt.data.dataset import ConcatPairs, EncodedPairs
+from tnmt.data.dataset import ConcatPairs, EncodedPairs, TrainingPairs
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.decode.translator import Translator
 from tnmt.device import mixed_precision, resolve_device, to_device
@@ -59,51 +60,70 @@ def train(recipe: Recipe, *, resume: bool = False, progress: bool = True, stop: 
     precision = mixed_precision(cfg.precision, device)  # before any work: fp16 on the CPU is an error
     with process_group(device=device, timeout_s=cfg.collective_timeout_s) as world:
         run = start_run(recipe, resume=resume, progress=progress, world=world, device=device, precision=precision)
-        state, ids = run.state, run.tokenizer.special_ids
         if not world.is_main:  # dropout masks of its own; checkpoints keep rank 0's RNG state (see start_run)
-            torch.manual_seed(random.Random(f"tnmt-dropout/{cfg.seed}/{world.rank}/{state.step}").getrandbits(63))
-        window = Window()
-        started = time.monotonic() - state.elapsed
-        if out_of_budget(cfg, state):  # resuming a run that already finished: nothing to add
-            log.info(f"{run.out} already reached its budget at update {state.step}: nothing to resume")
+            seed = random.Random(f"tnmt-dropout/{cfg.seed}/{world.rank}/{run.state.step}").getrandbits(63)
+            torch.manual_seed(seed)
+        if out_of_budget(cfg, run.state):  # resuming a run that already finished: nothing to add
+            log.info(f"{run.out} already reached its budget at update {run.state.step}: nothing to resume")
             return _finish(run)
         run.model.train()
+        clock = time.monotonic() - run.state.elapsed  # the budget's clock, continued when resuming
+        window = Window()
         while True:
-            if _distillation_due(cfg, state):
-                _distill(run)
-            data = run.train_data.for_epoch(state.epoch)  # the epoch's segmentation (one, without subword samples)
-            sampler = TokenBatchSampler(data.lengths(), max_tokens=cfg.max_tokens, seed=cfg.seed)
-            batches = sampler.batches(state.epoch)  # a pure function of (seed, epoch): resuming replays it
-            while state.batch_index < len(batches):
-                # One update takes the next world.size * accum_steps global batches; the j-th goes to rank j mod N.
-                group = batches[state.batch_index : state.batch_index + world.size * cfg.accum_steps]
-                mine = group[world.rank :: world.size]
-                step_batches = [to_device(collate(data.pairs(b), **ids), device) for b in mine or group[:1]]
-                with collective(world):
-                    window.add(*_update(run, step_batches, real=len(mine), steps=-(-len(group) // world.size)))
-                state.step, state.batch_index = state.step + 1, state.batch_index + len(group)
-                # The time budget runs on rank 0's clock; a stop request (a signal) to any rank stops them all.
-                state.elapsed, stops = world.sum(
-                    time.monotonic() - started if world.is_main else 0.0, float(bool(stop))
-                )
-                if state.step % cfg.log_every == 0:
-                    _log_window(run, window)
-                    window = Window()
-                run.bar.advance(step=state.step, elapsed=state.elapsed)
-                done = out_of_budget(cfg, state)
-                if done or (cfg.eval_every and state.step % cfg.eval_every == 0):
-                    patience_spent = _validate_and_save(run)
-                    if patience_spent or done:
-                        return _finish(run)
-                if stops:
-                    _stop(run, stop.name if stop else "")
-            state.epoch, state.batch_index = state.epoch + 1, 0
-            if not cfg.eval_every and _validate_and_save(run):
+            if _train_epoch(run, window, clock=clock, stop=stop):
                 return _finish(run)
-            if cfg.max_epochs and state.epoch >= cfg.max_epochs:
-                if cfg.eval_every:
-                    _validate_and_save(run)
-                return _finish(run)
+
+
+def _train_epoch(run: Run, window: Window, *, clock: float, stop: StopRequest | None) -> bool:
+    """Train from the state's position to the end of its epoch, validating and saving on the way;
+    returns whether the run is over (budget spent, patience spent or the last epoch done)."""
+    cfg, state = run.recipe.train, run.state
+    if _distillation_due(cfg, state):
+        _distill(run)
+    data = run.train_data.for_epoch(state.epoch)  # the epoch's segmentation (one, without subword samples)
+    sampler = TokenBatchSampler(data.lengths(), max_tokens=cfg.max_tokens, seed=cfg.seed)
+    batches = sampler.batches(state.epoch)  # a pure function of (seed, epoch): resuming replays it
+    while state.batch_index < len(batches):
+        # One update takes the next world.size * accum_steps global batches.
+        group = batches[state.batch_index : state.batch_index + run.world.size * cfg.accum_steps]
+        window.add(*_update_on(run, data, group))
+        stops = _count_update(run, len(group), clock=clock, stop=stop)
+        if state.step % cfg.log_every == 0:
+            _log_window(run, window)
+        run.bar.advance(step=state.step, elapsed=state.elapsed)
+        done = out_of_budget(cfg, state)
+        validate = done or (cfg.eval_every and state.step % cfg.eval_every == 0)
+        if validate and (_validate_and_save(run) or done):  # patience spent, or the budget
+            return True
+        if stops:
+            _stop(run, stop.name if stop else "")
+    state.epoch, state.batch_index = state.epoch + 1, 0
+    if not cfg.eval_every and _validate_and_save(run):
+        return True
+    if cfg.max_epochs and state.epoch >= cfg.max_epochs:
+        if cfg.eval_every:
+            _validate_and_save(run)
+        return True
+    return False
+
+
+def _update_on(run: Run, data: TrainingPairs, group: list[np.ndarray]) -> tuple[float, float, int]:
+    """One update on a group of global batches (indices into `data`): the j-th goes to rank j mod N."""
+    world, ids, device = run.world, run.tokenizer.special_ids, next(run.model.parameters()).device
+    mine = group[world.rank :: world.size]
+    batches = [to_device(collate(data.pairs(indices), **ids), device) for indices in mine or group[:1]]
+    with collective(world):
+        return _update(run, batches, real=len(mine), steps=-(-len(group) // world.size))
+
+
+def _count_update(run: Run, n_batches: int, *, clock: float, stop: StopRequest | None) -> bool:
+    """Advance the state past one update; returns whether any rank was asked to stop (a signal).
+
+    The time budget runs on rank 0's clock, so every rank stops after the same update."""
+    state, world = run.state, run.world
+    state.step, state.batch_index = state.step + 1, state.batch_index + n_batches
+    state.elapsed, stops = world.sum(time.monotonic() - clock if world.is_main else 0.0, float(bool(stop)))
+    return bool(stops)
 
 
 def out_of_budget(cfg: TrainConfig, state: TrainState) -> bool:
@@ -246,7 +266,7 @@ def _validate_and_save(run: Run) -> bool:
 
 
 def _log_window(run: Run, window: Window) -> None:
-    """Write the window's per-token loss, perplexity, learning rate and speed."""
+    """Write the window's per-token loss, perplexity, learning rate and speed, and start a new window."""
     state = run.state
     rate = window.tokens / max(time.monotonic() - window.start, 1e-9)
     lr = run.optimizer.param_groups[0]["lr"]
@@ -261,6 +281,7 @@ def _log_window(run: Run, window: Window) -> None:
         elapsed=state.elapsed,
     )
     run.bar.bar.set_postfix(step=state.step, loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{rate:.0f}", epoch=state.epoch)
+    window.reset()
 
 
 def _save(run: Run) -> None:

@@ -124,27 +124,11 @@ class _FusedSmoothedCrossEntropy(torch.autograd.Function):
                 z = torch.mm(x_block, w.T, out=logits_buffer).float().view(-1, passes, v)  # (b, P, V) logits
                 if bias is not None:
                     z += bias
-                z -= z.amax(dim=2, keepdim=True)  # log p = z - log sum exp z, now with z <= 0
                 gold_ids = y[b0 : b0 + block, None, None].expand(-1, passes, 1)  # (b, P, 1)
-                gold, mean = z.gather(2, gold_ids).squeeze(2), z.mean(dim=2)  # (b, P), (b, P)
-                log_ratio = z[:, 0] - z[:, 1] if alpha else None  # (b, V) log p_1 - log p_2, but for a constant
-                p = z.exp_()  # unnormalised probabilities, in place of z
-                total = p.sum(dim=2)  # (b, P)
-                nll = (total.log() - gold)[:real]  # (r, P) -log p[y]
-                uniform = (total.log() - mean)[:real]  # (r, P) -1/V sum_v log p[v]
-                loss += ((1 - epsilon) * nll + epsilon * uniform).sum() / passes
-                nll_sum += nll.sum() / passes
-                if alpha or want_grad:
-                    p.mul_(total.reciprocal()[:, :, None])  # (b, P, V) softmax
-                if alpha:
-                    log_ratio -= (total[:, 0].log() - total[:, 1].log())[:, None]
-                    kl, kl_grad = _consistency(p, log_ratio, real, want_grad)
-                    loss += alpha / 2 * kl
+                block_loss, block_nll, p = _block(z, gold_ids, real, epsilon=epsilon, alpha=alpha, want_grad=want_grad)
+                loss += block_loss
+                nll_sum += block_nll
                 if want_grad:
-                    p.sub_(epsilon / v).scatter_add_(2, gold_ids, p.new_full(gold_ids.shape, epsilon - 1))
-                    if alpha:  # d/dz of the halved loss: (grad CE_i + alpha * grad of the symmetric KL) / 2
-                        p.add_(kl_grad, alpha=alpha).mul_(0.5)
-                    p[real:] = 0
                     if grad_b is not None:
                         grad_b += p.sum(dim=(0, 1))
                     grads[b0 - g0 : b0 - g0 + block] = p
@@ -168,6 +152,39 @@ class _FusedSmoothedCrossEntropy(torch.autograd.Function):
         grad_w = (grad_w * grad_loss).to(weight_dtype)
         grad_b = None if grad_b is None else (grad_b * grad_loss).to(weight_dtype)
         return grad_x, grad_w, grad_b, None, None, None, None, None, None
+
+
+def _block(
+    z: Tensor, gold_ids: Tensor, real: int, *, epsilon: float, alpha: float, want_grad: bool
+) -> tuple[Tensor, Tensor, Tensor]:
+    """One block of positions: its smoothed loss and NLL, summed over the `real` positions (the rows after
+    them are padding) and averaged over the P passes, and, when wanted, the loss's gradient w.r.t. the
+    logits, written over z (the block's largest tensor, so no second one is allocated).
+
+    z: (b, P, V) fp32 logits (bias added); gold_ids: (b, P, 1) the reference tokens. Returns the loss,
+    the NLL and z's storage: the gradient (padding rows zero) if wanted, else the unnormalised probabilities.
+    """
+    passes, v = z.size(1), z.size(2)
+    z -= z.amax(dim=2, keepdim=True)  # log p = z - log sum exp z, now with z <= 0
+    gold, mean = z.gather(2, gold_ids).squeeze(2), z.mean(dim=2)  # (b, P), (b, P)
+    log_ratio = z[:, 0] - z[:, 1] if alpha else None  # (b, V) log p_1 - log p_2, but for a constant
+    p = z.exp_()  # unnormalised probabilities, in place of z
+    total = p.sum(dim=2)  # (b, P)
+    nll = (total.log() - gold)[:real]  # (r, P) -log p[y]
+    uniform = (total.log() - mean)[:real]  # (r, P) -1/V sum_v log p[v]
+    loss = ((1 - epsilon) * nll + epsilon * uniform).sum() / passes
+    if alpha or want_grad:
+        p.mul_(total.reciprocal()[:, :, None])  # (b, P, V) softmax
+    if alpha:
+        log_ratio -= (total[:, 0].log() - total[:, 1].log())[:, None]
+        kl, kl_grad = _consistency(p, log_ratio, real, want_grad)
+        loss = loss + alpha / 2 * kl
+    if want_grad:
+        p.sub_(epsilon / v).scatter_add_(2, gold_ids, p.new_full(gold_ids.shape, epsilon - 1))
+        if alpha:  # d/dz of the halved loss: (grad CE_i + alpha * grad of the symmetric KL) / 2
+            p.add_(kl_grad, alpha=alpha).mul_(0.5)
+        p[real:] = 0
+    return loss, nll.sum() / passes, p
 
 
 def _consistency(p: Tensor, log_ratio: Tensor, real: int, want_grad: bool) -> tuple[Tensor, Tensor | None]:

@@ -16,6 +16,10 @@ class Window:
     """Sums over the updates since the last log line, so a logged loss is the whole window's, not one batch's."""
 
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Start a new window: the next log line covers the updates from now on."""
         self.start, self.loss, self.nll, self.tokens = time.monotonic(), 0.0, 0.0, 0
 
     def add(self, loss: float, nll: float, tokens: int) -> None:
