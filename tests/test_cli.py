@@ -189,7 +189,7 @@ def test_offline_quickstart_runs_the_whole_pipeline(tmp_path):
 
 
 def test_help_and_argument_errors_do_not_import_torch():
-    for argv in (["--help"], ["translate"], ["train", "--help"]):
+    for argv in (["--help"], ["translate"], ["train", "--help"], ["translate", "--checkpoint", "x", "--bogus"]):
         code = f"import sys, tnmt.cli\ntry:\n    tnmt.cli.main({argv!r})\nexcept SystemExit:\n    pass\n"
         code += "print('torch' in sys.modules)"
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

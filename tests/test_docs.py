@@ -14,3 +14,24 @@ def test_examples_run(repo_root, name):
     code = python_blocks(repo_root / name)
     assert code
     exec(compile(code, name, "exec"), {})
+
+
+def test_the_readme_map_names_every_module(repo_root):
+    """Each module under src/tnmt has a row in "Where each concept lives": by its path, or by its file name
+    on a line that names its package's directory (`src/tnmt/decode/greedy.py`, `beam.py`)."""
+    text = (repo_root / "README.md").read_text()
+    rows = text.split("## Where each concept lives", 1)[1].split("\n## ", 1)[0].splitlines()
+    package = repo_root / "src" / "tnmt"
+    missing = []
+    for module in sorted(package.rglob("*.py")):
+        relative = module.relative_to(package).as_posix()
+        if module.name in ("__init__.py", "__main__.py"):
+            continue
+        directory = f"src/tnmt/{module.parent.relative_to(package).as_posix()}/".replace("/./", "/")
+        named = any(
+            f"{relative}`" in row or (f"`{module.name}`" in row and (directory in row or "/" not in relative))
+            for row in rows
+        )
+        if not named:
+            missing.append(relative)
+    assert not missing, f"modules without a row in the README's map: {missing}"

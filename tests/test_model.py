@@ -163,6 +163,8 @@ def test_tied_and_shared_embeddings_are_one_tensor():
         dict(activation="gelu"),
         dict(positional_layout="concat"),
         dict(final_logits_bias=True),
+        dict(scale_embeddings=False),
+        dict(norm_first=True),
     ],
 )
 def test_variants_run_and_are_causal(options):

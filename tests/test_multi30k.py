@@ -5,7 +5,6 @@ import logging
 import re
 import shutil
 import socket
-import time
 from pathlib import Path
 
 import pytest
@@ -102,14 +101,13 @@ def test_download_missing_file_is_one_line_error(server: Server, tmp_path: Path)
         fetch_multi30k(tmp_path, source=f"{server.url}/bad", langs=("de",), splits=("val",), tok=False)
 
 
-def test_unreachable_server_fails_fast_with_one_line(tmp_path: Path) -> None:
+def test_unreachable_server_fails_with_one_line(tmp_path: Path) -> None:
     base = closed_port_url()
-    start = time.monotonic()
     with pytest.raises(UserError) as err:
         fetch_multi30k(tmp_path, source=base)
-    assert time.monotonic() - start < 5
     message = str(err.value)
     assert message.startswith(f"cannot download Multi30k from {base}/raw/train.en.gz: ")
+    # "refused", not "no connection within 10 s": the closed port is reported at once, not after the timeout
     assert message.endswith("Connection refused; set TNMT_DATA_DIR to a local copy or pass --from DIR")
     assert "\n" not in message
 
@@ -119,10 +117,8 @@ def test_silent_server_times_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen()  # the kernel completes the connection, nobody ever answers
-        start = time.monotonic()
         with pytest.raises(UserError, match="val.en.gz: the server sent nothing for 0.5 s; set TNMT_"):
             fetch_multi30k(tmp_path, source=f"http://127.0.0.1:{sock.getsockname()[1]}", langs=("en",), splits=("val",))
-    assert time.monotonic() - start < 5
 
 
 def test_copy_from_local_directory_is_verified_and_idempotent(multi30k_dir: Path, tmp_path: Path) -> None:

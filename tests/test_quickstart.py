@@ -1,3 +1,6 @@
+import pytest
+
+from tnmt import quickstart
 from tnmt.config import TrainConfig
 from tnmt.quickstart import budget, numbers_task
 
@@ -18,3 +21,24 @@ def test_budget_is_said_in_words():
     assert budget(TrainConfig(max_steps=600)) == "up to 600 updates"
     assert budget(TrainConfig(max_steps=0, max_minutes=10.0)) == "up to 10 minutes"
     assert budget(TrainConfig(max_steps=50, max_minutes=2.5)) == "up to 2.5 minutes or 50 updates"
+
+
+def test_with_multi30k_the_budget_is_the_minutes_given(tmp_path, monkeypatch, capsys):
+    """The Multi30k branch trains for the time asked, with no update cap ("10 minutes / 0 steps" once)."""
+    trained = []
+
+    class Trained(Exception):
+        pass
+
+    def fake_train(recipe):
+        trained.append(recipe.train)
+        raise Trained
+
+    monkeypatch.setattr(quickstart, "find_multi30k", lambda: tmp_path)
+    monkeypatch.setattr(quickstart, "corpus_files", lambda data, split: (tmp_path / "src", tmp_path / "ref"))
+    monkeypatch.setattr(quickstart, "train", fake_train)
+    with pytest.raises(Trained):
+        quickstart.quickstart(tmp_path / "out", minutes=10.0)
+    (config,) = trained
+    assert (config.max_minutes, config.max_steps) == (10.0, 0)
+    assert capsys.readouterr().out.startswith("training on multi30k for up to 10 minutes; checkpoints")

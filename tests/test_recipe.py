@@ -122,6 +122,7 @@ def test_the_papers_recipes_hold_table_3(repo_root, name, shape, dropout, steps,
     assert (data.tokenizer_model, data.vocab_size) == ("bpe", 37_000)
     assert (model.d_model, model.d_ff, model.n_heads, model.n_encoder_layers, model.n_decoder_layers) == (*shape, 6, 6)
     assert (model.dropout, model.share_embeddings, model.tie_output, model.norm_first) == (dropout, True, True, False)
+    assert (model.attention_dropout, model.activation_dropout) == (0.0, 0.0)  # P_drop on sub-layer outputs only
     world_size = 1  # as written; with N processes the TOML says to divide accum_steps by N
     assert train.max_tokens * train.accum_steps * world_size == 25_000
     assert train.max_tokens * 1 * 8 == 25_000  # the paper's 8 GPUs, with --train.accum_steps=1

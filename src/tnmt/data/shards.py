@@ -1,8 +1,8 @@
-"""Prepared corpora: a training corpus encoded once into memory-mapped id arrays.
+"""Prepared corpora: a training corpus encoded once into id arrays on disk, read by offset.
 
 Held as Python lists, a WMT-sized corpus (4.5M pairs) costs gigabytes; encoded into flat arrays it
-costs 2 bytes per token on disk and only the pages a batch touches in memory, so training's memory
-stays flat as the corpus grows. A prepared directory holds:
+costs 2 bytes per token on disk, and training reads only the sentences of its next batch (`SentenceFile`),
+so its memory stays flat as the corpus grows. A prepared directory holds:
 
     manifest.json                 what it was built from (below), its dtype and counts; written last
     tokenizer/                    the tokenizer the ids belong to
@@ -34,6 +34,7 @@ import os
 import random
 import secrets
 import shutil
+import struct
 import time
 import weakref
 import zlib
@@ -132,9 +133,9 @@ class SentenceFile:
     def sentence(self, i: int) -> list[int]:
         """The ids of sentence `i`."""
         ids_fd, offsets_fd = self._fds
-        start, end = np.frombuffer(os.pread(offsets_fd, 16, self._offsets_start + 8 * i), dtype="<i8").tolist()
-        size = self._dtype.itemsize
-        return np.frombuffer(os.pread(ids_fd, (end - start) * size, start * size), dtype=self._dtype).tolist()
+        start, end = struct.unpack("<qq", os.pread(offsets_fd, 16, self._offsets_start + 8 * i))
+        size = self._dtype.itemsize  # memoryview and struct, not numpy: 3.3 against 4.5 us a sentence
+        return memoryview(os.pread(ids_fd, (end - start) * size, start * size)).cast(self._dtype.char).tolist()
 
 
 def _close_all(fds: list[int]) -> None:
@@ -184,7 +185,12 @@ def _exclusive(directory: Path) -> Iterator[None]:
 def _build(
     data: DataConfig, directory: Path, key: dict[str, Any], *, max_len: int, tokenizer: Tokenizer | None
 ) -> PreparedPairs:
-    """Train the tokenizer if none is given, encode, and rename the result into place."""
+    """Train the tokenizer if none is given, encode, and rename the result into place.
+
+    Training a tokenizer reads the corpus twice, streaming both times: once to sample its text, once to
+    encode every pair with it. Encoding needs the finished tokenizer, and keeping the text between the
+    passes would cost the memory this module exists to save.
+    """
     started = time.monotonic()
     tmp = directory.parent / f".{directory.name}.tmp-{secrets.token_hex(4)}"
     tmp.mkdir()
