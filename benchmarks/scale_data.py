@@ -21,6 +21,10 @@ Every figure comes from a fresh subprocess, so one measurement's memory never co
 - Multi30k: tokens/s of the Multi30k recipe from the prepared corpus and in memory, side by side:
   `--repeats` runs of each, alternating, and the median of the per-pair ratios (a 50-update run on a
   shared 2-core host varies by more than the 3% measured).
+- data path: what the two paths differ in, alone: reading each batch's sentences (`pairs(indices)`) from
+  the prepared Multi30k corpus and from the same ids held in lists, batch by batch, alternating, over
+  `--repeats` epochs in one process; the median per batch, set against the mean training step (a batch's
+  target tokens over the median tokens/s of the prepared runs above).
 
 Targets (issue 10, on the 2-core machine): prepare 4.5M pairs <= 10 min with peak RSS <= 2 GB; training
 start <= 30 s; training RSS beyond model and optimizer <= 1 GB; Multi30k tokens/s within 3% of the
@@ -188,6 +192,41 @@ def multi30k_side_by_side(work: Path, *, updates: int, repeats: int) -> dict:
     return {**runs, "prepared_vs_in_memory": [round(r, 4) for r in ratios], "median_ratio": ratio}
 
 
+def data_path_side_by_side(prepared_dir: Path, *, repeats: int, tokens_per_s: float) -> dict:
+    """Milliseconds to read one batch's sentences from the prepared corpus and from lists, alternating.
+
+    The end-to-end runs compare whole training processes, whose speed on a shared host moves by more than
+    the difference sought; this times only the code in which the two paths differ, in one process.
+    """
+    from tnmt.config import TrainConfig
+    from tnmt.data.batching import TokenBatchSampler
+    from tnmt.data.dataset import EncodedPairs
+    from tnmt.data.shards import PreparedPairs
+    from tnmt.recipe import load_recipe
+
+    max_tokens = load_recipe(RECIPE).train.max_tokens
+    prepared = PreparedPairs(prepared_dir)
+    everything = prepared.pairs(range(len(prepared)))
+    in_memory = EncodedPairs(src=[s for s, _ in everything], tgt=[t for _, t in everything])
+    sampler = TokenBatchSampler(prepared.lengths(), max_tokens=max_tokens, seed=TrainConfig().seed)
+    times: dict[str, list[float]] = {"prepared": [], "in_memory": []}
+    for epoch in range(repeats):
+        for indices in sampler.batches(epoch):
+            indices = indices.tolist()
+            for mode, data in (("prepared", prepared), ("in_memory", in_memory)):
+                started = time.perf_counter()
+                data.pairs(indices)
+                times[mode].append(time.perf_counter() - started)
+    target_tokens = sum(len(t) + 1 for t in in_memory.tgt) / len(sampler)  # per batch, EOS included
+    step_ms = 1000 * target_tokens / tokens_per_s  # the mean training step of the prepared runs
+    result = {mode: round(1000 * statistics.median(t), 3) for mode, t in times.items()}
+    extra = result["prepared"] - result["in_memory"]
+    result |= {"batches": len(times["prepared"]), "step_ms": round(step_ms, 1)}
+    result["extra_share_of_step"] = round(extra / step_ms, 5)
+    print(f"data path (ms per batch): {result}", flush=True)
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=4_500_000)
@@ -219,6 +258,9 @@ def main() -> None:
     results["train_in_memory"] = train("train (in memory)", small, out, updates=args.updates, in_memory=True)
 
     results["multi30k"] = multi30k_side_by_side(args.work, updates=args.updates, repeats=args.repeats)
+    median_speed = statistics.median(run["tokens_per_s"] for run in results["multi30k"]["prepared"])
+    prepared_dir = args.work / "multi30k_prepared" / "prepared"
+    results["data_path"] = data_path_side_by_side(prepared_dir, repeats=args.repeats, tokens_per_s=median_speed)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.out} ({time.monotonic() - started:.0f} s)")
