@@ -325,16 +325,26 @@ def test_the_readme_torchrun_commands_use_the_launch_options_tested_here():
 
 
 def test_a_signal_to_one_rank_stops_every_rank_with_a_checkpoint(tiny_training, tmp_path):
-    """SIGTERM to rank 1 alone: the stop request is shared at the next update, rank 0 saves, both exit 0."""
+    """SIGTERM to rank 1 alone: the stop request is shared at the next update, rank 0 saves and says where in
+    one line, both exit 0."""
     out = tmp_path / "stopped"
     arguments = overrides(tiny_training, out, "--train.max_steps=100000", "--train.eval_every=100000")
-    launch = torchrun(["--nproc_per_node", "2", "--master-port", str(free_port())], arguments, environment=env())
+    launch_options = ["--nproc_per_node", "2", "--master-port", str(free_port())]
+    launch = torchrun(launch_options, arguments, environment=env(), stderr=subprocess.PIPE)
     deadline = time.monotonic() + LAUNCH_TIMEOUT
     while not ((out / "metrics.jsonl").exists() and (out / "metrics.jsonl").read_text()):
         assert time.monotonic() < deadline and launch.poll() is None, "training never started"
         time.sleep(0.2)
     (rank1,) = [pid for pid in workers_of(launch.pid) if b"\0RANK=1\0" in Path(f"/proc/{pid}/environ").read_bytes()]
     os.kill(rank1, signal.SIGTERM)
-    finish(launch)
+    _, errors = launch.communicate(timeout=LAUNCH_TIMEOUT + 10)
+    assert launch.returncode == 0, errors
     state = json.loads((out / "last" / "trainer_state.json").read_text())
     assert state["step"] >= 1 and (out / "last").resolve().name == f"step_{state['step']:07d}"
+    checkpoint = out / "checkpoints" / f"step_{state['step']:07d}"
+    said = [line for line in errors.splitlines() if line.startswith("tnmt train: stopped")]  # rank 0's alone
+    step = state["step"]
+    assert said == [
+        f"tnmt train: stopped on another rank's signal after update {step}: checkpoint {checkpoint} "
+        "(continue with --resume)"
+    ]

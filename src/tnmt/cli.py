@@ -251,7 +251,8 @@ def _train(args: argparse.Namespace, overrides: list[str]) -> int:
                 load_recipe(args.config, overrides), resume=args.resume, progress=not args.no_progress, stop=stop
             )
         except Stopped as stopped:
-            print(f"tnmt train: {stopped}", file=sys.stderr)
+            if env_world().is_main:  # every rank stops at the same update; rank 0 saved and says where
+                print(f"tnmt train: {stopped}", file=sys.stderr)
             return stopped.exit_status
         except PeerLost as e:  # under torchrun: another rank died or hung; say so in one line, not a backtrace
             print(f"tnmt train: error: {e}", file=sys.stderr)
