@@ -339,11 +339,10 @@ def test_a_signal_to_one_rank_stops_every_rank_with_a_checkpoint(tiny_training, 
     os.kill(rank1, signal.SIGTERM)
     _, errors = launch.communicate(timeout=LAUNCH_TIMEOUT + 10)
     assert launch.returncode == 0, errors
-    state = json.loads((out / "last" / "trainer_state.json").read_text())
-    assert state["step"] >= 1 and (out / "last").resolve().name == f"step_{state['step']:07d}"
-    checkpoint = out / "checkpoints" / f"step_{state['step']:07d}"
+    step = json.loads((out / "last" / "trainer_state.json").read_text())["step"]
+    assert step >= 1 and (out / "last").resolve().name == f"step_{step:07d}"
+    checkpoint = out / "checkpoints" / f"step_{step:07d}"
     said = [line for line in errors.splitlines() if line.startswith("tnmt train: stopped")]  # rank 0's alone
-    step = state["step"]
     assert said == [
         f"tnmt train: stopped on another rank's signal after update {step}: checkpoint {checkpoint} "
         "(continue with --resume)"

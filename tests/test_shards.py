@@ -88,6 +88,7 @@ def test_a_vocabulary_beyond_uint16_gets_uint32_ids(corpus: Path, tmp_path: Path
     assert max(max(src) for src, _ in everything(prepared)) > 2**16
 
 
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads the process's maps from Linux's /proc")
 def test_reading_maps_no_corpus_file_into_the_process(corpus: Path, tmp_path: Path):
     """Training reads sentences with pread: a map of the id files would also bring the cached pages around
     each fault into the process's resident set (~500 MB in 50 updates at 4.5M pairs), for pages nobody read."""
