@@ -73,6 +73,17 @@ def test_prepared_ids_equal_the_in_memory_encoding(corpus: Path, tmp_path: Path,
     assert os.path.getsize(tmp_path / "prepared" / "src.ids") == 2 * manifest["src_tokens"]
 
 
+def test_the_log_says_how_many_pairs_were_kept_and_why_others_were_not(corpus: Path, tmp_path: Path, caplog):
+    caplog.set_level("INFO", logger="tnmt")
+    prepare(config(corpus), tmp_path / "dropped", max_len=60)
+    prepare(config(corpus, max_train_pairs=100), tmp_path / "kept", max_len=60)
+    said = [r.getMessage().split(" in ")[0] for r in caplog.records if r.getMessage().startswith("prepared ")]
+    assert said == [
+        "prepared 300 of 302 pairs (the others have an empty side or one over 60 tokens)",
+        "prepared all 100 pairs",
+    ]
+
+
 def test_a_vocabulary_beyond_uint16_gets_uint32_ids(corpus: Path, tmp_path: Path):
     """A Marian-style tokenizer with an explicit 70000-entry vocabulary: ids above 65535 must survive."""
     data = config(corpus)

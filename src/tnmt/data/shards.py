@@ -223,10 +223,12 @@ def _build(
     if data.subword_samples:
         ratio = sum(counts["sample_tokens"]) / data.subword_samples / (counts["src_tokens"] + counts["tgt_tokens"])
         sampled = f" and {data.subword_samples} sampled segmentations of them ({ratio:.2f}x the tokens)"
-    log.info(
-        f"prepared {counts['pairs']} of {counts['read']} pairs (the others have an empty side or one longer than "
-        f"{max_len} tokens){sampled} in {directory} in {time.monotonic() - started:.0f} s"
-    )
+    kept = f"all {counts['read']} pairs"
+    if counts["pairs"] < counts["read"]:
+        kept = (
+            f"{counts['pairs']} of {counts['read']} pairs (the others have an empty side or one over {max_len} tokens)"
+        )
+    log.info(f"prepared {kept}{sampled} in {directory} in {time.monotonic() - started:.0f} s")
     return prepared
 
 
