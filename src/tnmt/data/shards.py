@@ -112,14 +112,11 @@ class SentenceFile:
 
     def __init__(self, stem: Path, dtype: np.dtype) -> None:
         self._offsets_path, self._dtype = Path(f"{stem}.offsets.npy"), dtype
-        with open(self._offsets_path, "rb") as f:  # where the int64 offsets start, after the .npy header
-            major, _ = np.lib.format.read_magic(f)
-            header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
-            (count,), _, offsets_dtype = header(f)
-            self._offsets_start = f.tell()
-        if offsets_dtype != np.dtype("<i8"):
-            raise ValueError(f"{self._offsets_path}: offsets are {offsets_dtype}, expected little-endian int64")
-        self._count = count - 1
+        offsets = np.load(self._offsets_path, mmap_mode="r")  # numpy reads the header; no page of data is touched
+        if offsets.dtype != np.dtype("<i8"):
+            raise ValueError(f"{self._offsets_path}: offsets are {offsets.dtype}, expected little-endian int64")
+        self._offsets_start, self._count = offsets.offset, len(offsets) - 1  # where the offsets start in the file
+        del offsets  # unmapped: sentences are read with pread
         self._fds = [os.open(path, os.O_RDONLY) for path in (f"{stem}.ids", self._offsets_path)]
         weakref.finalize(self, _close_all, self._fds)
 
