@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "src"))  # this checkout's tnmt, in this process as in the runs it starts
 RECIPE = HERE.parent / "configs" / "multi30k_en_de.toml"
 TARGETS = {"prepare_s": 600, "prepare_peak_rss_mb": 2048, "time_to_first_update_s": 30, "rss_beyond_mb": 1024}
 
@@ -198,17 +199,16 @@ def data_path_side_by_side(prepared_dir: Path, *, repeats: int, tokens_per_s: fl
     The end-to-end runs compare whole training processes, whose speed on a shared host moves by more than
     the difference sought; this times only the code in which the two paths differ, in one process.
     """
-    from tnmt.config import TrainConfig
     from tnmt.data.batching import TokenBatchSampler
     from tnmt.data.dataset import EncodedPairs
     from tnmt.data.shards import PreparedPairs
     from tnmt.recipe import load_recipe
 
-    max_tokens = load_recipe(RECIPE).train.max_tokens
+    train_config = load_recipe(RECIPE).train
     prepared = PreparedPairs(prepared_dir)
     everything = prepared.pairs(range(len(prepared)))
     in_memory = EncodedPairs(src=[s for s, _ in everything], tgt=[t for _, t in everything])
-    sampler = TokenBatchSampler(prepared.lengths(), max_tokens=max_tokens, seed=TrainConfig().seed)
+    sampler = TokenBatchSampler(prepared.lengths(), max_tokens=train_config.max_tokens, seed=train_config.seed)
     times: dict[str, list[float]] = {"prepared": [], "in_memory": []}
     for epoch in range(repeats):
         for indices in sampler.batches(epoch):
@@ -258,7 +258,7 @@ def main() -> None:
     results["train_in_memory"] = train("train (in memory)", small, out, updates=args.updates, in_memory=True)
 
     results["multi30k"] = multi30k_side_by_side(args.work, updates=args.updates, repeats=args.repeats)
-    median_speed = statistics.median(run["tokens_per_s"] for run in results["multi30k"]["prepared"])
+    median_speed = statistics.median(figures["tokens_per_s"] for figures in results["multi30k"]["prepared"])
     prepared_dir = args.work / "multi30k_prepared" / "prepared"
     results["data_path"] = data_path_side_by_side(prepared_dir, repeats=args.repeats, tokens_per_s=median_speed)
     args.out.parent.mkdir(parents=True, exist_ok=True)
