@@ -171,7 +171,7 @@ def in_memory_train(argv: list[str]) -> int:
     def in_memory_data(recipe, *, tokenizer, model_max_len):
         text = read_split(recipe.data, "train", limit=recipe.data.max_train_pairs)
         tokenizer = tokenizer or train_tokenizer(recipe.data, text)
-        data = encode(text, tokenizer, max_len=min(recipe.data.max_tokens_per_sentence, model_max_len - 1))
+        data = encode(text, tokenizer, max_len=recipe.longest_side(model_max_len))
         return InMemory(data.src, data.tgt, tokenizer)
 
     start.prepare_recipe = in_memory_data
@@ -201,7 +201,7 @@ def data_path_side_by_side(prepared_dir: Path, *, repeats: int, tokens_per_s: fl
     """
     from tnmt.data.batching import TokenBatchSampler
     from tnmt.data.dataset import EncodedPairs
-    from tnmt.data.shards import PreparedPairs
+    from tnmt.data.prepared import PreparedPairs
     from tnmt.recipe import load_recipe
 
     train_config = load_recipe(RECIPE).train

@@ -4,12 +4,11 @@ on the real tiny Translator (batching never changes an output)."""
 import threading
 from concurrent.futures import CancelledError
 from dataclasses import replace
-from types import SimpleNamespace
 
 import pytest
 
 from tnmt.config import DecodeConfig
-from tnmt.decode.translator import Translator
+from tnmt.decode.translator import EMPTY, TokenAttention, Translation, Translator
 from tnmt.serve.batcher import Batcher, QueueFull
 
 WAIT = 10  # seconds: generous bounds on waits that should end at once
@@ -19,46 +18,44 @@ SETTINGS = DecodeConfig(beam_size=1, max_len=5)
 class ScriptedTranslator:
     """Translates a text to its upper case; a text costs one token per word (+ EOS in the batcher).
 
-    Records every call as (method, texts, decode settings). With `hold=True` its first call blocks until
-    `release` is set (`busy` tells that the worker is inside it), so the test can queue requests meanwhile.
+    Records every call as (texts, settings, n_best, attention, sources). With `hold=True` its first call blocks
+    until `release` is set (`busy` tells that the worker is inside it), so the test can queue requests meanwhile.
     Texts listed in `fail_on` make their call raise.
     """
 
     def __init__(self, *, hold: bool = False, fail_on: tuple[str, ...] = ()) -> None:
-        self.tokenizer = SimpleNamespace(encode_source=lambda text: text.split())
         self.decode = SETTINGS
-        self.calls: list[tuple[str, list[str], dict]] = []
+        self.encoded: list[list[str]] = []
+        self.calls: list[tuple[list[str], DecodeConfig, int, bool, list]] = []
         self.busy, self.release = threading.Event(), threading.Event()
         self.hold, self.fail_on = hold, fail_on
 
-    def _call(self, method: str, texts: list[str], decode: dict) -> None:
-        self.calls.append((method, list(texts), decode))
+    def encode(self, texts: list[str]) -> list[list[str] | None]:
+        self.encoded.append(list(texts))
+        return [text.split() or None for text in texts]
+
+    def translations(self, texts, settings, *, n_best=1, attention=False, sources=None) -> list[Translation]:
+        self.calls.append((list(texts), settings, n_best, attention, list(sources)))
         if self.hold:
             self.hold = False
             self.busy.set()
             assert self.release.wait(WAIT), "the test never released the worker"
         if failing := [text for text in texts if text in self.fail_on]:
             raise RuntimeError(f"scripted failure on {failing}")
+        return [self._translation(text, n_best, attention) for text in texts]
 
-    def translate(self, texts: list[str], **decode) -> list[str]:
-        self._call("translate", texts, decode)
-        return [text.upper() for text in texts]
-
-    def translate_nbest(self, texts: list[str], *, n_best: int, **decode) -> list[list[SimpleNamespace]]:
-        self._call("translate_nbest", texts, decode)
-        n = n_best
-        return [
-            [SimpleNamespace(text=f"{text.upper()} {k}", score=-float(k), tokens=[text.upper(), k]) for k in range(n)]
-            for text in texts
+    @staticmethod
+    def _translation(text: str, n_best: int, attention: bool) -> Translation:
+        nbest = [
+            Translation(f"{text.upper()} {k}" if n_best > 1 else text.upper(), [k], -float(k), -k)
+            for k in range(n_best)
         ]
-
-    def attention(self, text: str, *, output: list, **decode) -> tuple:
-        self._call("attention", [text], {"output": output, **decode})
-        return (text.split(), ["<s>", *output], "maps")
+        maps = TokenAttention(text.split(), ["<s>", text.upper()], "maps") if attention else None
+        return replace(nbest[0], alternatives=tuple(nbest[1:]), attention=maps)
 
     def batches(self) -> list[list[str]]:
         """The texts of each call, the held first call included."""
-        return [texts for _, texts, _ in self.calls]
+        return [texts for texts, *_ in self.calls]
 
 
 def make_batcher(fake: ScriptedTranslator, **options) -> tuple[Batcher, list[int]]:
@@ -77,8 +74,12 @@ def hold_worker(batcher: Batcher, fake: ScriptedTranslator):
     return futures
 
 
-def results(futures) -> list:
+def results(futures) -> list[Translation]:
     return [future.result(timeout=WAIT) for future in futures]
+
+
+def texts(futures) -> list[str]:
+    return [translation.text for translation in results(futures)]
 
 
 def test_requests_queued_while_the_worker_is_busy_share_one_batch():
@@ -91,10 +92,10 @@ def test_requests_queued_while_the_worker_is_busy_share_one_batch():
     assert batcher.depth == 4
     fake.release.set()
 
-    assert results(held) == [[("HOLD", None)]]
-    assert results(a) == [[("A", None)]]
-    assert results(b) == [[("B ONE", None)], [("B TWO", None)]]
-    assert results(c) == [[("C", None)]]
+    assert texts(held) == ["HOLD"]
+    assert texts(a) == ["A"]
+    assert texts(b) == ["B ONE", "B TWO"]
+    assert texts(c) == ["C"]
     assert fake.batches() == [["hold"], ["a", "b one", "b two", "c"]]
     assert sizes == [1, 4]
     assert batcher.depth == 0
@@ -109,7 +110,7 @@ def test_a_batch_closes_when_its_token_budget_is_reached():
     futures = [batcher.submit([f"w{i} x"], SETTINGS)[0] for i in range(5)]
     fake.release.set()
 
-    assert results(futures) == [[(f"W{i} X", None)] for i in range(5)]
+    assert texts(futures) == [f"W{i} X" for i in range(5)]
     assert fake.batches()[1:] == [["w0 x", "w1 x"], ["w2 x", "w3 x"], ["w4 x"]]
     assert sizes == [1, 2, 2, 1]
     batcher.stop()
@@ -135,7 +136,7 @@ def test_a_batch_waits_for_more_within_max_wait_and_closes_at_the_budget():
     batcher, sizes = make_batcher(fake, max_batch_tokens=4, max_wait_ms=60_000)
     first = batcher.submit(["a"], SETTINGS)  # 2 tokens: the worker takes it and waits for more
     second = batcher.submit(["b"], SETTINGS)
-    assert results(first + second) == [[("A", None)], [("B", None)]]
+    assert texts(first + second) == ["A", "B"]
     assert fake.batches() == [["a", "b"]]
     assert sizes == [2]
     batcher.stop()
@@ -144,7 +145,7 @@ def test_a_batch_waits_for_more_within_max_wait_and_closes_at_the_budget():
 def test_a_batch_does_not_wait_for_a_request_that_never_comes():
     fake = ScriptedTranslator()
     batcher, sizes = make_batcher(fake, max_wait_ms=50)
-    assert results(batcher.submit(["alone"], SETTINGS)) == [[("ALONE", None)]]
+    assert texts(batcher.submit(["alone"], SETTINGS)) == ["ALONE"]
     assert sizes == [1]
     batcher.stop()
 
@@ -157,7 +158,7 @@ def test_without_batching_each_request_is_its_own_batch():
     futures.append(batcher.submit(["c"], SETTINGS))
     fake.release.set()
 
-    assert [results(f) for f in futures] == [[[("A", None)]], [[("B ONE", None)], [("B TWO", None)]], [[("C", None)]]]
+    assert [texts(f) for f in futures] == [["A"], ["B ONE", "B TWO"], ["C"]]
     assert fake.batches() == [["hold"], ["a"], ["b one", "b two"], ["c"]]
     assert sizes == [1, 1, 2, 1]
     batcher.stop()
@@ -176,7 +177,7 @@ def test_a_full_queue_refuses_the_whole_request_and_queues_nothing():
         batcher.submit(["refused three"], SETTINGS)
     fake.release.set()
 
-    assert results(accepted) == [[("A", None)], [("B", None)], [("C", None)]]
+    assert texts(accepted) == ["A", "B", "C"]
     assert fake.batches() == [["hold"], ["a", "b", "c"]]
     batcher.stop()
 
@@ -190,7 +191,7 @@ def test_a_cancelled_job_is_skipped():
     assert all(future.cancel() for future in given_up)  # what the app does at a request's deadline
     fake.release.set()
 
-    assert results(kept) == [[("KEPT", None)]]
+    assert texts(kept) == ["KEPT"]
     assert all(future.cancelled() for future in given_up)
     with pytest.raises(CancelledError):
         given_up[0].result(timeout=WAIT)
@@ -213,7 +214,7 @@ def test_stop_finishes_every_accepted_job_then_ends_the_worker(batching):
 
     assert not stopper.is_alive(), "stop() did not return"
     assert all(future.done() for future in held + accepted)  # stop() returned after they were decoded
-    assert results(held + accepted) == [[("HOLD", None)], [("A", None)], [("B", None)]]
+    assert texts(held + accepted) == ["HOLD", "A", "B"]
     assert [text for batch in fake.batches() for text in batch] == ["hold", "a", "b"]
 
 
@@ -229,8 +230,8 @@ def test_an_error_reaches_the_futures_of_its_group_and_the_worker_keeps_serving(
     for future in boom + same_group:
         with pytest.raises(RuntimeError, match="scripted failure"):
             future.result(timeout=WAIT)
-    assert results(other_group) == [[("OTHER", None)]]
-    assert results(batcher.submit(["later"], SETTINGS)) == [[("LATER", None)]]
+    assert texts(other_group) == ["OTHER"]
+    assert texts(batcher.submit(["later"], SETTINGS)) == ["LATER"]
     batcher.stop()
 
 
@@ -246,22 +247,31 @@ def test_groups_with_different_settings_are_decoded_separately():
     attention_e = batcher.submit(["e"], SETTINGS, attention=True)
     fake.release.set()
 
-    assert results(greedy_a + greedy_c) == [[("A", None)], [("C ONE", None)], [("C TWO", None)]]
-    assert results(beam_b) == [[("B", None)]]
-    assert results(nbest_d) == [[("D 0", -0.0), ("D 1", -1.0)]]
-    assert results(attention_e) == [([("E 0", None)], (["e"], ["<s>", "E", 0], "maps"))]
+    assert texts(greedy_a + greedy_c) == ["A", "C ONE", "C TWO"]
+    assert texts(beam_b) == ["B"]
+    assert [(t.text, t.score) for t in results(nbest_d)[0].nbest] == [("D 0", -0.0), ("D 1", -1.0)]
+    assert results(attention_e)[0].attention == (["e"], ["<s>", "E"], "maps")
     assert sizes == [1, 3, 1, 1, 1]
-    calls = [(call, texts, decode.get("beam_size"), decode.get("batch_size")) for call, texts, decode in fake.calls[1:]]
-    assert calls == [
-        ("translate", ["a", "c one", "c two"], 1, 3),  # one decoder batch for the group
-        ("translate", ["b"], 3, 1),
-        ("translate_nbest", ["d"], 3, 1),
-        ("translate_nbest", ["e"], 1, 1),  # searched once; the maps explain its best output
-        ("attention", ["e"], None, None),
+    calls = [
+        (texts, settings.beam_size, settings.batch_size, n_best, attention)
+        for texts, settings, n_best, attention, _ in fake.calls[1:]
     ]
-    assert fake.calls[-1][2] == {"output": ["E", 0]}
-    assert all("quantize" not in decode for _, _, decode in fake.calls)  # fixed when the model was loaded
+    assert calls == [
+        (["a", "c one", "c two"], 1, 3, 1, False),  # one decoder batch for the group
+        (["b"], 3, 1, 1, False),
+        (["d"], 3, 1, 2, False),
+        (["e"], 1, 1, 1, True),  # searched once; the maps explain its best output
+    ]
     batcher.stop()
+
+
+def test_each_text_is_tokenised_once_when_it_arrives_and_its_ids_travel_to_the_search():
+    fake = ScriptedTranslator()
+    batcher, _ = make_batcher(fake)
+    assert texts(batcher.submit(["a b", "", "c"], SETTINGS)) == ["A B", "", "C"]
+    batcher.stop()
+    assert fake.encoded == [["a b", "", "c"]]
+    assert fake.calls[0][4] == [["a", "b"], None, ["c"]]
 
 
 SENTENCES = [
@@ -291,14 +301,14 @@ def test_batched_outputs_equal_translating_each_sentence_alone(translator, beam_
     batcher.stop()
 
     assert sizes == ([len(SENTENCES), len(SENTENCES)] if beam_size > 1 else [2 * len(SENTENCES)])  # really batched
-    assert [future.result()[0][0] for future in futures] == [
-        translator.translate([text], beam_size=beam_size)[0] for text in SENTENCES
+    assert [future.result().text for future in futures] == [
+        translator.translate([text], settings)[0] for text in SENTENCES
     ]
     if beam_size > 1:
         for text, future in zip(SENTENCES, nbest, strict=True):
-            alone = translator.translate_nbest([text], n_best=beam_size, beam_size=beam_size)[0]
-            assert [t for t, _ in future.result()] == [r.text for r in alone]
-            assert [s for _, s in future.result()] == pytest.approx([r.score for r in alone], abs=1e-5)
+            alone = translator.translations([text], settings, n_best=beam_size)[0].nbest
+            assert [t.text for t in future.result().nbest] == [r.text for r in alone]
+            assert [t.score for t in future.result().nbest] == pytest.approx([r.score for r in alone], abs=1e-5)
 
 
 def test_the_worker_decodes_with_its_own_torch_threads_and_leaves_the_callers_alone():
@@ -310,7 +320,7 @@ def test_the_worker_decodes_with_its_own_torch_threads_and_leaves_the_callers_al
     try:
         fake = ScriptedTranslator()
         seen = []
-        fake.translate = lambda texts, **decode: seen.append(torch.get_num_threads()) or list(texts)
+        fake.translations = lambda texts, *args, **options: seen.append(torch.get_num_threads()) or [EMPTY] * len(texts)
         batcher, _ = make_batcher(fake, threads=3)  # neither 1 nor the default
         batcher.submit(["one"], SETTINGS)[0].result(WAIT)
         batcher.stop()

@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 import torch
@@ -7,13 +8,16 @@ from tnmt import ModelConfig, Transformer
 from tnmt.checkpoint import (
     average_checkpoints,
     load_checkpoint,
+    read_model_json,
     remove_checkpoint,
-    remove_leftovers,
     save_checkpoint,
     update_link,
+    write_model_json,
 )
+from tnmt.config import DecodeConfig
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.errors import UserError
+from tnmt.io import remove_leftovers
 
 TEXT = ["a small house", "ein kleines Haus", "the red car drives", "das rote Auto faehrt"] * 20
 
@@ -90,6 +94,50 @@ def test_a_crash_while_saving_leaves_the_previous_checkpoint(tmp_path, tokenizer
     load_checkpoint(tmp_path / "c")
 
 
+def test_only_a_checkpoint_is_replaced(tmp_path, tokenizer, monkeypatch):
+    """A user's directory or file at the path is refused in one line and left alone, also by `average`, which
+    refuses before reading any checkpoint; a MarianMT directory (config.json without "model") is not a checkpoint."""
+    model = make_model(tokenizer)
+    first = save_checkpoint(tmp_path / "c", model, tokenizer)
+    save_checkpoint(first, make_model(tokenizer, seed=1), tokenizer)  # an earlier checkpoint is replaced
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep")
+    (tmp_path / "file.txt").write_text("keep")
+    (tmp_path / "marian").mkdir()
+    (tmp_path / "marian" / "config.json").write_text('{"d_model": 512}')
+    (tmp_path / "marian" / "model.safetensors").write_bytes(b"")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    monkeypatch.setattr("tnmt.checkpoint.load_checkpoint", lambda *a, **k: pytest.fail("read a checkpoint"))
+    for out, there in (("mine", "a directory with 1 entry"), ("file.txt", "a file"), ("marian", "a directory with 2")):
+        message = f"{tmp_path / out}: exists and is not a tnmt checkpoint ({there}"
+        with pytest.raises(UserError, match=re.escape(message)):
+            save_checkpoint(tmp_path / out, model, tokenizer)
+        with pytest.raises(UserError, match=re.escape(message)):
+            average_checkpoints([first], tmp_path / out)
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+def test_the_model_description_is_read_as_written(tmp_path):
+    config, decode = ModelConfig.small(src_vocab_size=40, tgt_vocab_size=50), DecodeConfig(beam_size=2)
+    write_model_json(tmp_path / "model.json", config, decode, ("en", "de"))
+    assert read_model_json(tmp_path / "model.json") == (config, decode, ("en", "de"))
+    write_model_json(tmp_path / "model.json", config, decode)
+    assert read_model_json(tmp_path / "model.json") == (config, decode, None)
+    (tmp_path / "model.json").write_text('{"decode": {}}')
+    with pytest.raises(UserError, match=r'model\.json: not a tnmt checkpoint config \(no "model" object\)'):
+        read_model_json(tmp_path / "model.json")
+
+
+def test_decode_settings_written_when_quantize_was_one_of_them_still_load(tmp_path):
+    """Checkpoints and exports written before quantize became a load-time option store it with the decoding."""
+    config, decode = ModelConfig.small(src_vocab_size=40, tgt_vocab_size=50), DecodeConfig(beam_size=2)
+    write_model_json(tmp_path / "model.json", config, decode)
+    described = json.loads((tmp_path / "model.json").read_text())
+    described["decode"]["quantize"] = "none"
+    (tmp_path / "model.json").write_text(json.dumps(described))
+    assert read_model_json(tmp_path / "model.json") == (config, decode, None)
+
+
 def test_links_are_replaced_atomically(tmp_path, tokenizer):
     model = make_model(tokenizer)
     a = save_checkpoint(tmp_path / "checkpoints" / "a", model, tokenizer)
@@ -162,7 +210,7 @@ def test_leftovers_of_killed_writers_are_removed_and_checkpoints_kept(tmp_path, 
     remove_checkpoint(gone)
     (directory / ".step_0000003.tmp-0a1b2c3d").mkdir()  # a checkpoint being built when the writer was killed
     (directory / ".step_0000000.old-0a1b2c3d").mkdir()  # a deletion cut short
-    (directory / ".config.json.0a1b2c3d.tmp").write_text("{")  # an atomic write cut short
+    (directory / ".config.json.tmp-0a1b2c3d").write_text("{")  # an atomic write cut short
     (directory / ".last.tmp-0a1b2c3d").symlink_to("step_0000002")  # a link swap cut short
     remove_leftovers(directory)
     assert [p.name for p in directory.iterdir()] == [keep.name]

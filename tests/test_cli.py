@@ -1,18 +1,21 @@
 """End to end through the `tnmt` command on a few hundred Multi30k lines: train, kill, resume,
 translate, evaluate, average; and the one-line errors with exit status 2."""
 
+import argparse
 import gzip
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 
 from tnmt.checkpoint import load_checkpoint
+from tnmt.cli import _parser, main
 
 
 def tnmt(*args: str, stdin: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -252,6 +255,13 @@ def test_device_errors_are_one_line(tiny_checkpoint, args, message):
     assert result.returncode == 2 and result.stderr == f"tnmt translate: error: {message}\n"
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without a GPU")
+def test_serve_on_a_missing_gpu_is_the_one_line_error_of_translate(tiny_checkpoint):
+    result = tnmt("serve", "--checkpoint", str(tiny_checkpoint), "--device", "cuda", timeout=60)
+    message = "device = 'cuda' but PyTorch sees no CUDA device (torch.cuda.is_available() is False)"
+    assert result.returncode == 2 and result.stderr == f"tnmt serve: error: {message}\n"
+
+
 def test_translate_on_an_explicit_device(tiny_checkpoint):
     result = tnmt("translate", "--checkpoint", str(tiny_checkpoint), "--device", "auto", stdin="forty-two\n")
     assert result.returncode == 0 and result.stdout.count("\n") == 1, result.stderr
@@ -262,3 +272,110 @@ def test_output_to_a_device_is_written_in_place(tiny_checkpoint, tmp_path):
     result = tnmt("translate", "--checkpoint", str(tiny_checkpoint), "-o", "/dev/stdout", stdin="one\ntwo\n")
     assert result.returncode == 0 and result.stdout.count("\n") == 2, result.stderr
     assert Path("/dev/stdout").is_symlink() or not Path("/dev/stdout").is_file()
+
+
+# Every subcommand, by what it does to the directories it writes (nothing of the user's is ever replaced):
+REPLACES_ITS_OWN = "builds a directory and replaces only its own kind of output there"
+WRITES_INTO = "writes files into a directory, beside what is there"
+NO_DIRECTORY = "writes no directory (at most a file, atomically: -o, --hyp-out)"
+WRITERS = {
+    "average": REPLACES_ITS_OWN,
+    "prepare": REPLACES_ITS_OWN,
+    "export": REPLACES_ITS_OWN,
+    "import": REPLACES_ITS_OWN,
+    "train": WRITES_INTO,
+    "attention": WRITES_INTO,
+    "quickstart": WRITES_INTO,
+    "data": WRITES_INTO,
+    "translate": NO_DIRECTORY,
+    "evaluate": NO_DIRECTORY,
+    "serve": NO_DIRECTORY,
+}
+
+
+def test_every_subcommand_says_what_it_writes():
+    """A new subcommand fails here until it is classified above, and, if it writes a directory, tested below."""
+    (subcommands,) = [a.choices for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    assert sorted(subcommands) == sorted(WRITERS)
+
+
+@pytest.fixture
+def writer_argv(tiny_checkpoint, tiny_training, tmp_path, monkeypatch) -> Callable[[str, Path], list[str]]:
+    """`writer_argv(command, out)`: the arguments that make `command` write at `out`, on tiny inputs."""
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text("[train]\nmax_steps = 1\neval_every = 1\n")
+    loaded = load_checkpoint(tiny_checkpoint)  # what `import marian` converts, so that no MarianMT model is needed
+    monkeypatch.setattr("tnmt.interop.marian.load_marian", lambda _: (loaded.model, loaded.tokenizer))
+    run = tmp_path / "run"
+
+    def argv(command: str, out: Path) -> list[str]:
+        return {
+            "average": ["average", str(tiny_checkpoint), "--out", str(out)],
+            "prepare": ["prepare", str(recipe), *tiny_training, f"--data.prepared_dir={out}", f"--train.out_dir={run}"],
+            "export": ["export", "ctranslate2", str(tiny_checkpoint), "--out", str(out)],
+            "import": ["import", "marian", str(tmp_path / "opus-mt"), "--out", str(out)],
+            "train": ["train", str(recipe), *tiny_training, f"--train.out_dir={out}", "--no-progress"],
+            "attention": ["attention", "--checkpoint", str(tiny_checkpoint), "forty-two", "--out", str(out)],
+            "quickstart": ["quickstart", "--offline", "--steps", "1", "--out", str(out)],
+            "data": ["data", "multi30k", "--out", str(out), "--from", str(tmp_path / "m30k"), "--langs", "en", "de"],
+        }[command]
+
+    return argv
+
+
+def user_files(tmp_path: Path, kind: str) -> Path:
+    """A user's non-empty directory or file at `tmp_path / "mine"`."""
+    out = tmp_path / "mine"
+    if kind == "directory":
+        out.mkdir()
+        (out / "notes.txt").write_text("the user's")
+    else:
+        out.write_text("the user's")
+    return out
+
+
+def snapshot(directory: Path) -> dict[str, bytes | None]:
+    return {str(p.relative_to(directory)): None if p.is_dir() else p.read_bytes() for p in directory.rglob("*")}
+
+
+REFUSALS = [  # a command that writes into a directory keeps the user's directory (see the next test), not a file
+    (command, kind)
+    for command, writes in WRITERS.items()
+    for kind in {REPLACES_ITS_OWN: ["directory", "file"], WRITES_INTO: ["file"], NO_DIRECTORY: []}[writes]
+]
+
+
+@pytest.mark.parametrize(("command", "kind"), REFUSALS)
+def test_a_users_directory_or_file_is_never_replaced(command, kind, writer_argv, tmp_path, capsys):
+    """Exit 2, one line naming the path and what is there, nothing touched."""
+    if command == "export":
+        pytest.importorskip("ctranslate2")
+    out = user_files(tmp_path, kind)
+    before = snapshot(tmp_path)
+    assert main(writer_argv(command, out)) == 2
+    err, there = capsys.readouterr().err, "a directory with 1 entry" if kind == "directory" else "a file"
+    assert err.startswith(f"tnmt {command}: error: {out}: exists and is not "), err
+    assert err.endswith(f" ({there}); choose another path\n") and err.count("\n") == 1, err
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("command", [c for c, w in WRITERS.items() if w == WRITES_INTO and c != "quickstart"])
+def test_a_command_that_writes_into_a_directory_keeps_the_users_files(command, writer_argv, tmp_path, request):
+    """quickstart writes into its directory with train and attention (and is run whole by test_offline_quickstart)."""
+    if command == "data":  # copies the real files: their checksums are checked
+        (tmp_path / "m30k").symlink_to(request.getfixturevalue("multi30k_dir"))
+    out = user_files(tmp_path, "directory")
+    assert main(writer_argv(command, out)) == 0
+    assert (out / "notes.txt").read_text() == "the user's" and len(list(out.iterdir())) > 1
+
+
+@pytest.mark.parametrize("command", [c for c, writes in WRITERS.items() if writes == REPLACES_ITS_OWN])
+def test_a_command_replaces_its_own_output(command, writer_argv, tmp_path):
+    if command == "export":
+        pytest.importorskip("ctranslate2")
+    out = tmp_path / "out"
+    assert main(writer_argv(command, out)) == 0
+    first = snapshot(out)
+    assert main(writer_argv(command, out)) == 0  # over its own output: done again (or found current: prepare)
+    assert snapshot(out).keys() == first.keys()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # nothing left half-way

@@ -101,7 +101,6 @@ def test_a_bare_model_config_is_the_papers_base_model():
         ({"beam_size": 0}, "beam_size"),
         ({"batch_size": 0}, "batch_size"),
         ({"max_len": -1}, "max_len"),
-        ({"quantize": "int4"}, "quantize"),
         ({"max_len_a": -1.0}, "max_len_a"),
     ],
 )

@@ -13,7 +13,7 @@ import sys
 import pytest
 import torch
 
-from tnmt.checkpoint import save_checkpoint
+from tnmt.checkpoint import load_checkpoint, read_model_json, save_checkpoint
 from tnmt.cli import main
 from tnmt.config import DecodeConfig, ModelConfig
 from tnmt.data.corpus import read_lines
@@ -102,7 +102,7 @@ def test_greedy_ids_equal_tnmts(exported, sources, tokenizer):
     """With tnmt's default length limit (source length + 50), different for every sentence."""
     model, _, ct2_dir = exported
     ours = greedy_search(model, batch(sources, tokenizer))
-    theirs = CTranslate2Translator(ct2_dir, threads=1).translate_ids(sources, beam_size=1)
+    theirs = CTranslate2Translator(ct2_dir, threads=1).translate_ids(sources, DecodeConfig(beam_size=1))
     assert theirs == ours
     assert len({tuple(ids) for ids in ours}) >= 30
 
@@ -111,7 +111,9 @@ def test_beam_ids_equal_tnmts_without_length_penalty(exported, sources, tokenize
     model, _, ct2_dir = exported
     limits = dict(max_len=30, max_len_a=0.0, max_len_b=30)
     ours = beam_search(model, batch(sources, tokenizer), DecodeConfig(beam_size=4, length_penalty=0.0, **limits))
-    theirs = CTranslate2Translator(ct2_dir, threads=1).translate_ids(sources, beam_size=4, length_penalty=0.0, **limits)
+    theirs = CTranslate2Translator(ct2_dir, threads=1).translate_ids(
+        sources, DecodeConfig(beam_size=4, length_penalty=0.0, **limits)
+    )
     assert theirs == ours
 
 
@@ -132,7 +134,7 @@ def test_separate_vocabularies_export_and_decode_alike(multi30k_dir, tmp_path):
     save_checkpoint(tmp_path / "ckpt", model, separate)
     export_ctranslate2(tmp_path / "ckpt", tmp_path / "ct2")
     sources = [separate.encode_source(text) for text in read_lines(multi30k_dir / "val.en.gz")[:50]]
-    theirs = CTranslate2Translator(tmp_path / "ct2", threads=1).translate_ids(sources, beam_size=1)
+    theirs = CTranslate2Translator(tmp_path / "ct2", threads=1).translate_ids(sources, DecodeConfig(beam_size=1))
     assert theirs == greedy_search(model, batch(sources, separate))
     target = json.loads((tmp_path / "ct2" / "target_vocabulary.json").read_text(encoding="utf-8"))
     source = json.loads((tmp_path / "ct2" / "source_vocabulary.json").read_text(encoding="utf-8"))
@@ -160,18 +162,43 @@ def test_int8_export_translates(tokenizer, sources, tmp_path):
     export_ctranslate2(tmp_path / "ckpt", tmp_path / "f32")
     export_ctranslate2(tmp_path / "ckpt", tmp_path / "int8", quantization="int8")
     assert (tmp_path / "int8" / "model.bin").stat().st_size < (tmp_path / "f32" / "model.bin").stat().st_size / 2
-    outputs = CTranslate2Translator(tmp_path / "int8", threads=1).translate_ids(sources[:10], beam_size=1)
+    outputs = CTranslate2Translator(tmp_path / "int8", threads=1).translate_ids(sources[:10], DecodeConfig(beam_size=1))
     assert len(outputs) == 10 and any(outputs)
 
 
-def test_export_refuses_an_unrelated_directory(exported, tmp_path, capsys):
+def test_export_refuses_a_users_directory_or_file(exported, tmp_path, capsys):
     _, checkpoint, _ = exported
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
     (tmp_path / "notes.txt").write_text("mine")
-    assert main(["export", "ctranslate2", str(checkpoint), "--out", str(tmp_path)]) == 2
-    assert "is not a CTranslate2 export" in capsys.readouterr().err
-    assert (tmp_path / "notes.txt").exists()
+    for out, there in (("mine", "a directory with 1 entry"), ("notes.txt", "a file")):
+        assert main(["export", "ctranslate2", str(checkpoint), "--out", str(tmp_path / out)]) == 2
+        refusal = f"{tmp_path / out}: exists and is not a CTranslate2 export of tnmt ({there}); choose another path"
+        assert capsys.readouterr().err == f"tnmt export: error: {refusal}\n"
+    assert (tmp_path / "notes.txt").read_text() == (tmp_path / "mine" / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine", "notes.txt"]
     with pytest.raises(UserError, match="not a CTranslate2 export"):
         CTranslate2Translator(checkpoint)
+
+
+def test_an_export_replaces_an_earlier_one_atomically(tiny_checkpoint, tmp_path, monkeypatch):
+    """It carries the checkpoint's description (languages too); a failed export leaves the earlier one whole."""
+    out = export_ctranslate2(tiny_checkpoint, tmp_path / "ct2")
+    described = read_model_json(out / "tnmt_model.json")
+    loaded = load_checkpoint(tiny_checkpoint)
+    assert described == (loaded.model.config, loaded.decode, ("en", "it"))
+    export_ctranslate2(tiny_checkpoint, out, quantization="int8")  # over its own output
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Tokenizer, "save", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        export_ctranslate2(tiny_checkpoint, out)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["ct2"]  # no hidden directory left behind
+    assert CTranslate2Translator(out, threads=1).translate(["forty-two"])[0] is not None
 
 
 def test_missing_ctranslate2_is_explained(exported, monkeypatch, tmp_path):

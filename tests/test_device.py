@@ -87,6 +87,7 @@ def test_a_batch_reaches_the_gpu_intact():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 def test_training_and_decoding_on_the_gpu(tiny_training, tmp_path, precision):
+    from tnmt.config import DecodeConfig
     from tnmt.decode.translator import Translator
     from tnmt.recipe import load_recipe
     from tnmt.train.loop import train
@@ -95,6 +96,7 @@ def test_training_and_decoding_on_the_gpu(tiny_training, tmp_path, precision):
     out = train(load_recipe(None, [*overrides, "--train.device=cuda", f"--train.precision={precision}"]))
     state = json.loads((out / "last" / "trainer_state.json").read_text())
     assert state["step"] == 4 and bool(state["grad_scaler"]) == (precision == "fp16")  # the loss scale is resumed
-    on_gpu = Translator.from_checkpoint(out / "last", device="cuda", beam_size=1).translate(["forty-two", "seven"])
-    on_cpu = Translator.from_checkpoint(out / "last", device="cpu", beam_size=1).translate(["forty-two", "seven"])
+    greedy = DecodeConfig(beam_size=1)
+    on_gpu = Translator.from_checkpoint(out / "last", device="cuda").translate(["forty-two", "seven"], greedy)
+    on_cpu = Translator.from_checkpoint(out / "last", device="cpu").translate(["forty-two", "seven"], greedy)
     assert on_gpu == on_cpu

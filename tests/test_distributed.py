@@ -27,7 +27,7 @@ import tnmt.decode.translator as translator_module
 from tnmt.checkpoint import load_checkpoint, update_link
 from tnmt.config import DecodeConfig, TrainConfig
 from tnmt.data.batching import TokenBatchSampler
-from tnmt.data.shards import PreparedPairs
+from tnmt.data.prepared import PreparedPairs
 from tnmt.decode.translator import Translator
 from tnmt.recipe import load_recipe
 from tnmt.train.distributed import PeerLost, World, backend_for, collective, env_world, translate_across
@@ -273,13 +273,13 @@ def test_ranks_translating_together_decode_the_batches_of_one_process(tiny_check
     checkpoint = load_checkpoint(tiny_checkpoint)
     translator = Translator(checkpoint.model, checkpoint.tokenizer, DecodeConfig(beam_size=1, batch_size=2))
     texts = ["one", "", "twenty two", "three hundred", "four", "  ", "five thousand and six", "seven", "eight"] * 2
-    decoded, real_search = [], translator_module.greedy_search
+    decoded, real_search = [], translator_module.search
 
-    def recording(model, src, settings):
+    def recording(model, src, settings, **options):
         decoded.append(src.tolist())
-        return real_search(model, src, settings)
+        return real_search(model, src, settings, **options)
 
-    monkeypatch.setattr(translator_module, "greedy_search", recording)
+    monkeypatch.setattr(translator_module, "search", recording)
     alone = translator.translate(texts)
     batches_alone, decoded[:] = sorted(decoded), []
     board, barrier, results = [None] * size, threading.Barrier(size, timeout=60), [None] * size  # no hang if one fails

@@ -3,7 +3,7 @@ import torch
 
 from tnmt import ModelConfig, Transformer
 from tnmt.config import DecodeConfig
-from tnmt.decode import greedy_search
+from tnmt.decode import beam_search_nbest, gnmt_length_penalty, greedy_hypotheses, greedy_search
 
 SOURCES = torch.tensor(
     [[5, 6, 7, 8, 2, 0], [9, 10, 11, 12, 13, 2], [14, 2, 0, 0, 0, 0], [2, 0, 0, 0, 0, 0], [15, 3, 16, 2, 0, 0]]
@@ -109,3 +109,24 @@ def test_an_empty_source_is_just_eos(model):
     assert out == reference_greedy(
         model, torch.tensor([[model.config.eos_id]]), limit=min(1 + 50, model.config.max_len - 1)
     )
+
+
+@pytest.mark.parametrize("length_penalty", [0.0, 0.6])
+def test_greedy_hypotheses_score_their_output_as_beam_search_with_one_beam_does(model, length_penalty):
+    """The log-probability is the textbook sum of log-softmax values of the chosen tokens (EOS's included when
+    it was generated), and the score is the same length-penalised value beam search gives a hypothesis."""
+    settings = DecodeConfig(beam_size=1, length_penalty=length_penalty, max_len=6)
+    greedy = greedy_hypotheses(model, SOURCES, settings)
+    beam = beam_search_nbest(model, SOURCES, settings)
+    assert [h.tokens for h in greedy] == greedy_search(model, SOURCES, settings) == [b[0].tokens for b in beam]
+    for i, hypothesis in enumerate(greedy):
+        tokens = [model.config.bos_id, *hypothesis.tokens]
+        ended = len(hypothesis.tokens) < 6  # shorter than the cap: it generated EOS
+        with torch.no_grad():
+            log_probs = model(unpadded(i), torch.tensor([tokens]))[0].log_softmax(-1)  # (T, V)
+        chosen = [*hypothesis.tokens, model.config.eos_id] if ended else hypothesis.tokens
+        expected = sum(float(log_probs[t, token]) for t, token in enumerate(chosen))
+        assert hypothesis.log_prob == pytest.approx(expected, abs=1e-4)
+        assert hypothesis.log_prob == pytest.approx(beam[i][0].log_prob, abs=1e-4)
+        assert hypothesis.score == pytest.approx(beam[i][0].score, abs=1e-4)
+        assert hypothesis.score == pytest.approx(expected / gnmt_length_penalty(len(chosen), length_penalty), abs=1e-4)

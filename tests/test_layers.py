@@ -38,7 +38,9 @@ def test_residual_is_the_paper_formula_or_its_pre_norm_variant(norm_first):
     x = torch.randn(2, 3, D)
     post = layer_norm(x + sublayer(x), block.norm)  # LayerNorm(x + Sublayer(x)), section 3.1
     pre = x + sublayer(layer_norm(x, block.norm))
-    torch.testing.assert_close(block(x, sublayer), pre if norm_first else post)
+    out, weights = block(x, lambda h: (sublayer(h), "weights"))
+    torch.testing.assert_close(out, pre if norm_first else post)
+    assert weights == "weights"  # what the sub-layer returns beside its output comes back unchanged
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -50,12 +52,12 @@ def test_residual_dropout_hits_the_sublayer_output_only_while_training(norm_firs
     sublayer, x = nn.Linear(D, D), torch.randn(4, 5, D)
     norm = block.norm
     torch.manual_seed(1)
-    out = block(x, sublayer)
+    out, _ = block(x, lambda h: (sublayer(h), None))
     torch.manual_seed(1)
     drop = Dropout(0.5).train()
     expected = x + drop(sublayer(layer_norm(x, norm))) if norm_first else layer_norm(x + drop(sublayer(x)), norm)
     torch.testing.assert_close(out, expected)
-    evaluated = block.eval()(x, sublayer)
+    evaluated, _ = block.eval()(x, lambda h: (sublayer(h), None))
     assert not torch.allclose(out, evaluated)
     plain = x + sublayer(layer_norm(x, norm)) if norm_first else layer_norm(x + sublayer(x), norm)
     torch.testing.assert_close(evaluated, plain)

@@ -9,8 +9,8 @@ from safetensors.torch import load_file
 
 from tnmt.checkpoint import load_checkpoint
 from tnmt.data.corpus import read_lines
-from tnmt.data.shards import PreparedPairs
-from tnmt.decode.translator import Translator
+from tnmt.data.prepared import PreparedPairs
+from tnmt.decode.translator import Translation, Translator
 from tnmt.errors import UserError
 from tnmt.train.loop import train
 
@@ -155,7 +155,8 @@ def test_self_distillation_adds_the_models_own_translations(tiny_recipe, tmp_pat
 def test_self_distillation_without_a_translated_word_goes_on_over_the_original_pairs(
     tiny_recipe, tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(Translator, "translate", lambda self, texts: [" "] * len(texts))
+    blank = Translation(" ", [], 0.0, 0.0)
+    monkeypatch.setattr(Translator, "translations", lambda self, texts, *args, **options: [blank] * len(texts))
     options = ["--data.max_train_pairs=60", "--train.distill_at_step=1"]
     straight = train(tiny_recipe(tmp_path / "a", "--train.max_steps=12", *options), progress=False)
     assert load_checkpoint(straight / "last").trainer_state["distilled_pairs"] == 0

@@ -354,7 +354,7 @@ def test_the_imported_model_runs_in_ctranslate2(hf_dir, imported, sources, tmp_p
     checkpoint = load_checkpoint(imported)
     ids = [checkpoint.tokenizer.encode_source(text) for text in sources]
     translator = CTranslate2Translator(tmp_path / "ct2", threads=1)
-    outputs = translator.translate_ids(ids, beam_size=1, max_len=OUTPUT_CAP, max_len_a=0.0)
+    outputs = translator.translate_ids(ids, replace(translator.decode, beam_size=1, max_len=OUTPUT_CAP, max_len_a=0.0))
     assert outputs == hf_generate(hf_dir, source_batch(checkpoint, sources), num_beams=1)
 
 

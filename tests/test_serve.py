@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import httpx
@@ -153,7 +153,9 @@ def test_translate_a_text_or_a_list_like_the_offline_translator(server, offline)
     assert [t["text"] for t in response.json()["translations"]] == offline.translate(texts)
 
     response = server.post("/v1/translate", {"text": texts, "beam_size": 1, "max_len": 2})
-    assert [t["text"] for t in response.json()["translations"]] == offline.translate(texts, beam_size=1, max_len=2)
+    assert [t["text"] for t in response.json()["translations"]] == offline.translate(
+        texts, replace(offline.decode, beam_size=1, max_len=2)
+    )
 
 
 def test_n_best_alternatives_are_sorted_by_score_and_the_first_is_the_translation(server, offline):
@@ -165,7 +167,9 @@ def test_n_best_alternatives_are_sorted_by_score_and_the_first_is_the_translatio
     assert alternatives[0]["text"] == translation["text"]
     scores = [a["score"] for a in alternatives]
     assert scores == sorted(scores, reverse=True)
-    expected = offline.translate_nbest(["six thousand and twelve"], n_best=3, beam_size=3)[0]
+    expected = offline.translations(["six thousand and twelve"], replace(offline.decode, beam_size=3), n_best=3)[
+        0
+    ].nbest
     assert [a["text"] for a in alternatives] == [r.text for r in expected]
     assert scores == pytest.approx([r.score for r in expected], abs=1e-5)
 
@@ -335,7 +339,7 @@ def test_libretranslate_list_auto_and_alternatives(server, offline):
     assert response.json() == {"translatedText": offline.translate(texts), "detectedLanguage": [detected] * 2}
 
     response = server.post("/translate", {"q": "eighty", "source": "en", "target": "it", "alternatives": 3})
-    nbest = offline.translate_nbest(["eighty"], n_best=2)[0]  # alternatives are capped by the beam (2)
+    nbest = offline.translations(["eighty"], n_best=2)[0].nbest  # alternatives are capped by the beam (2)
     assert response.json() == {"translatedText": nbest[0].text, "alternatives": [nbest[1].text]}
 
 

@@ -14,7 +14,7 @@ class Recorder:
     def __init__(self) -> None:
         self.calls: list[tuple[list[str], int]] = []
 
-    def translate(self, texts, *, first_line=1):
+    def translate(self, texts, settings=None, *, first_line=1):
         self.calls.append((list(texts), first_line))
         return [text.upper() for text in texts]
 

@@ -143,6 +143,7 @@ def test_explicit_vocabulary_renumbers_ids(tokenizer: Tokenizer, tmp_path: Path)
         unk_id=vocab.index("<unk>"),
     )
     assert marian.vocab_size == len(pieces)
+    assert marian.source_vocabulary() == vocab  # source ids follow the explicit vocabulary too
     expected = [vocab.index(p) if p in vocab else marian.unk_id for p in tokenizer.source_pieces(text)]
     assert marian.encode_source(text) == expected
     assert marian.unk_id in expected
@@ -187,6 +188,8 @@ def test_separate_models_number_their_pieces_independently(numbers_corpus: Path,
     small_source, large_target = tmp_path / "small" / "source.spm", tmp_path / "large" / "target.spm"
     mixed = Tokenizer.from_files(small_source, large_target, vocab=None, **ids)
     assert (mixed.source_vocab_size, mixed.vocab_size) == (290, 300)
+    source_pieces = mixed.source_vocabulary()
+    assert len(source_pieces) == 290 and source_pieces[mixed.encode_source("three")[0]] == "▁three"
     assert mixed.encode_target("tremila") == separate.encode_target("tremila")
     loaded = Tokenizer.load(tmp_path / "large")
     assert loaded.fingerprint() == separate.fingerprint()

@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 
 from tnmt import ModelConfig, Transformer
 from tnmt.config import DecodeConfig
-from tnmt.decode import TranslationResult, Translator, beam_search
+from tnmt.decode import Translation, Translator, beam_search
 from tnmt.decode.translator import EMPTY
 
 VOCAB = 24
@@ -59,7 +59,7 @@ TEXTS = ["a dog runs", "", "two men play ball on the grass", "  ", "hello", "a c
 
 
 def test_translate_keeps_order_and_line_alignment(translator, model):
-    out = translator.translate(TEXTS, beam_size=3, batch_size=2)
+    out = translator.translate(TEXTS, DecodeConfig(beam_size=3, batch_size=2))
     assert len(out) == len(TEXTS) and out[1] == "" and out[3] == ""
     tokenizer = translator.tokenizer
     for text, translation in zip(TEXTS, out, strict=True):
@@ -76,34 +76,36 @@ def test_empty_lines_do_not_run_the_model(translator, monkeypatch):
     monkeypatch.setattr(translator.model, "encode", fail)
     assert translator.translate(["", " ", "\t"]) == ["", "", ""]
     assert translator.translate([]) == []
-    assert translator.translate_nbest([""], n_best=2) == [[EMPTY]]
+    assert translator.translations([""], n_best=2) == [EMPTY]
 
 
 def test_overlong_input_is_truncated_with_a_warning(translator, caplog):
     words = [f"w{i}" for i in range(30)]  # 30 tokens + EOS > max_len = 16 positions
-    long = translator.translate([" ".join(words)], beam_size=2)
+    long = translator.translate([" ".join(words)], DecodeConfig(beam_size=2))
     assert any("exceed the model's max_len" in r.getMessage() for r in caplog.records)
-    assert long == translator.translate([" ".join(words[:15])], beam_size=2)
+    assert long == translator.translate([" ".join(words[:15])], DecodeConfig(beam_size=2))
 
 
 def test_nbest_lists_are_sorted_and_consistent(translator):
-    nbest = translator.translate_nbest(TEXTS, n_best=3, beam_size=3)
+    nbest = [t.nbest for t in translator.translations(TEXTS, DecodeConfig(beam_size=3), n_best=3)]
     assert nbest[1] == [EMPTY]
     for results in nbest:
         assert 1 <= len(results) <= 3
         assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
         for r in results:
-            assert isinstance(r, TranslationResult) and r.text == translator.tokenizer.decode_target(r.tokens)
-    assert [r[0].text for r in nbest] == translator.translate(TEXTS, beam_size=3)
+            assert isinstance(r, Translation) and r.text == translator.tokenizer.decode_target(r.tokens)
+    assert [r[0].text for r in nbest] == translator.translate(TEXTS, DecodeConfig(beam_size=3))
 
 
 def test_beam_size_one_runs_greedy_with_the_same_result(translator):
-    nbest = translator.translate_nbest(TEXTS, n_best=1, beam_size=1)
-    assert translator.translate(TEXTS, beam_size=1) == [r[0].text for r in nbest]
+    greedy = translator.translations(TEXTS, DecodeConfig(beam_size=1))
+    assert translator.translate(TEXTS, DecodeConfig(beam_size=1)) == [t.text for t in greedy]
+    with pytest.raises(ValueError, match="n_best"):
+        translator.translations(TEXTS, DecodeConfig(beam_size=1), n_best=2)
 
 
 def test_attention_labels_match_the_maps(translator, model):
-    src_pieces, tgt_pieces, maps = translator.attention("a dog runs", beam_size=1)
+    src_pieces, tgt_pieces, maps = translator.attention("a dog runs", DecodeConfig(beam_size=1))
     assert src_pieces == ["a", "dog", "runs", "</s>"] and tgt_pieces[0] == "<s>"
     assert maps.encoder[0].shape == (1, 2, 4, 4)
     assert maps.cross[-1].shape == (1, 2, len(tgt_pieces), 4)
@@ -116,14 +118,20 @@ def test_attention_labels_match_the_maps(translator, model):
         translator.attention(" ")
 
 
-def test_attention_of_a_given_output_skips_the_search_and_explains_that_output(translator):
-    searched = translator.attention("a dog runs", beam_size=2)
-    best = translator.translate_nbest(["a dog runs"], n_best=1, beam_size=2)[0][0]
-    given = translator.attention("a dog runs", output=best.tokens)
-    assert given[:2] == searched[:2]
-    assert all(torch.equal(a, b) for a, b in zip(given[2].cross, searched[2].cross, strict=True))
-    other = translator.attention("a dog runs", output=[5, 6])
-    assert len(other[1]) == 3 and other[2].cross[0].shape[2] == 3  # BOS + the two given ids
+def test_translations_with_attention_explain_the_best_of_a_batched_search(translator):
+    settings = DecodeConfig(beam_size=2, batch_size=2)
+    plain = translator.translations(TEXTS, settings, n_best=2)
+    explained = translator.translations(TEXTS, settings, n_best=2, attention=True)
+    assert explained == plain  # the same search; attention is extra data
+    assert explained[1].attention is None  # an empty text has nothing to explain
+    for text, translation in zip(TEXTS, explained, strict=True):
+        if text.strip():
+            alone = translator.attention(text, settings)
+            assert translation.attention[:2] == alone[:2]
+            assert translation.attention.target_pieces[1:] == translator.tokenizer.target_pieces(translation.tokens)
+            assert all(
+                torch.equal(a, b) for a, b in zip(translation.attention.maps.cross, alone.maps.cross, strict=True)
+            )
 
 
 def test_from_checkpoint_round_trip(tmp_path):
@@ -146,19 +154,19 @@ def test_from_checkpoint_round_trip(tmp_path):
     assert loaded.decode == stored  # translation uses what validation measured
     sentences = ["a dog runs in the park", "", "zwei männer"]
     assert loaded.translate(sentences) == Translator(model, tokenizer, stored).translate(sentences)
-    assert Translator.from_checkpoint(tmp_path / "ckpt", beam_size=1).decode == DecodeConfig(
-        beam_size=1, length_penalty=1.0, max_len=7
-    )
+    greedy = DecodeConfig(beam_size=1, length_penalty=1.0, max_len=7)
+    assert loaded.translate(sentences, greedy) == Translator(model, tokenizer).translate(sentences, greedy)
 
 
-def test_from_checkpoint_rejects_unknown_quantization(tmp_path):
-    with pytest.raises(ValueError, match="DecodeConfig.quantize = 'int4'"):
+def test_from_checkpoint_rejects_unknown_quantization_before_loading(tmp_path):
+    with pytest.raises(ValueError, match="quantize must be one of"):
         Translator.from_checkpoint(tmp_path / "missing", quantize="int4")
 
 
-def test_quantize_is_fixed_when_the_translator_is_made(translator):
-    with pytest.raises(ValueError, match="quantize is applied when the Translator is made"):
-        translator.translate(["a dog"], quantize="int8")
+def test_quantize_is_a_property_of_the_loaded_model_not_of_the_settings(model):
+    quantized = Translator(model, WordTokenizer(), quantize="int8")
+    assert quantized.quantize == "int8" and quantized.model is not model
+    assert "quantize" not in DecodeConfig.__dataclass_fields__
 
 
 @pytest.fixture(scope="module")
@@ -175,6 +183,6 @@ UNUSUAL = st.sampled_from(["", " ", "\n", "\r", "\x00", "\x0c", "\u2028", "\u258
     batch_size=st.integers(1, 4),
 )
 def test_property_any_strings_give_one_translation_each_and_never_raise(tiny_translator, texts, beam_size, batch_size):
-    outputs = tiny_translator.translate(texts, beam_size=beam_size, batch_size=batch_size)
+    outputs = tiny_translator.translate(texts, DecodeConfig(beam_size=beam_size, batch_size=batch_size))
     assert len(outputs) == len(texts) and all(isinstance(output, str) for output in outputs)
     assert all(output == "" for output, text in zip(outputs, texts, strict=True) if not text.strip())

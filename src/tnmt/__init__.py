@@ -13,6 +13,7 @@ _HOMES = {
     "ModelConfig": "tnmt.config",
     "TrainConfig": "tnmt.config",
     "Transformer": "tnmt.model",
+    "Translation": "tnmt.decode.translator",
     "Translator": "tnmt.decode.translator",
     "beam_search": "tnmt.decode.beam",
     "greedy_search": "tnmt.decode.greedy",

@@ -10,19 +10,21 @@
                             with an EMA of the weights (train/ema.py) model.safetensors holds the average
                             and optimizer.safetensors the weights training goes on from ("weights.*")
 
-A checkpoint is built in a hidden sibling directory and renamed into place, so a process killed at
-any moment leaves either no checkpoint or a complete one. The training loop then points the `last`
-and `best` symlinks at it with an atomic rename (`update_link`), and deletes a checkpoint by first
+A checkpoint is built in a hidden sibling directory and renamed into place (`io.atomic_directory`), so a
+process killed at any moment leaves either no checkpoint or a complete one, and it replaces only an
+earlier checkpoint (`is_checkpoint`), never a user's directory or file. The training loop then points the
+`last` and `best` symlinks at it with an atomic rename (`update_link`), and deletes a checkpoint by first
 renaming it out of sight (`remove_checkpoint`), so no visible checkpoint is ever half deleted either.
-What a killed writer leaves behind is hidden (a leading dot) and `remove_leftovers` clears it.
+What a killed writer leaves behind is hidden (a leading dot) and `io.remove_leftovers` clears it.
 Averaging (section 6.1) lives here too.
 The decoding settings the recipe validated with travel in config.json, so translating with the
-checkpoint later uses them by default. Training, decoding, serving and interop all load through here.
+checkpoint later uses them by default; `write_model_json` / `read_model_json` are the one writer and
+reader of that {model, decode, languages} description, which a CTranslate2 export carries too.
+Training, decoding, serving and interop all load through here.
 """
 
 import json
 import os
-import secrets
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -36,10 +38,20 @@ from safetensors.torch import save as save_tensors
 from tnmt.config import DecodeConfig, ModelConfig, parse
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.errors import UserError
-from tnmt.io import atomic_write_bytes, atomic_write_text, read_json, replace_directory
+from tnmt.io import (
+    atomic_directory,
+    atomic_write_bytes,
+    atomic_write_text,
+    check_destination,
+    hidden_sibling,
+    read_json,
+)
 from tnmt.model import Transformer
 
 FORMAT = 1
+LEGACY_DECODE_KEY = "quantize"  # once a decoding setting, now chosen when a model is loaded (decode/translator.py)
+CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.safetensors"
+A_CHECKPOINT = "a tnmt checkpoint"  # what `save_checkpoint` replaces, in its refusal of anything else
 
 
 @dataclass
@@ -67,23 +79,20 @@ def save_checkpoint(
     trainer_state: dict[str, Any] | None = None,
     training_weights: dict[str, torch.Tensor] | None = None,
 ) -> Path:
-    """Write a complete checkpoint directory at `path`, replacing any previous one atomically.
+    """Write a complete checkpoint directory at `path`, replacing an earlier checkpoint there atomically.
 
     `decode` (the recipe's [decode] table) becomes the checkpoint's default decoding; None = `DecodeConfig()`.
     `languages` (source, target) lets a server know which pair the model translates.
     `training_weights` (a state_dict; with `optimizer` only): the weights training continues from when
     `model` holds an average of them.
+
+    Raises:
+        UserError: `path` holds something other than a checkpoint (nothing is written).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp-{secrets.token_hex(4)}"
-    tmp.mkdir()
-    try:
-        atomic_write_bytes(tmp / "model.safetensors", save_tensors(_unique_tensors(model.state_dict())))
-        config = {"format": FORMAT, "model": asdict(model.config), "decode": asdict(decode or DecodeConfig())}
-        if languages:
-            config["languages"] = {"source": languages[0], "target": languages[1]}
-        atomic_write_text(tmp / "config.json", json.dumps(config, indent=2) + "\n")
+    with atomic_directory(path, is_own=is_checkpoint, what=A_CHECKPOINT) as tmp:
+        atomic_write_bytes(tmp / WEIGHTS_FILE, save_tensors(_unique_tensors(model.state_dict())))
+        write_model_json(tmp / CONFIG_FILE, model.config, decode or DecodeConfig(), languages)
         tokenizer.save(tmp)
         if optimizer is not None:
             tensors, structure = _flatten_optimizer(optimizer.state_dict())
@@ -92,11 +101,50 @@ def save_checkpoint(
             atomic_write_bytes(tmp / "optimizer.safetensors", save_tensors(tensors))
             state = {"optimizer": structure, **(trainer_state or {})}
             atomic_write_text(tmp / "trainer_state.json", json.dumps(state, indent=2) + "\n")
-        replace_directory(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return path
+
+
+def is_checkpoint(path: Path) -> bool:
+    """Whether `path` holds what `save_checkpoint` writes: a config.json with a "model" object, and weights.
+    A MarianMT directory (config.json without "model") or a user's directory does not."""
+    try:
+        config = read_json(path / CONFIG_FILE)
+    except (UserError, OSError):
+        return False
+    return isinstance(config, dict) and isinstance(config.get("model"), dict) and (path / WEIGHTS_FILE).is_file()
+
+
+def check_checkpoint_path(path: str | os.PathLike[str]) -> None:
+    """Refuse, before any work, a `path` that `save_checkpoint` would refuse at the end (see `check_destination`)."""
+    check_destination(path, is_own=is_checkpoint, what=A_CHECKPOINT)
+
+
+def write_model_json(
+    path: Path, model: ModelConfig, decode: DecodeConfig, languages: tuple[str, str] | None = None
+) -> None:
+    """Write the {format, model, decode, languages} description of a model (atomically): a checkpoint's
+    config.json, and a CTranslate2 export's tnmt_model.json. `languages` is left out when unknown."""
+    described: dict[str, Any] = {"format": FORMAT, "model": asdict(model), "decode": asdict(decode)}
+    if languages:
+        described["languages"] = {"source": languages[0], "target": languages[1]}
+    atomic_write_text(path, json.dumps(described, indent=2) + "\n")
+
+
+def read_model_json(path: Path) -> tuple[ModelConfig, DecodeConfig, tuple[str, str] | None]:
+    """The model config, decoding settings and (source, target) languages `write_model_json` wrote.
+
+    Raises:
+        UserError: The file is missing or malformed; the message names it and the field.
+    """
+    described = read_json(path)
+    if not isinstance(described, dict) or not isinstance(described.get("model"), dict):
+        raise UserError(f'{path}: not a tnmt checkpoint config (no "model" object)')
+    model = parse(ModelConfig, described["model"], where=f"{path} model")
+    stored = described.get("decode", {})
+    if isinstance(stored, dict):  # files written before quantize became a load-time option carry it here
+        stored = {key: value for key, value in stored.items() if key != LEGACY_DECODE_KEY}
+    decode = parse(DecodeConfig, stored, where=f"{path} decode")
+    return model, decode, _languages(described.get("languages"), path)
 
 
 def load_checkpoint(path: str | os.PathLike[str], *, map_location: str = "cpu") -> Checkpoint:
@@ -105,15 +153,10 @@ def load_checkpoint(path: str | os.PathLike[str], *, map_location: str = "cpu") 
     if not path.is_dir():
         what = "a file, not a checkpoint directory" if path.exists() else "no such checkpoint directory"
         raise UserError(f"{path}: {what}")
-    config_path = path / "config.json"
-    config = read_json(config_path)
-    if not isinstance(config, dict) or not isinstance(config.get("model"), dict):
-        raise UserError(f'{config_path}: not a tnmt checkpoint config (no "model" object)')
-    model = Transformer(parse(ModelConfig, config["model"], where=f"{config_path} model"))
-    decode = parse(DecodeConfig, config.get("decode", {}), where=f"{config_path} decode")
-    languages = _languages(config.get("languages"), config_path)
-    weights = _read_tensors(path / "model.safetensors", map_location)
-    _check_weights(model, weights, path / "model.safetensors")
+    config, decode, languages = read_model_json(path / CONFIG_FILE)
+    model = Transformer(config)
+    weights = _read_tensors(path / WEIGHTS_FILE, map_location)
+    _check_weights(model, weights, path / WEIGHTS_FILE)
     missing, unexpected = model.load_state_dict(weights, strict=False)
     tied = {name for name in missing if _is_tied(model, name, weights)}
     if untied := sorted(set(missing) - tied):
@@ -141,34 +184,28 @@ def load_checkpoint(path: str | os.PathLike[str], *, map_location: str = "cpu") 
 
 def update_link(link: Path, target: Path) -> None:
     """Point the symlink `link` at `target` (relative), atomically: readers never see it missing."""
-    tmp = link.parent / f".{link.name}.tmp-{secrets.token_hex(4)}"
+    tmp = hidden_sibling(link, "tmp")
     tmp.symlink_to(os.path.relpath(target, link.parent))
     os.replace(tmp, link)
 
 
 def remove_checkpoint(path: Path) -> None:
     """Delete a checkpoint directory: renamed to a hidden name first, so a kill mid-way leaves no partial one."""
-    old = path.parent / f".{path.name}.old-{secrets.token_hex(4)}"
+    old = hidden_sibling(path, "old")
     os.replace(path, old)
     shutil.rmtree(old, ignore_errors=True)
 
 
-def remove_leftovers(directory: Path) -> None:
-    """Delete what writers killed mid-way left in `directory`: checkpoints being built (`.NAME.tmp-*`),
-    replaced or deleted ones (`.NAME.old-*`), link swaps (`.NAME.tmp-*`) and temporary files (`.NAME.*.tmp`).
-    Only for a directory no other process is writing to (a training run's own output)."""
-    for pattern in (".*.tmp-*", ".*.old-*", ".*.tmp"):
-        for leftover in directory.glob(pattern):
-            if leftover.is_dir() and not leftover.is_symlink():
-                shutil.rmtree(leftover, ignore_errors=True)
-            else:
-                leftover.unlink(missing_ok=True)
-
-
 def average_checkpoints(paths: list[Path], out: Path) -> Path:
-    """Average the weights of several checkpoints of one model (section 6.1: the last 5 or 20)."""
+    """Average the weights of several checkpoints of one model (section 6.1: the last 5 or 20) into `out`.
+
+    Raises:
+        UserError: No checkpoint, an unreadable one, different models, or `out` holds something other than
+            a checkpoint (refused before any checkpoint is read).
+    """
     if not paths:
         raise UserError("average: give at least one checkpoint")
+    check_checkpoint_path(out)
     first = load_checkpoint(paths[0])
     total = {k: v.double() for k, v in first.model.state_dict().items()}
     for p in paths[1:]:

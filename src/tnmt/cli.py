@@ -16,10 +16,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import fields, replace
 from pathlib import Path
-from typing import Any, BinaryIO, Literal, NoReturn, get_args, get_origin
+from typing import Any, BinaryIO, Literal, NoReturn, TypeVar, get_args, get_origin
 
 from tnmt.config import DecodeConfig, ServeConfig
 from tnmt.errors import UserError
+
+C = TypeVar("C")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -143,6 +145,7 @@ def _add_serving_commands(sub: argparse._SubParsersAction) -> None:
     """serve: one flag per `ServeConfig` field."""
     p = sub.add_parser("serve", help="serve translations over HTTP (API, LibreTranslate API, web page)")
     p.add_argument("--checkpoint", required=True, type=Path, action="append", help="repeat for more language pairs")
+    _device_option(p)
     _config_flags(p.add_argument_group("server"), ServeConfig)
     p.set_defaults(run=_serve)
 
@@ -169,11 +172,22 @@ def _add_conversion_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def _decode_options(p: argparse.ArgumentParser) -> None:
-    """--checkpoint, and one flag per `DecodeConfig` field; an unset flag keeps the checkpoint's value."""
+    """--checkpoint, how to load it, and one flag per `DecodeConfig` field (unset: the checkpoint's value)."""
     p.add_argument("--checkpoint", required=True, type=Path, help="checkpoint directory (or a best/last link)")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="cpu", help="auto: CUDA when there is a GPU")
+    _device_option(p)
+    p.add_argument(
+        "--quantize",
+        choices=["none", "int8"],
+        default="none",
+        help="int8: dynamic int8 Linear layers on the CPU, applied when loading (none)",
+    )
     group = p.add_argument_group("decoding (default: the checkpoint's [decode] settings, else the value shown)")
     _config_flags(group, DecodeConfig, unset=argparse.SUPPRESS)
+
+
+def _device_option(p: argparse.ArgumentParser) -> None:
+    """--device, where a command that loads a checkpoint runs it (translate, evaluate, attention, serve)."""
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="cpu", help="auto: CUDA when there is a GPU")
 
 
 def _config_flags(group: argparse._ArgumentGroup, cls: type, *, unset: Any = None) -> None:
@@ -195,38 +209,61 @@ def _config_flags(group: argparse._ArgumentGroup, cls: type, *, unset: Any = Non
         )
 
 
-def _given(args: argparse.Namespace, cls: type) -> dict[str, Any]:
-    """The fields of config dataclass `cls` found in `args`, checked now so a bad value is a one-line error."""
-    values = {f.name: getattr(args, f.name) for f in fields(cls) if hasattr(args, f.name)}
+def _config(args: argparse.Namespace, cls: type[C]) -> C:
+    """The config dataclass `cls` made of its flags in `args`; a bad value is a one-line error."""
     try:
-        cls(**values)
+        return cls(**{f.name: getattr(args, f.name) for f in fields(cls)})
     except ValueError as e:
         raise UserError(str(e)) from None
-    return values
 
 
-def _translator(args: argparse.Namespace):
-    from tnmt.decode.translator import Translator
-    from tnmt.device import resolve_device
+def _decode_settings(args: argparse.Namespace, stored: DecodeConfig) -> DecodeConfig:
+    """`stored` (a checkpoint's or an export's settings) with the decoding flags given; a bad value is one line.
 
-    device = resolve_device(args.device)
-    return Translator.from_checkpoint(args.checkpoint, device=str(device), **_given(args, DecodeConfig))
+    The one override of both engines; called once with `DecodeConfig()` before loading, so a bad flag fails fast.
+    """
+    try:
+        return replace(stored, **{f.name: getattr(args, f.name) for f in fields(DecodeConfig) if hasattr(args, f.name)})
+    except ValueError as e:
+        raise UserError(str(e)) from None
+
+
+def _translator(args: argparse.Namespace) -> tuple[Any, DecodeConfig]:
+    """The engine `args` ask for, loaded, and the settings to decode with."""
+    _decode_settings(args, DecodeConfig())
+    if getattr(args, "engine", "tnmt") == "ctranslate2":
+        from tnmt.interop.ctranslate2 import CTranslate2Translator
+
+        if args.device != "cpu":
+            raise UserError("--device is for --engine tnmt; the CTranslate2 engine runs on the CPU")
+        if args.quantize != "none":
+            raise UserError("--quantize is for --engine tnmt; for CTranslate2 export with --quantization int8")
+        translator = CTranslate2Translator(args.checkpoint)
+    else:
+        from tnmt.decode.translator import Translator
+        from tnmt.device import resolve_device
+
+        device = resolve_device(args.device)
+        translator = Translator.from_checkpoint(args.checkpoint, device=str(device), quantize=args.quantize)
+    return translator, _decode_settings(args, translator.decode)
 
 
 def _serve(args: argparse.Namespace, _: list[str]) -> int:
-    config = ServeConfig(**_given(args, ServeConfig))
+    config = _config(args, ServeConfig)
     import torch
     import uvicorn
 
+    from tnmt.device import resolve_device
     from tnmt.serve.allocator import fix_mmap_threshold
     from tnmt.serve.app import create_app, load_models
 
+    device = resolve_device(args.device)  # no GPU: the one-line error translate gives, before any loading
     if config.mmap_threshold_mb:  # before the model's tensors are allocated
         fix_mmap_threshold(config.mmap_threshold_mb * 2**20)
     threads = config.threads or torch.get_num_threads()  # explicit, and said below
     config = replace(config, threads=threads)
     torch.set_num_threads(1)  # this thread only loads: the batchers' threads decode (see Batcher._run)
-    models = load_models(args.checkpoint, config)
+    models = load_models(args.checkpoint, config, device=str(device))
     app = create_app(models, config)
     pairs = ", ".join(model.id for model in models)
     logging.getLogger("tnmt").info(f"serving {pairs} on http://{config.host}:{config.port} ({threads} torch threads)")
@@ -281,18 +318,11 @@ def _translate(args: argparse.Namespace, _: list[str]) -> int:
     from tnmt.data.corpus import iter_lines, iter_stream
     from tnmt.decode.stream import translate_stream
 
-    if args.engine == "ctranslate2":
-        from tnmt.interop.ctranslate2 import CTranslate2Translator
-
-        if args.device != "cpu":
-            raise UserError("--device is for --engine tnmt; the CTranslate2 engine runs on the CPU")
-        translator = CTranslate2Translator(args.checkpoint, **_given(args, DecodeConfig))
-    else:
-        translator = _translator(args)
+    translator, settings = _translator(args)
     _check_output(args.output)
     lines = iter_lines(args.input) if args.input else iter_stream(sys.stdin.buffer, name="<stdin>")
     with _output(args.output) as out, _progress_bar() as bar:
-        for chunk in translate_stream(translator, lines):
+        for chunk in translate_stream(translator, lines, settings):
             out.write("".join(line + "\n" for line in chunk).encode("utf-8"))
             out.flush()
             bar.update(len(chunk))
@@ -309,8 +339,9 @@ def _evaluate(args: argparse.Namespace, _: list[str]) -> int:
     if (n_sources := sum(1 for _ in iter_lines(args.src))) != len(references):  # checked before decoding
         raise UserError(f"{args.src} has {n_sources} lines but {args.ref} has {len(references)}")
     hypotheses: list[str] = []
+    translator, settings = _translator(args)
     with _progress_bar(total=n_sources) as bar:
-        for chunk in translate_stream(_translator(args), iter_lines(args.src)):
+        for chunk in translate_stream(translator, iter_lines(args.src), settings):
             hypotheses += chunk
             bar.update(len(chunk))
     if args.hyp_out:
@@ -419,8 +450,8 @@ def _quickstart(args: argparse.Namespace, _: list[str]) -> int:
 def _attention(args: argparse.Namespace, _: list[str]) -> int:
     from tnmt.visualize import plot_attention
 
-    translator = _translator(args)
-    src_pieces, tgt_pieces, maps = translator.attention(args.sentence)
+    translator, settings = _translator(args)
+    src_pieces, tgt_pieces, maps = translator.attention(args.sentence, settings)
     paths = plot_attention(maps, src_pieces, tgt_pieces, args.out)
     print(f"{' '.join(tgt_pieces)}\nwrote {len(paths)} pictures to {args.out}")
     return 0

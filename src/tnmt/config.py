@@ -137,7 +137,7 @@ class DataConfig:
     tokenizer_model: Literal["unigram", "bpe"] = "unigram"  # sentencepiece model type
     max_tokens_per_sentence: int = 100  # longer training pairs are dropped (after subword encoding)
     # Subword regularisation (Kudo, 2018): epoch e trains on the (e mod N)-th of N sampled segmentations of the
-    # training corpus, prepared once (shards.py); validation and decoding keep the best one. 0 = off.
+    # training corpus, prepared once (data/prepare.py); validation and decoding keep the best one. 0 = off.
     subword_samples: int = 0
     subword_alpha: float = 0.1  # a segmentation is drawn with probability ~ P^alpha: smaller strays further
     subword_nbest: int = 64  # drawn among the n most likely segmentations (Kudo's best setting: 64, alpha 0.1)
@@ -240,12 +240,8 @@ class DecodeConfig:
     max_len_b: int = field(default=50, metadata=_help("see max_len_a"))
     min_len: int = field(default=0, metadata=_help("output tokens before EOS is allowed"))
     batch_size: int = field(default=64, metadata=_help("sentences decoded together"))
-    quantize: Literal["none", "int8"] = field(
-        default="none", metadata=_help("int8: dynamic int8 Linear layers on the CPU, applied when loading")
-    )
 
     def __post_init__(self) -> None:
-        _check_literals(self)
         for name in ("beam_size", "batch_size"):
             _check(self, name, _is_int(getattr(self, name)) and getattr(self, name) >= 1, ">= 1")
         for name in ("max_len", "max_len_b", "min_len"):

@@ -20,7 +20,7 @@ from tnmt.data.dataset import corpus_files
 from tnmt.data.multi30k import find_multi30k
 from tnmt.decode.translator import Translator
 from tnmt.evaluate import score
-from tnmt.io import atomic_write_text
+from tnmt.io import atomic_write_text, check_output_directory
 from tnmt.recipe import Recipe, load_recipe
 from tnmt.train.loop import train
 from tnmt.visualize import plot_attention
@@ -40,6 +40,7 @@ def quickstart(out: Path, *, minutes: float = 10.0, offline: bool = False, max_s
 
     `max_steps` caps training further (smoke tests); 0 keeps the task's budget.
     """
+    check_output_directory(out)
     root = None if offline else find_multi30k()
     if root is None:
         print(

@@ -46,6 +46,11 @@ class Recipe:
         sizes = dict(src_vocab_size=tokenizer.source_vocab_size, tgt_vocab_size=tokenizer.vocab_size)
         return ModelConfig(**asdict(self.model), **sizes, **tokenizer.special_ids)
 
+    def longest_side(self, model_max_len: int) -> int:
+        """Subword tokens a kept training side may have: the recipe's limit, and room for BOS/EOS in a model
+        of `model_max_len` positions (a checkpoint's, when training starts from one)."""
+        return min(self.data.max_tokens_per_sentence, model_max_len - 1)
+
     def to_dict(self) -> dict[str, Any]:
         """Plain values, [model] fully resolved (no preset), as written to a run's recipe.json."""
         return {name: asdict(getattr(self, name)) for name in SECTIONS}

@@ -13,6 +13,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from torch import Tensor
 
+from tnmt.io import check_output_directory
 from tnmt.model import AttentionMaps
 
 
@@ -50,8 +51,10 @@ def attention_figures(
 def plot_attention(
     maps: AttentionMaps, src_pieces: list[str], tgt_pieces: list[str], out_dir: str | os.PathLike[str]
 ) -> list[Path]:
-    """Write the PNG heat maps of `attention_figures` into `out_dir`; returns their paths."""
+    """Write the PNG heat maps of `attention_figures` into `out_dir` (beside what is there; a file there is a
+    UserError); returns their paths."""
     out_dir = Path(out_dir)
+    check_output_directory(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for stem, figure in attention_figures(maps, src_pieces, tgt_pieces):

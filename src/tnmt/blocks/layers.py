@@ -7,6 +7,7 @@ stably for deep stacks); the stacks then end with a final LayerNorm (see model.p
 """
 
 from collections.abc import Callable
+from typing import TypeVar
 
 from torch import Tensor, nn
 
@@ -14,6 +15,8 @@ from tnmt.blocks.attention import MultiHeadAttention
 from tnmt.blocks.dropout import Dropout
 from tnmt.blocks.feed_forward import FeedForward
 from tnmt.blocks.kv_cache import LayerKV
+
+W = TypeVar("W")  # what a sub-layer returns beside its output: attention weights, or None
 
 
 class Residual(nn.Module):
@@ -25,10 +28,13 @@ class Residual(nn.Module):
         self.dropout = Dropout(dropout)
         self.norm_first = norm_first
 
-    def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
+    def forward(self, x: Tensor, sublayer: Callable[[Tensor], tuple[Tensor, W]]) -> tuple[Tensor, W]:
+        """x (B, T, D) -> (B, T, D), and what `sublayer` returns beside its output (attention weights or None)."""
         if self.norm_first:
-            return x + self.dropout(sublayer(self.norm(x)))
-        return self.norm(x + self.dropout(sublayer(x)))
+            out, extra = sublayer(self.norm(x))
+            return x + self.dropout(out), extra
+        out, extra = sublayer(x)
+        return self.norm(x + self.dropout(out)), extra
 
 
 class EncoderLayer(nn.Module):
@@ -55,15 +61,9 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor | None, *, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
         """x (B, S, D), mask (B, 1, 1, S) -> (B, S, D) and optionally weights (B, H, S, S)."""
-        weights = None
-
-        def attend(h: Tensor) -> Tensor:
-            nonlocal weights
-            out, weights = self.self_attn.self_attention(h, mask, need_weights=need_weights)
-            return out
-
-        x = self.attn_block(x, attend)
-        return self.ffn_block(x, self.ffn), weights
+        x, weights = self.attn_block(x, lambda h: self.self_attn.self_attention(h, mask, need_weights=need_weights))
+        x, _ = self.ffn_block(x, lambda h: (self.ffn(h), None))
+        return x, weights
 
 
 class DecoderLayer(nn.Module):
@@ -106,19 +106,11 @@ class DecoderLayer(nn.Module):
         and memory may be None because the cross-attention keys/values were computed once by
         `Transformer.init_cache`.
         """
-        weights: list[Tensor | None] = [None, None]
-
-        def self_attend(h: Tensor) -> Tensor:
-            out, weights[0] = self.self_attn.self_attention(h, self_mask, cache=cache, need_weights=need_weights)
-            return out
-
-        def cross_attend(h: Tensor) -> Tensor:
-            out, weights[1] = self.cross_attn.cross_attention(
-                h, memory, memory_mask, cache=cache, need_weights=need_weights
-            )
-            return out
-
-        x = self.self_block(x, self_attend)
-        x = self.cross_block(x, cross_attend)
-        x = self.ffn_block(x, self.ffn)
-        return x, (weights[0], weights[1]) if need_weights else None
+        x, self_weights = self.self_block(
+            x, lambda h: self.self_attn.self_attention(h, self_mask, cache=cache, need_weights=need_weights)
+        )
+        x, cross_weights = self.cross_block(
+            x, lambda h: self.cross_attn.cross_attention(h, memory, memory_mask, cache=cache, need_weights=need_weights)
+        )
+        x, _ = self.ffn_block(x, lambda h: (self.ffn(h), None))
+        return x, (self_weights, cross_weights) if need_weights else None

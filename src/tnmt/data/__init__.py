@@ -1,10 +1,10 @@
 """From text files to padded id tensors: corpora, the Multi30k and WMT14 downloads, subwords and batching.
 
 The flow: `iter_parallel` (or `read_tsv`) -> `Tokenizer.encode_*_batch` -> `filter_pairs` (all three
-run by `shards.prepare` for a training corpus, in worker processes) -> `TokenBatchSampler.batches(epoch)`
+run by `prepare.prepare` for a training corpus, in worker processes) -> `TokenBatchSampler.batches(epoch)`
 -> `collate` -> `Batch`.
 
-The public names are imported on first use (PEP 562): the encoding workers of `shards` import this
+The public names are imported on first use (PEP 562): the encoding workers of `prepare` import this
 package and must not pay for torch, which only `batching` needs.
 """
 

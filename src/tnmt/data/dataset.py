@@ -2,7 +2,7 @@
 
 Ties together the pieces of this package: find the text (Multi30k or the recipe's files), train or
 reuse the tokenizer, encode, and drop over-long training pairs. Training keeps only the small
-validation set this way; its training corpus is prepared on disk by `shards.prepare`, which uses
+validation set this way; its training corpus is prepared on disk by `prepare.prepare`, which uses
 `corpus_files` and `train_tokenizer` from here.
 """
 
@@ -22,7 +22,7 @@ from tnmt.errors import UserError
 
 
 class TrainingPairs(Protocol):
-    """What the training loop reads: `EncodedPairs` (in memory), `shards.PreparedPairs` (on disk), `ConcatPairs`."""
+    """What the training loop reads: `EncodedPairs` (in memory), `prepared.PreparedPairs` (on disk), `ConcatPairs`."""
 
     def __len__(self) -> int: ...
     def lengths(self) -> list[int] | np.ndarray: ...
@@ -139,3 +139,15 @@ def encode(corpus: ParallelCorpus, tokenizer: Tokenizer, *, max_len: int | None 
         return EncodedPairs(src=src, tgt=tgt)
     keep = filter_pairs(src, tgt, max_len=max_len)
     return EncodedPairs(src=[src[i] for i in keep], tgt=[tgt[i] for i in keep])
+
+
+def fit_pairs(pairs: EncodedPairs, model_max_len: int) -> tuple[EncodedPairs, int]:
+    """Every pair cut to fit the model's positions, and how many were cut.
+
+    Each side keeps its first `model_max_len - 1` tokens, so the source with its EOS and the target with
+    its BOS (or EOS) fit `model_max_len` positions: the truncation decoding applies (`decode.step.fit_source`).
+    For validation, which must measure every pair rather than stop on one (training pairs are filtered instead).
+    """
+    keep = model_max_len - 1
+    cut = sum(len(s) > keep or len(t) > keep for s, t in zip(pairs.src, pairs.tgt, strict=True))
+    return EncodedPairs(src=[s[:keep] for s in pairs.src], tgt=[t[:keep] for t in pairs.tgt]), cut

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from tnmt.data.download import Checksum, download
 from tnmt.errors import UserError
-from tnmt.io import atomic_write_bytes
+from tnmt.io import atomic_write_bytes, check_output_directory
 
 UPSTREAM_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1"
 LANGS = ("en", "de", "fr", "cs")
@@ -111,9 +111,11 @@ def fetch_multi30k(
 
     Raises:
         UserError: An unknown language or split, a source file that is missing or has the wrong
-            checksum (naming it), or a download that failed (naming the URL and the reason).
+            checksum (naming it), a download that failed (naming the URL and the reason), or a file at
+            `out_dir`.
     """
     out_dir = Path(out_dir)
+    check_output_directory(out_dir)
     todo = [f for f in _files(langs, splits, tok=tok) if _problem(out_dir / f.local, f) is not None]
     source = UPSTREAM_URL if source is None else source
     is_url = isinstance(source, str) and "://" in source

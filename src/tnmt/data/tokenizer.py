@@ -232,6 +232,13 @@ class Tokenizer:
         """The pieces `encode_source(text)` stands for, e.g. to label an attention plot."""
         return self._source.encode(SURROGATE.sub("\ufffd", text), out_type=str)
 
+    def source_vocabulary(self) -> list[str]:
+        """Every source piece, by id: what another engine (a CTranslate2 export) needs to map the pieces it
+        reads to the encoder's embedding rows, so that no code but this class opens a sentencepiece model."""
+        if self._vocab is not None:
+            return list(self._vocab)
+        return [self._source.id_to_piece(i) for i in range(self._source.get_piece_size())]
+
     def target_pieces(self, ids: Sequence[int]) -> list[str]:
         """One piece per id, specials included (`<s>`, `</s>`)."""
         if self._vocab is None:

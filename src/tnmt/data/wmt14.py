@@ -31,7 +31,7 @@ from typing import BinaryIO
 
 from tnmt.data.download import CHUNK, Checksum, download
 from tnmt.errors import UserError
-from tnmt.io import atomic_open
+from tnmt.io import atomic_open, check_output_directory
 
 UPSTREAM_URL = "https://www.statmt.org"  # the archives' paths below are relative to it
 LANGS = ("en", "de")
@@ -97,9 +97,10 @@ def fetch_wmt14(out_dir: str | Path, *, source: str | Path | None = None) -> Pat
 
     Raises:
         UserError: One line: a download that failed, an archive with the wrong checksum or without an
-            expected member, or a corpus whose en and de sides have different line counts.
+            expected member, a corpus whose en and de sides have different line counts, or a file at `out_dir`.
     """
     out_dir = Path(out_dir)
+    check_output_directory(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     source = UPSTREAM_URL if source is None else source
     is_url = isinstance(source, str) and "://" in source

@@ -27,27 +27,15 @@ from torch import Tensor
 from tnmt.blocks.kv_cache import KVCache
 from tnmt.config import DecodeConfig
 from tnmt.decode.step import (
+    Hypothesis,
     TokenRules,
+    gnmt_length_penalty,
     next_token_logits,
     output_limits,
     start_decoding,
     top_k,
 )
 from tnmt.model import Transformer
-
-
-@dataclass(frozen=True)
-class Hypothesis:
-    """A finished output: ids without BOS and EOS, its length-penalised score and its log-probability."""
-
-    tokens: list[int]
-    score: float  # log_prob / lp(len); the ranking key
-    log_prob: float  # sum of the token log-probs, EOS included when it was generated
-
-
-def gnmt_length_penalty(length: int, alpha: float) -> float:
-    """GNMT's lp(|Y|) = ((5 + |Y|) / 6) ** alpha; alpha = 0 ranks by plain log-probability."""
-    return ((5 + length) / 6) ** alpha
 
 
 @dataclass

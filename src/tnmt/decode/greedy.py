@@ -10,7 +10,9 @@ from torch import Tensor
 
 from tnmt.config import DecodeConfig
 from tnmt.decode.step import (
+    Hypothesis,
     TokenRules,
+    gnmt_length_penalty,
     next_token_logits,
     output_limits,
     start_decoding,
@@ -21,17 +23,25 @@ from tnmt.model import Transformer
 
 @torch.inference_mode()
 def greedy_search(model: Transformer, src_ids: Tensor, decode: DecodeConfig | None = None) -> list[list[int]]:
-    """The greedy translation of every sentence of a batch.
+    """The greedy translation of every sentence of a batch as ids, without BOS and EOS; see `greedy_hypotheses`."""
+    return [hypothesis.tokens for hypothesis in greedy_hypotheses(model, src_ids, decode)]
+
+
+@torch.inference_mode()
+def greedy_hypotheses(model: Transformer, src_ids: Tensor, decode: DecodeConfig | None = None) -> list[Hypothesis]:
+    """The greedy translation of every sentence of a batch, with its log-probability and score.
 
     Args:
         model: The Transformer (in eval mode; dropout would make the search random).
         src_ids: Right-padded source ids (B, S), each sentence ending with EOS.
         decode: Length limits (`step.output_limits`) and `min_len` (EOS is forbidden until that many
-            tokens were generated); the beam size is ignored. None = `DecodeConfig()`.
+            tokens were generated); `length_penalty` scores the result as beam search would; the beam size
+            is ignored. None = `DecodeConfig()`.
 
     Returns:
-        Per sentence the output ids, without BOS and EOS. A sentence that hits its length limit ends
-        without EOS.
+        Per sentence the output ids (without BOS and EOS), the sum of their log-probabilities (EOS's
+        included when it was generated) and that sum over `gnmt_length_penalty`. A sentence that hits its
+        length limit ends without EOS.
     """
     decode = decode or DecodeConfig()
     c = model.config
@@ -42,11 +52,13 @@ def greedy_search(model: Transformer, src_ids: Tensor, decode: DecodeConfig | No
     cache = start_decoding(model, src_ids)
     rows = torch.arange(batch, device=device)  # (N,) sentence of each open cache row
     tokens = torch.full((batch,), c.bos_id, dtype=torch.long, device=device)  # (N,)
-    history = []  # (rows, tokens) of every step; read once at the end, so a step costs no copy
+    history = []  # (rows, tokens, log-probs) of every step; read once at the end, so a step costs no copy
     for step in range(int(limits.max())):
-        scores = rules.apply_(next_token_logits(model, tokens, cache), step)  # (N, V)
-        tokens = top_k(scores, 1)[1][:, 0]  # (N,) argmax
-        history.append((rows, tokens))
+        logits = next_token_logits(model, tokens, cache)  # (N, V)
+        normaliser = logits.logsumexp(dim=1)  # (N,) log of the softmax's denominator, over every token
+        best, picked = top_k(rules.apply_(logits, step), 1)  # (N, 1) the argmax and its logit
+        tokens = picked[:, 0]
+        history.append((rows, tokens, best[:, 0] - normaliser))
         ended = (tokens == c.eos_id) | (limits == step + 1)  # (N,)
         if not bool(ended.any()):
             continue
@@ -55,8 +67,22 @@ def greedy_search(model: Transformer, src_ids: Tensor, decode: DecodeConfig | No
             break
         rows, tokens, limits = rows[keep], tokens[keep], limits[keep]
         cache.reorder(keep)
+    return _hypotheses(history, batch, eos_id=c.eos_id, alpha=decode.length_penalty)
+
+
+def _hypotheses(
+    history: list[tuple[Tensor, Tensor, Tensor]], batch: int, *, eos_id: int, alpha: float
+) -> list[Hypothesis]:
+    """Each sentence's tokens and log-probability gathered from the steps' (rows, tokens, log-probs)."""
     outputs: list[list[int]] = [[] for _ in range(batch)]
-    for step_rows, step_tokens in history:
-        for row, token in zip(step_rows.tolist(), step_tokens.tolist(), strict=True):
+    log_probs = [0.0] * batch
+    for step_rows, step_tokens, step_log_probs in history:
+        for row, token, log_prob in zip(step_rows.tolist(), step_tokens.tolist(), step_log_probs.tolist(), strict=True):
             outputs[row].append(token)
-    return [ids[:-1] if ids and ids[-1] == c.eos_id else ids for ids in outputs]
+            log_probs[row] += log_prob
+    hypotheses = []
+    for ids, log_prob in zip(outputs, log_probs, strict=True):
+        length = len(ids)  # the words and EOS if it was generated
+        words = ids[:-1] if ids and ids[-1] == eos_id else ids
+        hypotheses.append(Hypothesis(words, log_prob / gnmt_length_penalty(length, alpha), log_prob))
+    return hypotheses

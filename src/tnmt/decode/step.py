@@ -23,6 +23,21 @@ from tnmt.model import Transformer
 log = logging.getLogger("tnmt")
 
 
+@dataclass(frozen=True)
+class Hypothesis:
+    """A finished output of a search: ids without BOS and EOS, its length-penalised score and log-probability."""
+
+    tokens: list[int]
+    score: float  # log_prob / lp(len); the ranking key
+    log_prob: float  # sum of the token log-probs, EOS included when it was generated
+
+
+def gnmt_length_penalty(length: int, alpha: float) -> float:
+    """GNMT's lp(|Y|) = ((5 + |Y|) / 6) ** alpha (Wu et al., 2016), |Y| counting the words and EOS if generated;
+    alpha = 0 ranks by plain log-probability."""
+    return ((5 + length) / 6) ** alpha
+
+
 def fit_source(ids: Sequence[int], *, model_max_len: int, line: int) -> list[int]:
     """The source ids (no EOS) cut to the model's `max_len - 1` positions, so EOS fits in the last one.
 

@@ -10,6 +10,7 @@ early, and a chunk of a few thousand lines still sorts well enough for full batc
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol
 
+from tnmt.config import DecodeConfig
 from tnmt.data.corpus import chunked
 
 CHUNK_LINES = 2048
@@ -18,13 +19,20 @@ CHUNK_LINES = 2048
 class LinesTranslator(Protocol):
     """What `translate_stream` needs: `Translator` and `CTranslate2Translator` both are one."""
 
-    def translate(self, texts: Sequence[str], *, first_line: int = 1) -> list[str]: ...
+    def translate(
+        self, texts: Sequence[str], settings: DecodeConfig | None = None, *, first_line: int = 1
+    ) -> list[str]: ...
 
 
 def translate_stream(
-    translator: LinesTranslator, lines: Iterable[str], *, chunk_lines: int = CHUNK_LINES
+    translator: LinesTranslator,
+    lines: Iterable[str],
+    settings: DecodeConfig | None = None,
+    *,
+    chunk_lines: int = CHUNK_LINES,
 ) -> Iterator[list[str]]:
-    """Translate `lines` chunk by chunk; yield each chunk's translations, one per line, in input order.
+    """Translate `lines` chunk by chunk with `settings` (default: the translator's); yield each chunk's
+    translations, one per line, in input order.
 
     Warnings about a line (an over-long one, say) name its line number in the whole input.
     """
@@ -32,5 +40,5 @@ def translate_stream(
         raise ValueError(f"chunk_lines must be positive, got {chunk_lines}")
     first_line = 1
     for chunk in chunked(lines, chunk_lines):
-        yield translator.translate(chunk, first_line=first_line)
+        yield translator.translate(chunk, settings, first_line=first_line)
         first_line += len(chunk)

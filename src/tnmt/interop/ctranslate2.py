@@ -8,38 +8,38 @@ learned positions all export exactly; post-norm or pre-norm (with its final Laye
 activation, a final logits bias and shared or separate embeddings map onto spec options.
 
 An exported directory holds CTranslate2's model.bin, config.json and vocabulary files (pieces by id),
-plus tnmt's tokenizer files and `tnmt_model.json` (the ModelConfig and the checkpoint's DecodeConfig),
-so `CTranslate2Translator` tokenises exactly like tnmt and follows the rules of `tnmt.decode.step`: the
-same source truncation, per-sentence length limits and banned ids. Greedy search then gives tnmt's ids,
-and so does beam search with length_penalty 0 (tests/test_ctranslate2.py): like tnmt, CTranslate2 keeps
-the 2K best candidates, finishes the EOS ones among the best K, and stops a sentence once its best
-candidate ends. With alpha > 0 it differs: CTranslate2 ranks by log P / |Y|^alpha (EOS not counted)
-where tnmt uses the GNMT penalty ((5 + |Y|) / 6)^alpha, and it stops after K finished hypotheses.
+plus tnmt's tokenizer files and `tnmt_model.json` (the ModelConfig, the checkpoint's DecodeConfig and
+languages, as `checkpoint.write_model_json` writes them), built in a hidden directory and renamed into
+place (`io.atomic_directory`). `CTranslate2Translator` therefore tokenises exactly like tnmt and follows
+the rules of `tnmt.decode.step`: the same source truncation, per-sentence length limits and banned ids.
+Greedy search then gives tnmt's ids, and so does beam search with length_penalty 0
+(tests/test_ctranslate2.py): like tnmt, CTranslate2 keeps the 2K best candidates, finishes the EOS ones
+among the best K, and stops a sentence once its best candidate ends. With alpha > 0 it differs:
+CTranslate2 ranks by log P / |Y|^alpha (EOS not counted) where tnmt uses the GNMT penalty
+((5 + |Y|) / 6)^alpha, and it stops after K finished hypotheses.
 """
 
-import json
 import math
 import os
-import shutil
 from collections.abc import Sequence
-from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-import sentencepiece as spm
 import torch
 from torch import Tensor, nn
 
-from tnmt.checkpoint import load_checkpoint
-from tnmt.config import DecodeConfig, ModelConfig, parse
+from tnmt.checkpoint import load_checkpoint, read_model_json, write_model_json
+from tnmt.config import DecodeConfig
 from tnmt.data.tokenizer import Tokenizer
-from tnmt.decode.step import banned_ids, fit_source, output_limits
+from tnmt.decode.step import Hypothesis, banned_ids, fit_source, output_limits
+from tnmt.decode.translator import EMPTY, Translation
 from tnmt.errors import UserError
 from tnmt.interop import require
-from tnmt.io import read_json
+from tnmt.io import atomic_directory, check_destination
 from tnmt.model import Transformer
 
-MODEL_FILE = "tnmt_model.json"  # the ModelConfig, beside CTranslate2's own config.json
+MODEL_FILE = "tnmt_model.json"  # the ModelConfig and DecodeConfig, beside CTranslate2's own config.json
+AN_EXPORT = "a CTranslate2 export of tnmt"  # what `export_ctranslate2` replaces, in its refusal of anything else
 
 # CTranslate2 spec attribute in every layer  <- tnmt module; "q"/"kv" = those rows of the stacked in_proj
 ENCODER_LAYER = (
@@ -71,19 +71,18 @@ def export_ctranslate2(
 
     Args:
         checkpoint: A tnmt checkpoint directory.
-        out: Directory to write; an existing export there is replaced, any other directory refused.
+        out: Directory to write; an earlier export there is replaced, anything else refused.
         quantization: CTranslate2 weight type ("int8", "int16", "float16" ...); None keeps float32.
 
     Raises:
-        UserError: ctranslate2 is not installed, the checkpoint is unreadable, or `out` is in use.
+        UserError: ctranslate2 is not installed, the checkpoint is unreadable, or `out` holds something
+            other than an export (refused before the checkpoint is read).
     """
     ct2 = require("ctranslate2", purpose="exporting to CTranslate2")
-    out = Path(out)
-    if out.exists() and not (out / "model.bin").exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UserError(f"{out}: exists and is not a CTranslate2 export; choose another --out")
+    check_destination(out, is_own=is_export, what=AN_EXPORT)
     loaded = load_checkpoint(checkpoint)
     spec = _spec(loaded.model, ct2.specs)
-    source, target = _vocabularies(Path(checkpoint), loaded.tokenizer)
+    source, target = _vocabularies(loaded.tokenizer)
     spec.register_source_vocabulary(source)
     spec.register_target_vocabulary(target)
     c, tok = loaded.model.config, loaded.tokenizer
@@ -96,16 +95,16 @@ def export_ctranslate2(
         spec.optimize(quantization=quantization)
     except ValueError as err:
         raise UserError(f"cannot export {checkpoint}: {err}") from None
-    tmp = out.parent / f".{out.name}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    spec.save(str(tmp))
-    tok.save(tmp)
-    described = {"model": asdict(c), "decode": asdict(loaded.decode)}
-    (tmp / MODEL_FILE).write_text(json.dumps(described, indent=2) + "\n", encoding="utf-8")
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(tmp, out)
-    return out
+    with atomic_directory(out, is_own=is_export, what=AN_EXPORT) as tmp:
+        spec.save(str(tmp))
+        tok.save(tmp)
+        write_model_json(tmp / MODEL_FILE, c, loaded.decode, loaded.languages)
+    return Path(out)
+
+
+def is_export(path: Path) -> bool:
+    """Whether `path` holds what `export_ctranslate2` writes: CTranslate2's model.bin and tnmt's description."""
+    return (path / "model.bin").is_file() and (path / MODEL_FILE).is_file()
 
 
 def _spec(model: Transformer, specs: Any) -> Any:
@@ -161,57 +160,79 @@ def _array(tensor: Tensor) -> Any:
     return tensor.detach().float().cpu().contiguous().numpy()
 
 
-def _vocabularies(checkpoint: Path, tokenizer: Tokenizer) -> tuple[list[str], list[str]]:
-    """Source and target pieces by id: the explicit vocabulary, or each sentencepiece model's pieces."""
-    target = tokenizer.target_pieces(range(tokenizer.vocab_size))
-    if (checkpoint / "vocab.json").exists():  # ids from one explicit vocabulary (MarianMT)
-        return target, target
-    source = spm.SentencePieceProcessor(model_file=str(checkpoint / "source.spm"))
-    return [source.id_to_piece(i) for i in range(source.get_piece_size())], target
+def _vocabularies(tokenizer: Tokenizer) -> tuple[list[str], list[str]]:
+    """Source and target pieces by id, as CTranslate2 maps pieces to embedding rows."""
+    return tokenizer.source_vocabulary(), tokenizer.target_pieces(range(tokenizer.vocab_size))
 
 
 class CTranslate2Translator:
-    """Text in, text out with an exported model: tnmt's tokenizer around `ctranslate2.Translator`."""
+    """Text in, text out with an exported model: tnmt's tokenizer around `ctranslate2.Translator`.
+
+    It answers as `tnmt.decode.translator.Translator` does (`translate`, `translations`, `decode`), so a file,
+    a benchmark or a server can use either engine.
+    """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, compute_type: str = "default", threads: int = 0, **decode: Any
+        self,
+        path: str | os.PathLike[str],
+        decode: DecodeConfig | None = None,
+        *,
+        compute_type: str = "default",
+        threads: int = 0,
     ) -> None:
-        """Load a directory written by `export_ctranslate2`; its DecodeConfig, changed by `decode`, is the default.
+        """Load a directory written by `export_ctranslate2`; `decode` (default: the one stored there) is every
+        call's default settings.
 
         Raises:
             UserError: ctranslate2 is not installed, or `path` is not an export.
         """
         ct2 = require("ctranslate2", purpose="translating with CTranslate2")
         path = Path(path)
-        if not (path / "model.bin").exists() or not (path / MODEL_FILE).exists():
+        if not is_export(path):
             raise UserError(f"{path}: not a CTranslate2 export; write one with `tnmt export ctranslate2`")
-        described = read_json(path / MODEL_FILE)
-        self.config = parse(ModelConfig, described["model"], where=f"{path / MODEL_FILE} model")
-        stored = parse(DecodeConfig, described.get("decode", {}), where=f"{path / MODEL_FILE} decode")
-        self.decode = stored
-        self.decode = self._settings(**decode)
+        self.config, stored, _ = read_model_json(path / MODEL_FILE)
+        self.decode = decode or stored
         self.tokenizer = Tokenizer.load(path)
         self.translator = ct2.Translator(str(path), device="cpu", compute_type=compute_type, intra_threads=threads)
-        self.source_pieces, self.target_pieces = _vocabularies(path, self.tokenizer)
+        self.source_pieces, self.target_pieces = _vocabularies(self.tokenizer)
         self._target_ids = {piece: i for i, piece in enumerate(self.target_pieces)}
         self._suppressed = [[self.target_pieces[i]] for i in banned_ids(self.config)]
 
-    def translate(self, texts: Sequence[str], *, first_line: int = 1, **decode: Any) -> list[str]:
-        """The translation of each text, in input order; empty texts give empty lines. `first_line` and
-        `decode` as in `Translator.translate`."""
+    def translate(
+        self, texts: Sequence[str], settings: DecodeConfig | None = None, *, first_line: int = 1
+    ) -> list[str]:
+        """The translation of each text, in input order; empty texts give empty lines (as `Translator.translate`)."""
+        return [translation.text for translation in self.translations(texts, settings, first_line=first_line)]
+
+    def translations(
+        self, texts: Sequence[str], settings: DecodeConfig | None = None, *, first_line: int = 1
+    ) -> list[Translation]:
+        """The `Translation` of each text, in input order; `EMPTY` for an empty text. `first_line` numbers the
+        texts in warnings."""
         kept = [i for i, text in enumerate(texts) if text.strip()]
         sources = [self.tokenizer.encode_source(texts[i]) for i in kept]
-        results = [""] * len(texts)
+        results = [EMPTY] * len(texts)
         lines = [first_line + i for i in kept]
-        for i, ids in zip(kept, self.translate_ids(sources, lines=lines, **decode), strict=True):
-            results[i] = self.tokenizer.decode_target(ids)
+        for i, hypothesis in zip(kept, self.search(sources, settings, lines=lines), strict=True):
+            text = self.tokenizer.decode_target(hypothesis.tokens)
+            results[i] = Translation(text, hypothesis.tokens, hypothesis.score, hypothesis.log_prob)
         return results
 
     def translate_ids(
-        self, sources: Sequence[Sequence[int]], *, lines: Sequence[int] = (), **decode: Any
+        self, sources: Sequence[Sequence[int]], settings: DecodeConfig | None = None, *, lines: Sequence[int] = ()
     ) -> list[list[int]]:
-        """Output ids (no BOS/EOS) for source ids without EOS; `lines` numbers them in warnings (default 1, 2, ...)."""
-        settings = self._settings(**decode)
+        """Output ids (no BOS/EOS) for source ids without EOS; see `search`."""
+        return [hypothesis.tokens for hypothesis in self.search(sources, settings, lines=lines)]
+
+    def search(
+        self, sources: Sequence[Sequence[int]], settings: DecodeConfig | None = None, *, lines: Sequence[int] = ()
+    ) -> list[Hypothesis]:
+        """The best hypothesis for each source (ids without EOS); `lines` numbers them in warnings (default 1, 2, ...).
+
+        CTranslate2 scores a hypothesis by log P / |Y|^alpha with |Y| its words (EOS not counted), so the
+        log-probability is that score times |Y|^alpha.
+        """
+        settings = settings or self.decode
         if not sources:
             return []
         max_len = self.config.max_len
@@ -224,7 +245,7 @@ class CTranslate2Translator:
         by_limit: dict[int, list[int]] = {}  # CTranslate2 has one length limit per call
         for i, limit in enumerate(limits):
             by_limit.setdefault(limit, []).append(i)
-        outputs: list[list[int]] = [[] for _ in sources]
+        outputs: list[Hypothesis] = [Hypothesis([], 0.0, 0.0)] * len(sources)
         unk = self.tokenizer.unk_id
         for limit, indices in by_limit.items():
             results = self.translator.translate_batch(
@@ -236,14 +257,10 @@ class CTranslate2Translator:
                 min_decoding_length=settings.min_len,
                 max_input_length=0,  # truncated above
                 suppress_sequences=self._suppressed or None,
+                return_scores=True,
             )
             for i, result in zip(indices, results, strict=True):
-                outputs[i] = [self._target_ids.get(piece, unk) for piece in result.hypotheses[0]]
+                ids = [self._target_ids.get(piece, unk) for piece in result.hypotheses[0]]
+                score = float(result.scores[0])
+                outputs[i] = Hypothesis(ids, score, score * max(len(ids), 1) ** settings.length_penalty)
         return outputs
-
-    def _settings(self, **changes: Any) -> DecodeConfig:
-        """This engine's `DecodeConfig` with `changes`; int8 here is chosen at export, not per translation."""
-        settings = replace(self.decode, **changes)
-        if settings.quantize != "none":
-            raise UserError("quantize is for the tnmt engine; for CTranslate2 export with --quantization int8")
-        return settings

@@ -23,7 +23,7 @@ from safetensors.torch import load_file
 from torch import Tensor
 
 from tnmt.blocks.positional import sinusoidal_table
-from tnmt.checkpoint import save_checkpoint
+from tnmt.checkpoint import check_checkpoint_path, save_checkpoint
 from tnmt.config import ModelConfig
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.errors import UserError
@@ -63,8 +63,10 @@ def import_marian(hf_dir: str | os.PathLike[str], out: str | os.PathLike[str]) -
     """Convert a MarianMT directory (config.json, weights, source.spm, target.spm, vocab.json) to a checkpoint.
 
     Raises:
-        UserError: A file is missing or malformed, or a config value has no exact tnmt equivalent.
+        UserError: A file is missing or malformed, a config value has no exact tnmt equivalent, or `out`
+            holds something other than a tnmt checkpoint (refused before `hf_dir` is read).
     """
+    check_checkpoint_path(out)
     model, tokenizer = load_marian(hf_dir)
     return save_checkpoint(out, model, tokenizer)
 

@@ -12,7 +12,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,8 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tnmt.checkpoint import load_checkpoint
-from tnmt.config import ServeConfig
-from tnmt.decode.translator import Translator
+from tnmt.config import DecodeConfig, ServeConfig
+from tnmt.decode.translator import Translation, Translator
 from tnmt.errors import UserError
 from tnmt.serve.batcher import Batcher, QueueFull
 from tnmt.serve.body_deadline import BodyDeadline
@@ -77,14 +77,14 @@ class TranslateRequest(BaseModel):
     return_attention: bool = False
 
 
-def load_models(paths: list[Path], config: ServeConfig) -> list[ServedModel]:
-    """A `ServedModel` per checkpoint, each known by the languages stored in it (one model per pair)."""
+def load_models(paths: list[Path], config: ServeConfig, *, device: str = "cpu") -> list[ServedModel]:
+    """A `ServedModel` per checkpoint, each known by the languages stored in it (one model per pair), on `device`."""
     models: dict[str, ServedModel] = {}
     for path in paths:
-        checkpoint = load_checkpoint(path)
+        checkpoint = load_checkpoint(path, map_location=device)
         if checkpoint.languages is None:
             raise UserError(f'{path}: the checkpoint does not name its languages (config.json has no "languages")')
-        translator = Translator(checkpoint.model, checkpoint.tokenizer, checkpoint.decode)
+        translator = Translator(checkpoint.model.to(device), checkpoint.tokenizer, checkpoint.decode)
         batcher = Batcher(
             translator,
             max_queue=config.max_queue,
@@ -240,7 +240,7 @@ def _add_native_api(app: FastAPI, models: list[ServedModel], config: ServeConfig
             raise ApiError(422, "return_attention needs a non-empty text")
         model = _pick(models, request.source, request.target)
         changes = {"beam_size": request.beam_size, "max_len": request.max_len}
-        settings = model.translator.settings(**{k: v for k, v in changes.items() if v is not None})
+        settings = replace(model.translator.decode, **{k: v for k, v in changes.items() if v is not None})
         _check_limits(texts, settings.beam_size, request.n_best, config, size_status=413)
         results = await _translate(
             model, texts, settings, request.n_best, request.return_attention, timeout=config.timeout_s, client=http
@@ -279,10 +279,10 @@ def _add_libretranslate_api(app: FastAPI, models: list[ServedModel], config: Ser
             answers: list[dict[str, Any]] = [{"translatedText": text} for text in outputs]
         else:
             results = await _translate(model, texts, settings, n_best, False, timeout=config.timeout_s, client=request)
-            answers = [{"translatedText": result[0][0]} for result in results]
+            answers = [{"translatedText": result.text} for result in results]
             if alternatives:
                 for answer, result in zip(answers, results, strict=True):
-                    answer["alternatives"] = [text for text, _ in result[1:]]
+                    answer["alternatives"] = [alternative.text for alternative in result.alternatives]
         if source == "auto":
             for answer in answers:
                 answer["detectedLanguage"] = {"confidence": 100.0, "language": model.source}
@@ -322,14 +322,14 @@ def _add_probes(app: FastAPI, models: list[ServedModel], config: ServeConfig) ->
 async def _translate(
     model: ServedModel,
     texts: list[str],
-    settings: Any,
+    settings: DecodeConfig,
     n_best: int,
     attention: bool,
     *,
     timeout: float,
     unavailable: int = 504,
     client: Request | None = None,
-) -> list[Any]:
+) -> list[Translation]:
     """Queue the texts on the model's batcher and wait for them, at most `timeout` seconds and only while
     the `client` is connected: past the deadline or once it hung up, the sentences not started are dropped."""
     try:
@@ -359,11 +359,11 @@ async def _hang_up(client: Request) -> None:
 
 
 async def _translate_markup(
-    model: ServedModel, fragment: str, settings: Any, *, timeout: float, client: Request
+    model: ServedModel, fragment: str, settings: DecodeConfig, *, timeout: float, client: Request
 ) -> str:
     nodes = text_nodes(fragment)
     results = await _translate(model, nodes, settings, 1, False, timeout=timeout, client=client) if nodes else []
-    return replace_text_nodes(fragment, [result[0][0] for result in results])
+    return replace_text_nodes(fragment, [result.text for result in results])
 
 
 def _pick(models: list[ServedModel], source: str | None, target: str | None, *, status: int = 400) -> ServedModel:
@@ -396,14 +396,14 @@ def _check_limits(texts: list[str], beam_size: int, n_best: int, config: ServeCo
         raise ApiError(search_status, f"n_best {n_best}: over {limit}")
 
 
-def _translation(result: Any, n_best: int) -> dict[str, Any]:
-    alternatives, maps = result if isinstance(result, tuple) else (result, None)
-    answer: dict[str, Any] = {"text": alternatives[0][0]}
+def _translation(result: Translation, n_best: int) -> dict[str, Any]:
+    """A `Translation` as the JSON of /v1/translate: the n-best list (best first) with scores when asked for."""
+    answer: dict[str, Any] = {"text": result.text}
     if n_best > 1:
-        answer["alternatives"] = [{"text": text, "score": score} for text, score in alternatives]
-    if maps is not None:
-        source_pieces, target_pieces, attention = maps
-        cross = [layer[0].tolist() for layer in attention.cross]  # layers x (H, T, S)
+        answer["alternatives"] = [{"text": t.text, "score": t.score} for t in result.nbest]
+    if result.attention is not None:
+        source_pieces, target_pieces, maps = result.attention
+        cross = [layer[0].tolist() for layer in maps.cross]  # layers x (H, T, S)
         answer["attention"] = {"source_pieces": source_pieces, "target_pieces": target_pieces, "cross": cross}
     return answer
 

@@ -19,14 +19,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 import torch
 
 from tnmt.config import DecodeConfig
-from tnmt.decode.translator import TranslationResult, Translator
-
-Alternatives = list[tuple[str, float | None]]  # (text, score) best first; the score is None for n_best = 1
+from tnmt.decode.translator import Translator
 
 
 class QueueFull(Exception):
@@ -38,11 +36,16 @@ class Job:
     """One sentence to translate, and where its result goes."""
 
     text: str
+    source: list[int] | None  # its ids (`Translator.encode`), tokenised once when the request arrives
     settings: DecodeConfig  # complete: the request's choices over the model's defaults
     n_best: int
     attention: bool
-    future: Future  # resolves to Alternatives, or with `attention` to (Alternatives, Translator.attention(...))
-    tokens: int  # source tokens, for the batch budget
+    future: Future  # resolves to a `Translation`
+
+    @property
+    def tokens(self) -> int:
+        """Source tokens with EOS, for the batch budget."""
+        return len(self.source or ()) + 1
 
 
 class Batcher:
@@ -90,9 +93,10 @@ class Batcher:
         Raises:
             QueueFull: the queue has no room for all of them (none is queued then).
         """
-        tokenizer = self.translator.tokenizer
+        sources = self.translator.encode(texts)
         jobs = [
-            Job(text, settings, n_best, attention, Future(), len(tokenizer.encode_source(text)) + 1) for text in texts
+            Job(text, source, settings, n_best, attention, Future())
+            for text, source in zip(texts, sources, strict=True)
         ]
         with self._lock:
             if self._depth + len(jobs) > self.max_queue:
@@ -135,39 +139,26 @@ class Batcher:
             self._decode([job for job in batch if job.future.set_running_or_notify_cancel()])
 
     def _decode(self, jobs: list[Job]) -> None:
-        """Decode jobs that share settings together; every job's future gets a result or the error."""
+        """Decode jobs that share settings together; every job's future gets a `Translation` or the error."""
         groups: dict[tuple, list[Job]] = {}
         for job in jobs:
             groups.setdefault((job.settings, job.n_best, job.attention), []).append(job)
         for (settings, n_best, attention), group in groups.items():
             self.on_batch(len(group))
             try:
-                results = self._translate([job.text for job in group], settings, n_best, attention)
+                results = self.translator.translations(
+                    [job.text for job in group],
+                    replace(settings, batch_size=len(group)),  # one decoder batch; the Translator sorts by length
+                    n_best=n_best,
+                    attention=attention,
+                    sources=[job.source for job in group],
+                )
             except Exception as error:  # the request reports it; the worker lives on
                 for job in group:
                     job.future.set_exception(error)
                 continue
             for job, result in zip(group, results, strict=True):
                 job.future.set_result(result)
-
-    def _translate(self, texts: list[str], settings: DecodeConfig, n_best: int, attention: bool) -> list:
-        settings = replace(settings, batch_size=len(texts))  # one decoder batch; Translator sorts by length
-        decode = {k: v for k, v in asdict(settings).items() if k != "quantize"}  # quantize: fixed at load
-        if attention:  # one search for the batch; the maps (one forward pass per sentence) explain its best output
-            nbest = self.translator.translate_nbest(texts, n_best=n_best, **decode)
-            return [
-                (_alternatives(results, n_best), self.translator.attention(text, output=results[0].tokens))
-                for text, results in zip(texts, nbest, strict=True)
-            ]
-        if n_best == 1:  # exactly Translator.translate (greedy search when beam_size is 1)
-            return [[(text, None)] for text in self.translator.translate(texts, **decode)]
-        nbest = self.translator.translate_nbest(texts, n_best=n_best, **decode)
-        return [_alternatives(results, n_best) for results in nbest]
-
-
-def _alternatives(results: list[TranslationResult], n_best: int) -> Alternatives:
-    """(text, score) pairs; a single translation carries no score, as `translate` gives none."""
-    return [(result.text, result.score if n_best > 1 else None) for result in results]
 
 
 def _tokens(jobs: list[Job]) -> int:

@@ -22,7 +22,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from tnmt.data.dataset import training_pairs
-from tnmt.data.shards import PreparedPairs, longest_side, prepare
+from tnmt.data.prepare import prepare
+from tnmt.data.prepared import PreparedPairs
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.decode.translator import Translator
 from tnmt.io import atomic_write_text
@@ -75,4 +76,4 @@ def prepare_distilled(recipe: Recipe, tokenizer: Tokenizer, model_max_len: int) 
         subword_samples=0,  # the translations are one segmentation's: sampling would undo what distillation chose
     )
     directory = source_file.parent / "prepared"
-    return prepare(data, directory, max_len=longest_side(recipe, model_max_len), tokenizer=tokenizer)
+    return prepare(data, directory, max_len=recipe.longest_side(model_max_len), tokenizer=tokenizer)

@@ -87,18 +87,25 @@ class World:
         return values
 
 
-def translate_across(world: World, translator: Translator, texts: Sequence[str]) -> list[str]:
+def translate_across(
+    world: World, translator: Translator, texts: Sequence[str], sources: Sequence[list[int]] | None = None
+) -> list[str]:
     """`translator.translate(texts)`, shared by the ranks: rank r decodes batches r, r + N, ... of those one
     process would decode (`Translator.batches`), so every sentence is decoded in the same batch and gives
-    the same translation as in one process; every rank returns all of them, in input order."""
+    the same translation as in one process; every rank returns all of them, in input order.
+
+    `sources`: the texts' ids (`Translator.encode`) when the caller has them, so nothing is tokenised twice.
+    """
+    sources = translator.encode(texts) if sources is None else sources
     if world.size == 1:
-        return translator.translate(texts)
-    batches = translator.batches(texts, translator.decode.batch_size)
+        return [translation.text for translation in translator.translations(texts, sources=sources)]
+    batches = translator.batches(texts, sources, translator.decode.batch_size)
     mine = {i for batch in batches[world.rank :: world.size] for i in batch}
-    done = translator.translate([text if i in mine else "" for i, text in enumerate(texts)])
+    blanked = [ids if i in mine else None for i, ids in enumerate(sources)]
+    done = translator.translations(texts, sources=blanked)
     translations = [""] * len(texts)
     ordered = sorted(mine)
-    for indices, decoded in world.gather((ordered, [done[i] for i in ordered])):
+    for indices, decoded in world.gather((ordered, [done[i].text for i in ordered])):
         for i, translation in zip(indices, decoded, strict=True):
             translations[i] = translation
     return translations

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tnmt.checkpoint import average_checkpoints, remove_checkpoint, remove_leftovers, save_checkpoint, update_link
+from tnmt.checkpoint import average_checkpoints, remove_checkpoint, save_checkpoint, update_link
 from tnmt.config import TrainConfig
 from tnmt.data.batching import Batch, TokenBatchSampler, collate
 from tnmt.data.dataset import ConcatPairs, EncodedPairs, TrainingPairs
@@ -31,6 +31,7 @@ from tnmt.data.tokenizer import Tokenizer
 from tnmt.decode.translator import Translator
 from tnmt.device import mixed_precision, resolve_device, to_device
 from tnmt.evaluate import score
+from tnmt.io import remove_leftovers
 from tnmt.model import Transformer
 from tnmt.recipe import Recipe
 from tnmt.train.distill import prepare_distilled, write_translations
@@ -179,7 +180,7 @@ def _update(run: Run, batches: list[Batch], *, real: int, steps: int) -> tuple[f
 
 
 @torch.no_grad()
-def evaluate(
+def validate(
     model: Transformer,
     tokenizer: Tokenizer,
     data: EncodedPairs,
@@ -191,6 +192,8 @@ def evaluate(
 ) -> dict[str, float]:
     """Validation loss (per token, teacher-forced, no smoothing), sacreBLEU and chrF of decoded sources.
 
+    `data` holds the `sources` and references as ids, fitted to the model's positions (`fit_pairs`): the loss
+    reads them, and the decoding of the sources reads the same ids, so nothing is tokenised twice.
     Decoding follows the recipe's [decode] table (what the checkpoint will translate with), with
     `train.eval_beam_size` as the beam size when it is set. The ranks share the batches of both passes
     and every rank returns the metrics of the whole set.
@@ -205,7 +208,7 @@ def evaluate(
         _, nll = model_loss(model, features, batch.tgt_out, epsilon=0.0)
         total_nll, total_tokens = total_nll + nll.item(), total_tokens + batch.n_tgt_tokens
     decode = replace(recipe.decode, beam_size=recipe.train.eval_beam_size or recipe.decode.beam_size)
-    hypotheses = translate_across(world, Translator(model, tokenizer, decode), sources)
+    hypotheses = translate_across(world, Translator(model, tokenizer, decode), sources, data.src)
     total_nll, total_tokens = world.sum(total_nll, total_tokens)
     val_loss = total_nll / max(total_tokens, 1)
     scores = score(hypotheses, references)
@@ -226,7 +229,7 @@ def _distillation_due(cfg: TrainConfig, state: TrainState) -> bool:
 def _distill(run: Run) -> None:
     """Self-distillation: the ranks translate the training sources together, with the weights validation
     measures, and rank 0 writes them; then every rank reads the original pairs followed by the translated ones."""
-    with _averaged(run):
+    with _ema_swapped_in(run):
         written = write_translations(run.model, run.tokenizer, run.recipe, world=run.world)
     run.model.train()
     run.world.barrier()  # rank 0 has written the files the others prepare next
@@ -243,9 +246,9 @@ def _validate_and_save(run: Run) -> bool:
     state and make the same early-stopping decision.
     """
     cfg, state, world = run.recipe.train, run.state, run.world
-    with _averaged(run):
+    with _ema_swapped_in(run):
         text = run.valid_text
-        metrics = evaluate(run.model, run.tokenizer, run.valid_data, text.src, text.tgt, recipe=run.recipe, world=world)
+        metrics = validate(run.model, run.tokenizer, run.valid_data, text.src, text.tgt, recipe=run.recipe, world=world)
     metrics = world.from_main(metrics)
     current = metrics[f"val_{cfg.best_metric}"]
     improved = current > state.best_score
@@ -290,7 +293,7 @@ def _save(run: Run) -> None:
     out, state = run.out, run.state
     state.grad_scaler = run.scaler.state_dict()
     training_weights = run.model.state_dict() if run.ema else None  # keeps these tensors through the swap
-    with _averaged(run):
+    with _ema_swapped_in(run):
         path = save_checkpoint(
             out / "checkpoints" / f"step_{state.step:07d}",
             run.model,
@@ -348,6 +351,6 @@ def _remove_leftovers(run: Run) -> None:
             remove_leftovers(directory)
 
 
-def _averaged(run: Run) -> AbstractContextManager[None]:
+def _ema_swapped_in(run: Run) -> AbstractContextManager[None]:
     """The model holds the weights validation and checkpoints use: the EMA when there is one."""
     return run.ema.swapped_in() if run.ema else nullcontext()

@@ -6,6 +6,7 @@ A checkpoint fixes the model's shape; the recipe gives the dropout rates and the
 """
 
 import json
+import logging
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -16,18 +17,21 @@ from torch.nn.parallel import DistributedDataParallel
 from tnmt.checkpoint import Checkpoint, load_checkpoint
 from tnmt.config import DROPOUT_RATES, Architecture, TrainConfig
 from tnmt.data.corpus import ParallelCorpus
-from tnmt.data.dataset import ConcatPairs, EncodedPairs, TrainingPairs, encode, read_split
-from tnmt.data.shards import PreparedPairs, prepare_recipe
+from tnmt.data.dataset import ConcatPairs, EncodedPairs, TrainingPairs, encode, fit_pairs, read_split
+from tnmt.data.prepare import prepare
+from tnmt.data.prepared import PreparedPairs
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.device import MixedPrecision
 from tnmt.errors import UserError
-from tnmt.io import atomic_write_text
+from tnmt.io import atomic_write_text, check_output_directory
 from tnmt.model import Transformer
 from tnmt.recipe import Recipe
 from tnmt.train.distill import prepare_distilled
 from tnmt.train.distributed import World
 from tnmt.train.ema import WeightAverage
 from tnmt.train.progress import MetricsLog, Progress
+
+log = logging.getLogger("tnmt")
 
 
 @dataclass
@@ -72,7 +76,7 @@ def start_run(
     recipe: Recipe, *, resume: bool, progress: bool, world: World, device: torch.device, precision: MixedPrecision
 ) -> Run:
     """Model, tokenizer, optimizer and state (fresh, from `init_from`, or from `out/last` when resuming),
-    and the data: the training corpus prepared on disk (`shards.prepare`, reused when current; rank 0 builds
+    and the data: the training corpus prepared on disk (`data.prepare`, reused when current; rank 0 builds
     it while the other ranks wait) and encoded with the checkpoint's tokenizer if there is one; the small
     validation set in memory.
 
@@ -82,6 +86,7 @@ def start_run(
     CUDA RNG is not stored: with dropout > 0 a resumed multi-process or GPU run is equivalent, not identical.
     """
     cfg, out = recipe.train, Path(recipe.train.out_dir)
+    check_output_directory(out)  # a run writes beside what is there, into a directory
     torch.manual_seed(cfg.seed)
     valid_text = read_split(recipe.data, "val", limit=recipe.data.max_valid_pairs)
     state, checkpoint = _starting_point(recipe, resume=resume)
@@ -116,7 +121,7 @@ def start_run(
         optimizer=optimizer,
         state=state,
         train_data=train_data,
-        valid_data=encode(valid_text, tokenizer),
+        valid_data=_validation_pairs(valid_text, tokenizer, model.config.max_len, world),
         valid_text=valid_text,
         log=MetricsLog(out / "metrics.jsonl", after_step=state.step, enabled=world.is_main),
         bar=Progress(cfg, step=state.step, elapsed=state.elapsed, enabled=progress and world.is_main),
@@ -126,6 +131,18 @@ def start_run(
         scaler=scaler,
         ema=ema,
     )
+
+
+def _validation_pairs(corpus: ParallelCorpus, tokenizer: Tokenizer, model_max_len: int, world: World) -> EncodedPairs:
+    """The validation set as ids, each pair fitted to the model's positions (as decoding fits a long source),
+    said once in the log: one long line must not stop training at its first validation."""
+    pairs, cut = fit_pairs(encode(corpus, tokenizer), model_max_len)
+    if cut and world.is_main:
+        log.warning(
+            f"validation: {cut} of {len(pairs)} pairs have a side over the model's max_len ({model_max_len} positions,"
+            f" EOS included); validating on their first {model_max_len - 1} tokens"
+        )
+    return pairs
 
 
 def _starting_point(recipe: Recipe, *, resume: bool) -> tuple[TrainState, Checkpoint | None]:
@@ -226,9 +243,16 @@ def prepare_training_corpus(recipe: Recipe, checkpoint: Checkpoint | None) -> Pr
     return prepare_recipe(recipe, tokenizer=checkpoint.tokenizer, model_max_len=checkpoint.model.config.max_len)
 
 
+def prepare_recipe(recipe: Recipe, *, tokenizer: Tokenizer | None, model_max_len: int) -> PreparedPairs:
+    """`prepare` for a training run: in `data.prepared_dir`, else `<train.out_dir>/prepared`, keeping pairs
+    whose sides fit both `data.max_tokens_per_sentence` and the model's positions (EOS/BOS included)."""
+    directory = Path(recipe.data.prepared_dir or Path(recipe.train.out_dir) / "prepared")
+    return prepare(recipe.data, directory, max_len=recipe.longest_side(model_max_len), tokenizer=tokenizer)
+
+
 def _prepared(recipe: Recipe, world: World, checkpoint: Checkpoint | None) -> PreparedPairs:
     """The prepared training corpus: rank 0 builds it (or finds it current) while the other ranks wait at a
-    barrier; then they map the same files, read-only."""
+    barrier; then each opens the same files and reads them (never writes)."""
     if world.is_main:
         prepared = prepare_training_corpus(recipe, checkpoint)
     world.barrier()

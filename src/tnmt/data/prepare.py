@@ -1,21 +1,12 @@
-"""Prepared corpora: a training corpus encoded once into id arrays on disk, read by offset.
-
-Held as Python lists, a WMT-sized corpus (4.5M pairs) costs gigabytes; encoded into flat arrays it
-costs 2 bytes per token on disk, and training reads only the sentences of its next batch (`SentenceFile`),
-so its memory stays flat as the corpus grows. A prepared directory holds:
-
-    manifest.json                 what it was built from (below), its dtype and counts; written last
-    tokenizer/                    the tokenizer the ids belong to
-    src.ids, tgt.ids              every sentence's ids back to back (uint16 if the vocabulary fits, else uint32)
-    src.offsets.npy, tgt.offsets.npy   int64, one more than the pairs: sentence i is ids[off[i]:off[i + 1]]
-    src.sample<k>.ids, ...        with `data.subword_samples` = N > 0: the k-th sampled segmentation (1..N) of
-                                  the same pairs, one set of four files each (`PreparedPairs.for_epoch`)
+"""Preparing a corpus: the training text encoded once into the id arrays `prepared.py` reads (`tnmt prepare`).
 
 `prepare` reuses a directory whose manifest matches what it would build: the source files (size,
 mtime, SHA-256 of the first MB), the data config, the length limit and the tokenizer (its
 fingerprint; or, with no tokenizer given, one that prepare trained itself). Anything else is rebuilt
-in a temporary directory renamed into place at the end, so a crash never leaves a half corpus that
-looks valid. Pairs with an empty or over-long side are dropped here, as `filter_pairs` says.
+in a hidden directory renamed into place at the end (`io.atomic_directory`), so a crash never leaves a
+half corpus that looks valid, and only a prepared corpus is ever replaced: a user's directory or file
+at that path is refused before any work. Pairs with an empty or over-long side are dropped here, as
+`filter_pairs` says.
 
 Subword regularisation (Kudo, 2018) trains on a different segmentation of each sentence every epoch,
 so the model sees many ways a word splits: a regulariser for small corpora. Sampling on the fly would
@@ -32,11 +23,7 @@ import logging
 import multiprocessing
 import os
 import random
-import secrets
-import shutil
-import struct
 import time
-import weakref
 import zlib
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -52,92 +39,18 @@ import numpy as np
 from tnmt.config import DataConfig
 from tnmt.data.corpus import ParallelCorpus, chunked, filter_pairs
 from tnmt.data.dataset import corpus_files, train_tokenizer, training_pairs
+from tnmt.data.prepared import A_PREPARED_CORPUS, MANIFEST, SIDES, TOKENIZER_DIR, PreparedPairs, file_stem, is_prepared
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.errors import UserError
-from tnmt.io import atomic_write_text, read_json, replace_directory
-from tnmt.recipe import Recipe
+from tnmt.io import atomic_directory, atomic_write_text, check_output_directory, read_json
 
 FORMAT_VERSION = 1
-MANIFEST, TOKENIZER_DIR = "manifest.json", "tokenizer"
 CHUNK_PAIRS = 10_000  # pairs per task of an encoding worker
 SAMPLE_SEED = 0  # of the tokenizer's sample: fixed, so the same corpus always gives the same tokenizer
 NOT_CONTENT = ("prepare_workers", "prepared_dir", "valid_src", "valid_tgt", "max_valid_pairs")  # no effect on the ids
-SIDES = ("src", "tgt")
 
 T = TypeVar("T")
 log = logging.getLogger("tnmt")
-
-
-class PreparedPairs:
-    """A prepared corpus on disk: the training-data interface of `EncodedPairs` without its RAM."""
-
-    def __init__(self, directory: str | Path, *, segmentation: int = 0) -> None:
-        """`segmentation`: 0 the best one, k = 1..data.subword_samples the k-th sample."""
-        self.directory = Path(directory)
-        self.manifest = read_json(self.directory / MANIFEST)
-        dtype = np.dtype(self.manifest["dtype"])
-        self._sides = [SentenceFile(self.directory / _stem(side, segmentation), dtype) for side in SIDES]
-
-    def for_epoch(self, epoch: int) -> "PreparedPairs":
-        """The pairs epoch `epoch` trains on: the best segmentation, or with N subword samples the
-        (epoch mod N)-th sample: a pure function of the epoch, so a resumed run reads what it would have."""
-        samples = self.manifest["data"].get("subword_samples", 0)
-        return PreparedPairs(self.directory, segmentation=1 + epoch % samples) if samples else self
-
-    def __len__(self) -> int:
-        return len(self._sides[0])
-
-    def tokenizer(self) -> Tokenizer:
-        """The tokenizer whose ids these are."""
-        return Tokenizer.load(self.directory / TOKENIZER_DIR)
-
-    def lengths(self) -> np.ndarray:
-        """(N,) per-pair cost for token-budget batching: the longer side, plus its BOS/EOS."""
-        src, tgt = (side.lengths() for side in self._sides)
-        return np.maximum(src, tgt) + 1
-
-    def pairs(self, indices: Iterable[int]) -> list[tuple[list[int], list[int]]]:
-        src, tgt = self._sides
-        return [(src.sentence(i), tgt.sentence(i)) for i in indices]
-
-
-class SentenceFile:
-    """One side of a prepared corpus (`stem.ids` and `stem.offsets.npy`), read sentence by sentence.
-
-    Reads go through `os.pread`, not a memory map: a batch reads a few dozen sentences scattered over the
-    corpus, and each page fault on a map also maps the cached pages around it (16 of them, even with
-    MADV_RANDOM), which the process's resident size counts. At 4.5M pairs a map grew it by ~500 MB in 50
-    updates for pages nobody read; with reads, only the bytes asked for enter the process.
-    """
-
-    def __init__(self, stem: Path, dtype: np.dtype) -> None:
-        self._offsets_path, self._dtype = Path(f"{stem}.offsets.npy"), dtype
-        offsets = np.load(self._offsets_path, mmap_mode="r")  # numpy reads the header; no page of data is touched
-        if offsets.dtype != np.dtype("<i8"):
-            raise ValueError(f"{self._offsets_path}: offsets are {offsets.dtype}, expected little-endian int64")
-        self._offsets_start, self._count = offsets.offset, len(offsets) - 1  # where the offsets start in the file
-        del offsets  # unmapped: sentences are read with pread
-        self._fds = [os.open(path, os.O_RDONLY) for path in (f"{stem}.ids", self._offsets_path)]
-        weakref.finalize(self, _close_all, self._fds)
-
-    def __len__(self) -> int:
-        return self._count
-
-    def lengths(self) -> np.ndarray:
-        """(N,) tokens per sentence (read through a map that is dropped on return, and its pages with it)."""
-        return np.diff(np.load(self._offsets_path, mmap_mode="r"))
-
-    def sentence(self, i: int) -> list[int]:
-        """The ids of sentence `i`."""
-        ids_fd, offsets_fd = self._fds
-        start, end = struct.unpack("<qq", os.pread(offsets_fd, 16, self._offsets_start + 8 * i))
-        size = self._dtype.itemsize  # memoryview and struct, not numpy: 3.3 against 4.5 us a sentence
-        return memoryview(os.pread(ids_fd, (end - start) * size, start * size)).cast(self._dtype.char).tolist()
-
-
-def _close_all(fds: list[int]) -> None:
-    for fd in fds:
-        os.close(fd)
 
 
 def prepare(
@@ -147,13 +60,15 @@ def prepare(
 
     Args:
         data: Where the text is and how to read it; its tokenizer keys train a tokenizer when none is given.
-        directory: The prepared directory (created, or replaced when stale).
+        directory: The prepared directory (created, or replaced when stale; anything but a prepared corpus
+            there is refused).
         max_len: Longest side kept, in subword tokens.
         tokenizer: Encode with this one (a checkpoint's, when resuming or fine-tuning); None trains one
             on a random sample of `data.tokenizer_sample` pairs.
 
     Raises:
-        UserError: The text is unreadable or misaligned, or no pair survives the length filter.
+        UserError: The text is unreadable or misaligned, no pair survives the length filter, or `directory`
+            holds something other than a prepared corpus.
     """
     directory = Path(directory)
     key = _key(data, max_len)
@@ -170,6 +85,7 @@ def _exclusive(directory: Path) -> Iterator[None]:
     """One prepare at a time per parent directory: the ranks of a distributed run (or runs sharing a
     `data.prepared_dir`) wait for the first, then find its corpus current instead of racing to rebuild.
     The lock is on the parent directory itself, so no lock file is left behind."""
+    check_output_directory(directory.parent)  # a user's file there (`--train.out_dir=notes.txt`) is one line
     directory.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(directory.parent, os.O_RDONLY)
     try:
@@ -189,9 +105,7 @@ def _build(
     passes would cost the memory this module exists to save.
     """
     started = time.monotonic()
-    tmp = directory.parent / f".{directory.name}.tmp-{secrets.token_hex(4)}"
-    tmp.mkdir()
-    try:
+    with atomic_directory(directory, is_own=is_prepared, what=A_PREPARED_CORPUS) as tmp:
         if tokenizer is None:
             sample = reservoir_sample(training_pairs(data), data.tokenizer_sample, seed=SAMPLE_SEED)
             tokenizer = train_tokenizer(data, ParallelCorpus(src=[s for s, _ in sample], tgt=[t for _, t in sample]))
@@ -211,10 +125,6 @@ def _build(
         tokenizer_entry = {"fingerprint": tokenizer.fingerprint(), "trained": trained, "sample_pairs": sampled}
         manifest = {**key, "tokenizer": tokenizer_entry, "dtype": dtype.name, **counts}
         atomic_write_text(tmp / MANIFEST, _json(manifest))
-        replace_directory(tmp, directory)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     prepared = PreparedPairs(directory)
     sampled = ""
     if data.subword_samples:
@@ -227,18 +137,6 @@ def _build(
         )
     log.info(f"prepared {kept}{sampled} in {directory} in {time.monotonic() - started:.0f} s")
     return prepared
-
-
-def prepare_recipe(recipe: Recipe, *, tokenizer: Tokenizer | None, model_max_len: int) -> PreparedPairs:
-    """`prepare` for a training run: in `data.prepared_dir`, else `<train.out_dir>/prepared`, keeping pairs
-    whose sides fit both `data.max_tokens_per_sentence` and the model's positions (EOS/BOS included)."""
-    directory = Path(recipe.data.prepared_dir or Path(recipe.train.out_dir) / "prepared")
-    return prepare(recipe.data, directory, max_len=longest_side(recipe, model_max_len), tokenizer=tokenizer)
-
-
-def longest_side(recipe: Recipe, model_max_len: int) -> int:
-    """Subword tokens a kept training side may have: the recipe's limit, and room for BOS/EOS in the model."""
-    return min(recipe.data.max_tokens_per_sentence, model_max_len - 1)
 
 
 def reservoir_sample(items: Iterable[T], k: int, *, seed: int) -> list[T]:
@@ -310,7 +208,7 @@ def _encode_corpus(
     """Encode and filter `pairs` into the id and offset files of `directory` (one set per segmentation);
     returns the counts."""
     segmentations = range(1 + data.subword_samples)
-    lengths: dict[str, list[np.ndarray]] = {_stem(side, k): [] for k in segmentations for side in SIDES}
+    lengths: dict[str, list[np.ndarray]] = {file_stem(side, k): [] for k in segmentations for side in SIDES}
     read = 0
     with ExitStack() as stack:
         files = {stem: stack.enter_context(open(directory / f"{stem}.ids", "wb")) for stem in lengths}
@@ -318,8 +216,8 @@ def _encode_corpus(
         for n_read, encoded in _encoded(chunks, directory, tokenizer, data, max_len, dtype, workers):
             for k, sides in enumerate(encoded):
                 for side, (ids, side_lengths) in zip(SIDES, sides, strict=True):
-                    ids.tofile(files[_stem(side, k)])
-                    lengths[_stem(side, k)].append(side_lengths)
+                    ids.tofile(files[file_stem(side, k)])
+                    lengths[file_stem(side, k)].append(side_lengths)
             read += n_read
     counts: dict[str, Any] = {"read": read}
     tokens = {}
@@ -331,13 +229,8 @@ def _encode_corpus(
         counts["pairs"], tokens[stem] = len(stem_lengths), int(offsets[-1])
     counts.update({f"{side}_tokens": tokens[side] for side in SIDES})
     if data.subword_samples:  # both sides' tokens of each sample: sampled segmentations are longer
-        counts["sample_tokens"] = [sum(tokens[_stem(side, k)] for side in SIDES) for k in segmentations[1:]]
+        counts["sample_tokens"] = [sum(tokens[file_stem(side, k)] for side in SIDES) for k in segmentations[1:]]
     return counts
-
-
-def _stem(side: str, segmentation: int) -> str:
-    """Files of one side of one segmentation: "src" (the best), "src.sample3" (the third sample)."""
-    return side if segmentation == 0 else f"{side}.sample{segmentation}"
 
 
 Segmentation = tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]  # (ids, lengths) per side

@@ -1,7 +1,7 @@
-"""Prepared corpora: the same ids as encoding in memory, reused when nothing changed, rebuilt when
-anything did, never half-written; the `tnmt prepare` command; training from them."""
+"""Preparing a corpus: the same ids as encoding in memory, reused when nothing changed, rebuilt when
+anything did, never half-written, never over a user's files; the `tnmt prepare` command; training from it."""
 
-import contextlib
+import ast
 import json
 import os
 import subprocess
@@ -17,10 +17,11 @@ import sentencepiece as spm
 import torch
 from safetensors.torch import load_file
 
+import tnmt.data.prepare as builder
 from tnmt.config import DataConfig
-from tnmt.data import shards
 from tnmt.data.dataset import EncodedPairs, encode, read_split, train_tokenizer
-from tnmt.data.shards import PreparedPairs, prepare, reservoir_sample
+from tnmt.data.prepare import prepare, reservoir_sample
+from tnmt.data.prepared import PreparedPairs
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.errors import UserError
 from tnmt.recipe import load_recipe
@@ -57,7 +58,7 @@ def everything(prepared: PreparedPairs) -> list[tuple[list[int], list[int]]]:
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_prepared_ids_equal_the_in_memory_encoding(corpus: Path, tmp_path: Path, monkeypatch, workers: int):
-    monkeypatch.setattr(shards, "CHUNK_PAIRS", 64)  # several chunks, so two workers really share the work
+    monkeypatch.setattr(builder, "CHUNK_PAIRS", 64)  # several chunks, so two workers really share the work
     data = config(corpus, prepare_workers=workers)
     prepared = prepare(data, tmp_path / "prepared", max_len=60)
     tokenizer = train_tokenizer(data, read_split(data, "train"))  # the sample is the whole small corpus
@@ -99,34 +100,11 @@ def test_a_vocabulary_beyond_uint16_gets_uint32_ids(corpus: Path, tmp_path: Path
     assert max(max(src) for src, _ in everything(prepared)) > 2**16
 
 
-@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads the process's maps from Linux's /proc")
-def test_reading_maps_no_corpus_file_into_the_process(corpus: Path, tmp_path: Path):
-    """Training reads sentences with pread: a map of the id files would also bring the cached pages around
-    each fault into the process's resident set (~500 MB in 50 updates at 4.5M pairs), for pages nobody read."""
-    prepared = prepare(config(corpus), tmp_path / "prepared", max_len=60)
-    lengths, pairs = prepared.lengths(), prepared.pairs(range(0, len(prepared), 7))
-    assert len(lengths) == len(prepared) and len(pairs) == -(-len(prepared) // 7)
-    mapped = [line for line in Path("/proc/self/maps").read_text().splitlines() if str(tmp_path) in line]
-    assert mapped == []
-    assert open_files(tmp_path)  # the id and offset files of both sides, read by offset
-    del prepared
-    assert open_files(tmp_path) == []  # closed with the corpus object
-
-
-def open_files(under: Path) -> list[str]:
-    """Paths below `under` that this process holds open."""
-    paths = []
-    for fd in Path("/proc/self/fd").iterdir():
-        with contextlib.suppress(FileNotFoundError):  # the descriptor of the listing itself is gone by now
-            paths.append(os.readlink(fd))
-    return [path for path in paths if path.startswith(str(under))]
-
-
 def test_an_unchanged_corpus_is_reused_without_encoding(corpus: Path, tmp_path: Path, monkeypatch):
     data = config(corpus)
     first = prepare(data, tmp_path / "prepared", max_len=60)
-    monkeypatch.setattr(shards, "_encode_corpus", lambda *a, **k: pytest.fail("encoded again"))
-    monkeypatch.setattr(shards, "train_tokenizer", lambda *a, **k: pytest.fail("trained again"))
+    monkeypatch.setattr(builder, "_encode_corpus", lambda *a, **k: pytest.fail("encoded again"))
+    monkeypatch.setattr(builder, "train_tokenizer", lambda *a, **k: pytest.fail("trained again"))
     again = prepare(replace(data, prepare_workers=2), tmp_path / "prepared", max_len=60)  # workers: same ids
     assert everything(again) == everything(first)
     # The checkpoint of a run on this corpus has the same tokenizer: resuming reuses the corpus too.
@@ -157,8 +135,8 @@ def test_any_change_rebuilds(corpus: Path, tmp_path: Path, change: str):
 
 def test_concurrent_prepares_build_once(corpus: Path, tmp_path: Path, monkeypatch):
     """Ranks of a distributed run prepare at the same time: the first builds, the others reuse."""
-    builds, build = [], shards._build
-    monkeypatch.setattr(shards, "_build", lambda *args, **kwargs: builds.append(1) or build(*args, **kwargs))
+    builds, build = [], builder._build
+    monkeypatch.setattr(builder, "_build", lambda *args, **kwargs: builds.append(1) or build(*args, **kwargs))
     with ThreadPoolExecutor(3) as pool:
         results = list(pool.map(lambda _: prepare(config(corpus), tmp_path / "prepared", max_len=60), range(3)))
     assert len(builds) == 1
@@ -167,7 +145,7 @@ def test_concurrent_prepares_build_once(corpus: Path, tmp_path: Path, monkeypatc
 
 def test_a_crash_mid_prepare_leaves_the_old_corpus_or_none(corpus: Path, tmp_path: Path, monkeypatch):
     data = config(corpus)
-    monkeypatch.setattr(shards, "CHUNK_PAIRS", 64)
+    monkeypatch.setattr(builder, "CHUNK_PAIRS", 64)
     calls = []
 
     def crash_on_third_chunk(*args):
@@ -176,19 +154,56 @@ def test_a_crash_mid_prepare_leaves_the_old_corpus_or_none(corpus: Path, tmp_pat
             raise KeyboardInterrupt
         return encode_chunk(*args)
 
-    encode_chunk = shards._encode_chunk
-    monkeypatch.setattr(shards, "_encode_chunk", crash_on_third_chunk)
+    encode_chunk = builder._encode_chunk
+    monkeypatch.setattr(builder, "_encode_chunk", crash_on_third_chunk)
     with pytest.raises(KeyboardInterrupt):
         prepare(data, tmp_path / "prepared", max_len=60)
     assert not (tmp_path / "prepared").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".prepared.tmp")]
-    monkeypatch.setattr(shards, "_encode_chunk", encode_chunk)
+    monkeypatch.setattr(builder, "_encode_chunk", encode_chunk)
     good = everything(prepare(data, tmp_path / "prepared", max_len=60))
     calls.clear()
-    monkeypatch.setattr(shards, "_encode_chunk", crash_on_third_chunk)
+    monkeypatch.setattr(builder, "_encode_chunk", crash_on_third_chunk)
     with pytest.raises(KeyboardInterrupt):
         prepare(replace(data, max_train_pairs=250), tmp_path / "prepared", max_len=60)
     assert everything(PreparedPairs(tmp_path / "prepared")) == good
+
+
+@pytest.mark.parametrize("there", ["a directory with 1 entry", "a file"])
+def test_a_users_directory_or_file_is_refused_before_any_work(corpus: Path, tmp_path: Path, monkeypatch, there: str):
+    out = tmp_path / "prepared"
+    if there == "a file":
+        out.write_text("mine")
+    else:
+        out.mkdir()
+        (out / "notes.txt").write_text("mine")
+    monkeypatch.setattr(builder, "train_tokenizer", lambda *a, **k: pytest.fail("trained a tokenizer"))
+    with pytest.raises(UserError) as refused:
+        prepare(config(corpus), out, max_len=60)
+    assert str(refused.value) == f"{out}: exists and is not a prepared corpus ({there}); choose another path"
+    if there == "a file":  # as the directory to prepare in, say `--train.out_dir=notes.txt`
+        with pytest.raises(UserError, match=f"^{out}: exists and is not a directory \\(a file\\)"):
+            prepare(config(corpus), out / "prepared", max_len=60)
+    assert (out.read_text() if there == "a file" else (out / "notes.txt").read_text()) == "mine"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # nothing was started
+
+
+def test_no_module_of_the_data_package_imports_the_recipe():
+    """Layers: a recipe is read above `data/` (train/start.py), which takes a `DataConfig`, never a `Recipe`."""
+    modules = sorted(Path(builder.__file__).parent.rglob("*.py"))
+    importers = [path.name for path in modules if any(name.startswith("tnmt.recipe") for name in imports(path))]
+    assert len(modules) > 5 and importers == []
+
+
+def imports(path: Path) -> set[str]:
+    """Every module `path` imports, `from a import b` counted as both a and a.b (b may be a module)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            found |= {node.module or ""} | {f"{node.module}.{alias.name}" for alias in node.names}
+    return found
 
 
 def test_errors_name_the_file(corpus: Path, tmp_path: Path):
@@ -230,7 +245,7 @@ def test_training_from_the_prepared_corpus_equals_training_in_memory(tiny_traini
 
     def in_memory_data(recipe, *, tokenizer, model_max_len):
         tokenizer = InMemory([], []).tokenizer()
-        max_len = min(recipe.data.max_tokens_per_sentence, model_max_len - 1)
+        max_len = recipe.longest_side(model_max_len)
         data = in_memory(recipe.data, tokenizer, max_len)
         return InMemory(src=data.src, tgt=data.tgt)
 
@@ -285,7 +300,7 @@ def test_tnmt_prepare_bad_input_is_one_line(tiny_training, tmp_path, override, m
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_subword_samples_are_other_segmentations_of_the_same_pairs(corpus: Path, tmp_path: Path, monkeypatch, workers):
-    monkeypatch.setattr(shards, "CHUNK_PAIRS", 64)  # several chunks: each has its own seed
+    monkeypatch.setattr(builder, "CHUNK_PAIRS", 64)  # several chunks: each has its own seed
     data = config(corpus, subword_samples=3, subword_alpha=0.1, subword_nbest=64, prepare_workers=workers)
     prepared = prepare(data, tmp_path / "prepared", max_len=60)
     tokenizer = prepared.tokenizer()
@@ -313,10 +328,10 @@ def test_a_sampled_side_over_the_limit_keeps_the_best_segmentation(corpus: Path)
     chunk = list(zip(text.src, text.tgt, strict=True))[:100]
     src, tgt = tokenizer.encode_source_batch(text.src[:100]), tokenizer.encode_target_batch(text.tgt[:100])
     max_len = sorted(map(len, tgt))[50]  # about half the pairs are kept, many of them right at the limit
-    kept = shards.filter_pairs(src, tgt, max_len=max_len)
-    _, segmentations = shards._encode_chunk(7, chunk, tokenizer, data, max_len, np.dtype(np.uint16))
+    kept = builder.filter_pairs(src, tgt, max_len=max_len)
+    _, segmentations = builder._encode_chunk(7, chunk, tokenizer, data, max_len, np.dtype(np.uint16))
     targets, best_lengths = [text.tgt[i] for i in kept], [len(tgt[i]) for i in kept]
-    seed = shards.zlib.crc32(b"7/target")
+    seed = builder.zlib.crc32(b"7/target")
     drawn = tokenizer.sample_segmentations(targets, side="target", samples=2, alpha=0.1, nbest=64, seed=seed)
     for k in (1, 2):
         lengths = segmentations[k][1][1].tolist()  # sample k, target side, lengths

@@ -1,0 +1,27 @@
+"""The one place that chooses the search: greedy for one beam, beam search otherwise.
+
+Beam search with one beam gives greedy search's output (decode/beam.py), so the choice is about speed:
+greedy search skips the beams' bookkeeping. Both return `Hypothesis` objects, so what follows a search
+(the `Translator`, the server) never asks which one ran.
+"""
+
+from torch import Tensor
+
+from tnmt.config import DecodeConfig
+from tnmt.decode.beam import beam_search_nbest
+from tnmt.decode.greedy import greedy_hypotheses
+from tnmt.decode.step import Hypothesis
+from tnmt.model import Transformer
+
+
+def search(model: Transformer, src_ids: Tensor, settings: DecodeConfig, *, n_best: int = 1) -> list[list[Hypothesis]]:
+    """The `n_best` best hypotheses of every sentence of a right-padded (B, S) batch, best first.
+
+    Raises:
+        ValueError: n_best outside [1, settings.beam_size].
+    """
+    if settings.beam_size == 1:
+        if n_best != 1:
+            raise ValueError(f"need 1 <= n_best <= beam_size, got n_best {n_best} and beam_size 1")
+        return [[hypothesis] for hypothesis in greedy_hypotheses(model, src_ids, settings)]
+    return beam_search_nbest(model, src_ids, settings, n_best=n_best)
