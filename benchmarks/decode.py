@@ -278,13 +278,17 @@ def checkpoint_runner(system: str, work: Path, threads: int, checkpoint: Path):
 
         return (lambda texts: texts), run_ct2
 
+    from dataclasses import replace
+
     import torch
 
     from tnmt.decode.translator import Translator
 
     torch.set_num_threads(threads)
     translator = Translator.from_checkpoint(checkpoint, quantize="int8" if system == "tnmt-int8" else "none")
-    return (lambda texts: texts), lambda texts, beam: translator.translate(texts, beam_size=beam, batch_size=len(texts))
+    return (lambda texts: texts), lambda texts, beam: translator.translate(
+        texts, replace(translator.decode, beam_size=beam, batch_size=len(texts))
+    )
 
 
 def textbook_greedy(model, src) -> list[list[int]]:

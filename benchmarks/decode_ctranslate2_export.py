@@ -22,7 +22,7 @@ import os
 import statistics
 import tempfile
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from importlib.metadata import version
 from pathlib import Path
 
@@ -48,13 +48,14 @@ def read_gz(path: Path, n: int) -> list[str]:
         return [line.rstrip("\n") for line in f][:n]
 
 
-def timed(translate, texts: list[str], options: dict, runs: int) -> tuple[float, list[str]]:
+def timed(translator, texts: list[str], options: dict, runs: int) -> tuple[float, list[str]]:
     """Median seconds of `runs` translations after a warm-up, and the output."""
-    outputs = translate(texts, batch_size=BATCH_SIZE, **options)
+    settings = replace(translator.decode, batch_size=BATCH_SIZE, **options)
+    outputs = translator.translate(texts, settings)
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        translate(texts, batch_size=BATCH_SIZE, **options)
+        translator.translate(texts, settings)
         times.append(time.perf_counter() - start)
     return statistics.median(times), outputs
 
@@ -74,17 +75,17 @@ def main() -> None:
     tnmt = Translator.from_checkpoint(args.checkpoint)
     with tempfile.TemporaryDirectory() as work:
         systems = {
-            "tnmt": tnmt.translate,
-            "tnmt-int8": Translator.from_checkpoint(args.checkpoint, quantize="int8").translate,
+            "tnmt": tnmt,
+            "tnmt-int8": Translator.from_checkpoint(args.checkpoint, quantize="int8"),
         }
         for quantization in ("float32", "int8"):
             out = export_ctranslate2(args.checkpoint, Path(work) / quantization, quantization=quantization)
-            systems[f"ct2-{quantization}"] = CTranslate2Translator(out, threads=args.threads).translate
+            systems[f"ct2-{quantization}"] = CTranslate2Translator(out, threads=args.threads)
         rows = []
         for search, options in SEARCHES:
             reference_outputs = None
-            for system, translate in systems.items():
-                seconds, outputs = timed(translate, sources, options, args.runs)
+            for system, translator in systems.items():
+                seconds, outputs = timed(translator, sources, options, args.runs)
                 if system == "tnmt":
                     reference_outputs = outputs
                 tokens = sum(len(tnmt.tokenizer.encode_target(line)) + 1 for line in outputs)  # re-encoded, + EOS

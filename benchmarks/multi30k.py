@@ -23,6 +23,7 @@ import argparse
 import gzip
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import sacrebleu
@@ -62,7 +63,7 @@ def evaluate_checkpoint(
 ) -> dict:
     translator = Translator.from_checkpoint(path)
     start = time.monotonic()
-    hypotheses = translator.translate(test_src, beam_size=beam)
+    hypotheses = translator.translate(test_src, replace(translator.decode, beam_size=beam))
     seconds = time.monotonic() - start
     scores = score(hypotheses, refs)
     return {

@@ -1,6 +1,7 @@
 """The training loop on a tiny generated corpus: it learns, logs, checkpoints and resumes exactly."""
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -196,3 +197,26 @@ def test_average_last_averages_the_last_step_checkpoints(tiny_recipe, tmp_path):
 def test_average_last_needs_the_checkpoints_kept(tiny_recipe, tmp_path):
     with pytest.raises(UserError, match=r"average_last = 6: must be <= keep_checkpoints"):
         tiny_recipe(tmp_path / "x", "--train.keep_checkpoints=5", "--train.average_last=6")
+
+
+def test_a_validation_pair_longer_than_max_len_is_fitted_not_a_crash(numbers_corpus, tiny_recipe, tmp_path, caplog):
+    """A new user's case: one 200-word validation line, max_len 64, validation at step 3. Validation
+    measures every pair on its first max_len - 1 tokens (as decoding truncates) and says so once."""
+    valid = tmp_path / "valid"
+    valid.mkdir()
+    long_line = " ".join(["seven hundred and forty-two"] * 50)  # 200 words
+    for lang in ("en", "it"):
+        lines = (numbers_corpus / f"valid.{lang}").read_text().splitlines()[:20]
+        (valid / lang).write_text("\n".join([long_line, *lines]) + "\n")
+    files = [f"--data.valid_src={valid / 'en'}", f"--data.valid_tgt={valid / 'it'}"]
+    with caplog.at_level("WARNING", logger="tnmt"):
+        out = train(
+            tiny_recipe(tmp_path / "run", *files, "--train.max_steps=3", "--train.eval_every=3"), progress=False
+        )
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert any("val_loss" in m and math.isfinite(m["val_loss"]) for m in metrics)
+    warnings = [r.getMessage() for r in caplog.records if r.getMessage().startswith("validation:")]
+    assert warnings == [
+        "validation: 1 of 21 pairs have a side over the model's max_len (64 positions, EOS included);"
+        " validating on their first 63 tokens"
+    ]

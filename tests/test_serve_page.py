@@ -157,6 +157,24 @@ def test_page_translates_as_you_type_and_draws_attention(server, page, repo_root
     expect(page.locator("#counter")).to_have_class(re.compile(r"\bover\b"))
     expect(page.locator("#error")).to_contain_text(f"limit is {limits['max_chars']}")
     assert len(requests) == n
+
+    # The limit is per line, as the server's is per text: three lines that only together exceed it are sent.
+    line = ("nine " * limits["max_chars"])[: limits["max_chars"] - 1].strip()
+    page.locator("#source").fill("\n".join([line, "two", line]))
+    expect(page.locator("#counter")).to_contain_text(f"longest line (1): {len(line)} / {limits['max_chars']}")
+    expect(page.locator("#counter")).not_to_have_class(re.compile(r"\bover\b"))
+    expect(page.locator("#status")).to_contain_text("Translated by")  # the server answered 200
+    assert requests[-1]["text"] == [line, "two", line]
+    expect(page.locator("#error")).to_be_empty()
+    answer = httpx.post(f"{server}/v1/translate", json=requests[-1]).json()["translations"]
+    assert page.locator("#output").evaluate("e => e.textContent") == "\n".join(t["text"] for t in answer)
+
+    # One line over: named by its number, and nothing is sent.
+    n = len(requests)
+    page.locator("#source").fill("\n".join(["two", "x" * (limits["max_chars"] + 3)]))
+    expect(page.locator("#counter")).to_contain_text("longest line (2)")
+    expect(page.locator("#error")).to_contain_text(f"Line 2 has {limits['max_chars'] + 3} characters")
+    assert len(requests) == n
     assert not errors, f"JavaScript errors: {errors}"
 
 

@@ -4,7 +4,8 @@
 // - typing waits ~300 ms of quiet before asking the server; a newer request aborts the older one and a
 //   late answer to an older request never overwrites a newer one;
 // - one line is one sentence (with its attention heat map); several lines are translated line by line;
-// - a text over `limits.max_chars` is not sent: the counter and the error say so in words;
+// - a line over `limits.max_chars` is not sent: the limit is per line, as the server's is per text (each
+//   line is one text), and the counter and the error name the line in words;
 // - every server or network error is shown as a sentence in #error (an ARIA live region).
 "use strict";
 
@@ -119,14 +120,31 @@ function charCount(text) {
   return [...text].length;
 }
 
+/** The lines the server is sent (trimmed, non-empty), each with its 1-based line number in the textarea. */
+function sourceLines() {
+  return el.source.value.split(/\r?\n/)
+    .map((line, i) => ({ text: line.trim(), number: i + 1 }))
+    .filter((line) => line.text);
+}
+
+/** The longest line as {number, n} (n in characters), or {number: 0, n: 0} when there is none. */
+function longestLine(lines) {
+  return lines.reduce(
+    (longest, line) => (charCount(line.text) > longest.n ? { number: line.number, n: charCount(line.text) } : longest),
+    { number: 0, n: 0 },
+  );
+}
+
 function updateCounter() {
-  const n = charCount(el.source.value);
+  const lines = sourceLines();
+  const { number, n } = longestLine(lines);
   const max = state.limits.max_chars;
   const over = n > max;
   const limit = Number.isFinite(max) ? ` / ${max}` : "";
+  const which = lines.length > 1 ? `longest line (${number}): ` : "";
   el.counter.textContent = over
-    ? `${n}${limit} characters: ${n - max} over the limit`
-    : `${n}${limit} characters`;
+    ? `${which}${n}${limit} characters: ${n - max} over the limit`
+    : `${which}${n}${limit} characters${lines.length > 1 ? " per line" : ""}`;
   el.counter.classList.toggle("over", over);
   el.source.setAttribute("aria-invalid", String(over));
   return over;
@@ -149,18 +167,20 @@ async function translate() {
   if (state.controller) state.controller.abort(); // the newer request wins
   state.controller = null;
   const seq = ++state.seq;
-  const lines = el.source.value.split(/\r?\n/).map((line) => line.trim()).filter(Boolean);
+  const numbered = sourceLines();
+  const lines = numbered.map((line) => line.text);
   if (lines.length === 0) {
     clearError();
     showTranslation(null);
     setStatus("");
     return;
   }
-  const n = charCount(el.source.value);
+  const { number, n } = longestLine(numbered);
   if (n > state.limits.max_chars) {
     setStale();
     setStatus("");
-    showError(`The text has ${n} characters; the limit is ${state.limits.max_chars}. Shorten it by ${n - state.limits.max_chars} to translate.`);
+    const which = lines.length > 1 ? `Line ${number}` : "The text";
+    showError(`${which} has ${n} characters; the limit is ${state.limits.max_chars} per line. Shorten it by ${n - state.limits.max_chars} to translate.`);
     return;
   }
   if (lines.length > state.limits.max_texts) {
