@@ -1,0 +1,91 @@
+"""benchmarks/gpu_check.py, issue 43's one command for a GPU machine, checked where there is none: its one-line
+refusal, its dry run (every section on the CPU at tiny sizes), a failure recorded without losing the rest, and
+the FLOP count its MFU divides by."""
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tnmt.config import ModelConfig
+from tnmt.data.batching import collate
+
+_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.py"
+_SPEC = importlib.util.spec_from_file_location("gpu_check", _PATH)
+gpu_check = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(gpu_check)
+
+SECTIONS = ["tests", "base_shape", "multi30k", "decode", "serve"]
+
+
+def run(*args: str, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(_PATH), *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
+def test_without_a_gpu_it_stops_with_one_line(tmp_path):
+    result = run("--out", str(tmp_path / "check.json"), timeout=60)
+    assert result.returncode == 2
+    assert result.stderr == (
+        "gpu_check: error: PyTorch sees no CUDA GPU (torch.cuda.is_available() is False); "
+        "--dry-run checks the script on the CPU\n"
+    )
+    assert not (tmp_path / "check.json").exists()
+
+
+def test_the_dry_run_fills_every_section(multi30k_dir, tmp_path):
+    out = tmp_path / "check.json"
+    result = run(
+        "--dry-run", "--out", str(out), "--data", str(multi30k_dir), "--work", str(tmp_path / "w"), timeout=600
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(out.read_text())
+    sections = report["sections"]
+    assert {name: section["status"] for name, section in sections.items()} == dict.fromkeys(SECTIONS, "ok")
+    lines = [line for line in result.stderr.splitlines() if line.startswith("gpu_check: ")]  # one per section
+    assert len(lines) == len(SECTIONS) + 1 and lines[-1].endswith("all sections ok")
+    tests, base, m30k = sections["tests"], sections["base_shape"], sections["multi30k"]
+    assert "tests/test_device.py" in tests["files"] and tests["passed"] > 0 and tests["failed"] == 0
+    assert tests["skipped"] > 0  # the CUDA-only tests, on this machine
+    for setting in ("without_activation_checkpointing", "with_activation_checkpointing"):
+        assert base[setting]["target_tokens_per_s"] > 0 and base[setting]["mfu"] > 0
+    assert m30k["updates"] == 4 and [point["step"] for point in m30k["val_curve"]] == [2, 4]
+    assert m30k["test_2016_flickr_beam4"]["checkpoint"] == "step_0000004"
+    assert [cpu["file"] for cpu in m30k["cpu_runs"]] == list(gpu_check.CPU_TRAINING)
+    for search in ("greedy", "beam4"):
+        decoded = sections["decode"][search]
+        assert decoded["differing_lines"] == 0 and decoded["gpu"]["sentences_per_s"] > 0  # "gpu": the CPU here
+    assert sections["decode"]["attention"]["pictures"] > 0
+    for mode in ("batching", "no-batching"):
+        served = sections["serve"][mode]
+        assert served["ok"] > 0 and not served["errors"] and served["exit_code_after_sigterm"] == 0
+
+
+def test_a_failure_is_recorded_in_one_line_with_its_detail():
+    def section() -> dict:
+        gpu_check.child(
+            [sys.executable, "-c", "import sys; print('a warning', file=sys.stderr); sys.exit('boom')"], timeout=60
+        )
+        return {"never": "here"}
+
+    result = gpu_check.guarded(section)
+    assert result["status"] == "failed" and result["error"] == "gpu_check.ChildFailed: -c exited with 1: boom"
+    assert result["detail"] == "a warning\nboom\n" and result["at"].startswith("gpu_check.py:")
+    section = {"status": "ok", "a": {"status": "ok"}, "b": gpu_check.guarded(lambda: 1 / 0)}
+    assert gpu_check.failed_if_a_part_failed(section)["error"] == "b: ZeroDivisionError: division by zero"
+
+
+def test_model_flops_are_counted_as_train_speed_counts_them(monkeypatch):
+    monkeypatch.syspath_prepend(str(_PATH.parent))  # train_speed imports host.py beside it
+    import train_speed
+
+    config = ModelConfig.small(src_vocab_size=train_speed.VOCAB, tgt_vocab_size=train_speed.VOCAB)
+    shape = (config.d_model, config.d_ff, config.n_encoder_layers, config.n_decoder_layers)
+    assert shape == (train_speed.D, train_speed.FFN, train_speed.LAYERS, train_speed.LAYERS)
+    batch = collate([([5] * 6, [7] * 3), ([5] * 2, [7] * 9)], pad_id=0, bos_id=1, eos_id=2)
+    lengths = [(7, 4), (3, 10)]  # (source, target) tokens with EOS, padding left out
+    assert gpu_check.model_flops(config, batch) == train_speed.model_flops(lengths)
