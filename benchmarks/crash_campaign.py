@@ -154,7 +154,7 @@ def install_hooks(page: mmap.mmap, slot: int = 0) -> None:
 
     loop = tnmt.train.loop
     loop._update = entering("train", loop._update)
-    loop.evaluate = entering("validate", loop.evaluate, then="train")
+    loop.validate = entering("validate", loop.validate, then="train")
     loop.save_checkpoint = entering("save", loop.save_checkpoint)
     loop.update_link = entering("link", loop.update_link, pause=LINK_PAUSE)
     loop.remove_checkpoint = entering("prune", loop.remove_checkpoint, pause=LINK_PAUSE)

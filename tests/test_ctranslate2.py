@@ -18,7 +18,7 @@ from tnmt.cli import main
 from tnmt.config import DecodeConfig, ModelConfig
 from tnmt.data.corpus import read_lines
 from tnmt.data.tokenizer import Tokenizer
-from tnmt.decode import beam_search, greedy_search
+from tnmt.decode import beam_search, greedy_hypotheses, greedy_search
 from tnmt.errors import UserError
 from tnmt.interop.ctranslate2 import CTranslate2Translator, export_ctranslate2
 from tnmt.model import Transformer
@@ -105,6 +105,23 @@ def test_greedy_ids_equal_tnmts(exported, sources, tokenizer):
     theirs = CTranslate2Translator(ct2_dir, threads=1).translate_ids(sources, DecodeConfig(beam_size=1))
     assert theirs == ours
     assert len({tuple(ids) for ids in ours}) >= 30
+
+
+def test_translations_carry_tnmts_log_probabilities(exported, multi30k_dir, tokenizer):
+    """The engine answers with tnmt's `Translation`: greedy, without length penalty, its log-probability and
+    score are tnmt's (the sum of the tokens' log-probs, EOS included)."""
+    model, _, ct2_dir = exported
+    settings = DecodeConfig(beam_size=1, length_penalty=0.0)
+    texts = read_lines(multi30k_dir / "val.en.gz")[:8]
+    engine = CTranslate2Translator(ct2_dir, threads=1)
+    theirs = engine.translations(["", *texts], settings)
+    assert theirs[0].text == "" and engine.translate(texts, settings) == [t.text for t in theirs[1:]]
+    ours = greedy_hypotheses(model, batch([tokenizer.encode_source(t) for t in texts], tokenizer), settings)
+    for translation, hypothesis in zip(theirs[1:], ours, strict=True):
+        assert translation.text == tokenizer.decode_target(hypothesis.tokens)
+        assert translation.tokens == hypothesis.tokens
+        assert translation.log_prob == pytest.approx(hypothesis.log_prob, abs=1e-3)
+        assert translation.score == pytest.approx(hypothesis.score, abs=1e-3)
 
 
 def test_beam_ids_equal_tnmts_without_length_penalty(exported, sources, tokenizer):

@@ -67,6 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _add_training_commands(sub)
     _add_decoding_commands(sub)
+    _add_explain_command(sub)
     _add_serving_commands(sub)
     _add_conversion_commands(sub)
     return parser
@@ -139,6 +140,16 @@ def _add_decoding_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("sentence")
     p.add_argument("--out", type=Path, default=Path("outputs/attention"))
     p.set_defaults(run=_attention)
+
+
+def _add_explain_command(sub: argparse._SubParsersAction) -> None:
+    """explain: the search for one sentence, step by step."""
+    p = sub.add_parser("explain", help="show how the search translates one sentence, step by step")
+    _decode_options(p)
+    p.add_argument("sentence")
+    p.add_argument("--top-k", type=int, default=5, help="likeliest next tokens shown per hypothesis (5)")
+    p.add_argument("--json", action="store_true", help="print the JSON of POST /v1/explain instead of tables")
+    p.set_defaults(run=_explain)
 
 
 def _add_serving_commands(sub: argparse._SubParsersAction) -> None:
@@ -454,6 +465,28 @@ def _attention(args: argparse.Namespace, _: list[str]) -> int:
     src_pieces, tgt_pieces, maps = translator.attention(args.sentence, settings)
     paths = plot_attention(maps, src_pieces, tgt_pieces, args.out)
     print(f"{' '.join(tgt_pieces)}\nwrote {len(paths)} pictures to {args.out}")
+    return 0
+
+
+def _explain(args: argparse.Namespace, _: list[str]) -> int:
+    import json
+
+    from tnmt.decode.trace import explanation, format_trace
+
+    if args.top_k < 1:
+        raise UserError(f"--top-k must be >= 1, got {args.top_k}")
+    if not args.sentence.strip():
+        raise UserError("the sentence is empty: nothing to explain")
+    translator, settings = _translator(args)
+    trace = translator.trace(args.sentence, settings, top_k=args.top_k)
+    if not args.json:
+        print(format_trace(trace, translator.tokenizer))
+        return 0
+    from tnmt.checkpoint import CONFIG_FILE, read_model_json
+
+    languages = read_model_json(args.checkpoint / CONFIG_FILE)[2]
+    model = {"model": "-".join(languages)} if languages else {}
+    print(json.dumps({**model, **explanation(trace, translator.tokenizer, settings, args.top_k)}, ensure_ascii=False))
     return 0
 
 

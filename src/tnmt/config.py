@@ -261,6 +261,9 @@ class ServeConfig:
     max_body_bytes: int = field(default=1_000_000, metadata=_help("request body size (over: 413)"))
     max_beam_size: int = field(default=8, metadata=_help("largest beam a request may ask for (over: 422)"))
     max_n_best: int = field(default=8, metadata=_help("most alternatives a request may ask for (over: 422)"))
+    max_trace_chars: int = field(default=200, metadata=_help("characters of a text /v1/explain traces (over: 413)"))
+    max_trace_beam: int = field(default=4, metadata=_help("largest beam /v1/explain traces (over: 422)"))
+    max_top_k: int = field(default=10, metadata=_help("most next tokens per hypothesis in a trace (over: 422)"))
     max_queue: int = field(default=1024, metadata=_help("sentences waiting per model (full: 503 + Retry-After)"))
     max_batch_tokens: int = field(default=4096, metadata=_help("source tokens decoded together at most"))
     max_wait_ms: float = field(default=5.0, metadata=_help("how long a batch waits for more sentences"))
@@ -281,7 +284,8 @@ class ServeConfig:
     def __post_init__(self) -> None:
         for name in ("port", "threads"):
             _check(self, name, _is_int(getattr(self, name)) and getattr(self, name) >= 0, ">= 0")
-        for name in ("max_chars", "max_texts", "max_body_bytes", "max_beam_size", "max_n_best", "max_queue"):
+        limits = ("max_chars", "max_texts", "max_body_bytes", "max_beam_size", "max_n_best", "max_queue")
+        for name in (*limits, "max_trace_chars", "max_trace_beam", "max_top_k"):
             _check(self, name, _is_int(getattr(self, name)) and getattr(self, name) >= 1, ">= 1")
         _check(self, "max_batch_tokens", self.max_batch_tokens >= 1, ">= 1")
         threshold = self.mmap_threshold_mb

@@ -106,6 +106,12 @@ class Transformer(nn.Module):
         """
         return self._decode(tgt_ids, memory, memory_mask=memory_mask, tgt_mask=tgt_mask, cache=cache)[0]
 
+    def decode_with_attention(self, tgt_ids: Tensor, cache: KVCache) -> tuple[Tensor, list[Tensor]]:
+        """`decode` on a cache, also returning every layer's cross-attention weights (B, H, T, S) of the new
+        positions: what a step-by-step view of the search shows (decode/trace.py)."""
+        logits, _, cross = self._decode(tgt_ids, None, cache=cache, need_weights=True)
+        return logits, cross
+
     def forward(
         self,
         src_ids: Tensor,

@@ -35,6 +35,7 @@ from tnmt.decode.step import (
     start_decoding,
     top_k,
 )
+from tnmt.decode.trace import SearchRecorder
 from tnmt.model import Transformer
 
 
@@ -72,7 +73,12 @@ class BeamState:
 
 @torch.inference_mode()
 def beam_search_nbest(
-    model: Transformer, src_ids: Tensor, decode: DecodeConfig | None = None, *, n_best: int = 1
+    model: Transformer,
+    src_ids: Tensor,
+    decode: DecodeConfig | None = None,
+    *,
+    n_best: int = 1,
+    recorder: SearchRecorder | None = None,
 ) -> list[list[Hypothesis]]:
     """The `n_best` best hypotheses of every sentence of a batch, best first.
 
@@ -83,6 +89,7 @@ def beam_search_nbest(
             by log-probability); length limits as in `step.output_limits`; EOS is forbidden until
             `min_len` tokens were generated. None = `DecodeConfig()`.
         n_best: How many hypotheses to return per sentence (1 <= n_best <= beam_size).
+        recorder: Told what every step did (decode/trace.py); for a batch of one sentence.
 
     Raises:
         ValueError: n_best outside [1, beam_size].
@@ -92,15 +99,19 @@ def beam_search_nbest(
     if not 1 <= n_best <= beam_size:
         raise ValueError(f"need 1 <= n_best <= beam_size, got n_best {n_best} and beam_size {beam_size}")
     c, device, batch, k = model.config, src_ids.device, src_ids.size(0), beam_size
+    if recorder is not None and batch != 1:
+        raise ValueError(f"a recorder follows one sentence, got a batch of {batch}")
     limits = output_limits((src_ids != c.pad_id).sum(dim=1), model_max_len=c.max_len, decode=decode)  # (B,)
     rules = TokenRules.of(model, min_len=decode.min_len, device=device)
     state, cache = _init(model, src_ids, limits.tolist(), beam_size=k)
     inputs = torch.full((batch * k,), c.bos_id, dtype=torch.long, device=device)  # (Ba * K,)
     while True:
-        log_probs = next_token_logits(model, inputs, cache).log_softmax(dim=-1)  # (Ba * K, V)
+        log_probs = next_token_logits(model, inputs, cache, recorder).log_softmax(dim=-1)  # (Ba * K, V)
         rules.apply_(log_probs, state.tokens.size(1))
-        parents = _step(state, log_probs, eos_id=c.eos_id, alpha=length_penalty)
-        done = _finalize(state, alpha=length_penalty)  # (Ba,)
+        if recorder is not None:
+            recorder.open(state.tokens.tolist(), state.log_probs.view(-1).tolist(), log_probs)
+        parents = _step(state, log_probs, eos_id=c.eos_id, alpha=length_penalty, recorder=recorder)
+        done = _finalize(state, alpha=length_penalty, recorder=recorder)  # (Ba,)
         n_done = int(done.sum())
         if n_done == done.numel():
             return [hyps[:n_best] for hyps in state.finished]
@@ -136,7 +147,7 @@ def _init(model: Transformer, src_ids: Tensor, limits: list[int], *, beam_size: 
     return state, cache
 
 
-def _step(state: BeamState, log_probs: Tensor, *, eos_id: int, alpha: float) -> Tensor:
+def _step(state: BeamState, log_probs: Tensor, *, eos_id: int, alpha: float, recorder: SearchRecorder | None) -> Tensor:
     """One step: extend the beams by next-token log-probs (Ba * K, V, overwritten); return parents' cache rows."""
     ba, k = state.log_probs.shape
     vocab = log_probs.size(-1)
@@ -153,6 +164,8 @@ def _step(state: BeamState, log_probs: Tensor, *, eos_id: int, alpha: float) -> 
             ids = state.tokens[rows[i, j]].tolist()
             state.add(i, Hypothesis(ids, log_prob / gnmt_length_penalty(length, alpha), log_prob))
     pick = is_eos.to(torch.uint8).argsort(dim=1, stable=True)[:, :k]  # (Ba, K): best non-EOS candidates
+    if recorder is not None:
+        recorder.beam_step(top[0], index[0] // vocab, tokens[0], ended[0], pick[0])
     state.log_probs = top.gather(1, pick)
     parents = rows.gather(1, pick).view(-1)  # (Ba * K,)
     new = tokens.gather(1, pick).view(-1, 1)  # (Ba * K, 1)
@@ -160,7 +173,7 @@ def _step(state: BeamState, log_probs: Tensor, *, eos_id: int, alpha: float) -> 
     return parents
 
 
-def _finalize(state: BeamState, *, alpha: float) -> Tensor:
+def _finalize(state: BeamState, *, alpha: float, recorder: SearchRecorder | None) -> Tensor:
     """Finish open beams at the length limit and tell which sentences are done: (Ba,) bool."""
     k = state.log_probs.size(1)
     length = state.tokens.size(1)
@@ -174,4 +187,6 @@ def _finalize(state: BeamState, *, alpha: float) -> Tensor:
     done = best_open <= state.worst_kept
     if at_limit:
         done[at_limit] = True
+    if recorder is not None:
+        recorder.beam_end(state.finished[state.sentences[0]], at_limit=bool(at_limit), done=bool(done[0]))
     return done

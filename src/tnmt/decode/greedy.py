@@ -18,6 +18,7 @@ from tnmt.decode.step import (
     start_decoding,
     top_k,
 )
+from tnmt.decode.trace import SearchRecorder
 from tnmt.model import Transformer
 
 
@@ -28,7 +29,9 @@ def greedy_search(model: Transformer, src_ids: Tensor, decode: DecodeConfig | No
 
 
 @torch.inference_mode()
-def greedy_hypotheses(model: Transformer, src_ids: Tensor, decode: DecodeConfig | None = None) -> list[Hypothesis]:
+def greedy_hypotheses(
+    model: Transformer, src_ids: Tensor, decode: DecodeConfig | None = None, *, recorder: SearchRecorder | None = None
+) -> list[Hypothesis]:
     """The greedy translation of every sentence of a batch, with its log-probability and score.
 
     Args:
@@ -37,6 +40,7 @@ def greedy_hypotheses(model: Transformer, src_ids: Tensor, decode: DecodeConfig 
         decode: Length limits (`step.output_limits`) and `min_len` (EOS is forbidden until that many
             tokens were generated); `length_penalty` scores the result as beam search would; the beam size
             is ignored. None = `DecodeConfig()`.
+        recorder: Told what every step did (decode/trace.py); for a batch of one sentence.
 
     Returns:
         Per sentence the output ids (without BOS and EOS), the sum of their log-probabilities (EOS's
@@ -47,6 +51,8 @@ def greedy_hypotheses(model: Transformer, src_ids: Tensor, decode: DecodeConfig 
     c = model.config
     device = src_ids.device
     batch = src_ids.size(0)
+    if recorder is not None and batch != 1:
+        raise ValueError(f"a recorder follows one sentence, got a batch of {batch}")
     limits = output_limits((src_ids != c.pad_id).sum(dim=1), model_max_len=c.max_len, decode=decode)  # (B,)
     rules = TokenRules.of(model, min_len=decode.min_len, device=device)
     cache = start_decoding(model, src_ids)
@@ -54,10 +60,12 @@ def greedy_hypotheses(model: Transformer, src_ids: Tensor, decode: DecodeConfig 
     tokens = torch.full((batch,), c.bos_id, dtype=torch.long, device=device)  # (N,)
     history = []  # (rows, tokens, log-probs) of every step; read once at the end, so a step costs no copy
     for step in range(int(limits.max())):
-        logits = next_token_logits(model, tokens, cache)  # (N, V)
+        logits = next_token_logits(model, tokens, cache, recorder)  # (N, V)
         normaliser = logits.logsumexp(dim=1)  # (N,) log of the softmax's denominator, over every token
         best, picked = top_k(rules.apply_(logits, step), 1)  # (N, 1) the argmax and its logit
         tokens = picked[:, 0]
+        if recorder is not None:
+            recorder.greedy_step(logits - normaliser[:, None], int(tokens[0]), at_limit=bool(limits[0] == step + 1))
         history.append((rows, tokens, best[:, 0] - normaliser))
         ended = (tokens == c.eos_id) | (limits == step + 1)  # (N,)
         if not bool(ended.any()):

@@ -11,11 +11,20 @@ from tnmt.config import DecodeConfig
 from tnmt.decode.beam import beam_search_nbest
 from tnmt.decode.greedy import greedy_hypotheses
 from tnmt.decode.step import Hypothesis
+from tnmt.decode.trace import SearchRecorder
 from tnmt.model import Transformer
 
 
-def search(model: Transformer, src_ids: Tensor, settings: DecodeConfig, *, n_best: int = 1) -> list[list[Hypothesis]]:
-    """The `n_best` best hypotheses of every sentence of a right-padded (B, S) batch, best first.
+def search(
+    model: Transformer,
+    src_ids: Tensor,
+    settings: DecodeConfig,
+    *,
+    n_best: int = 1,
+    recorder: SearchRecorder | None = None,
+) -> list[list[Hypothesis]]:
+    """The `n_best` best hypotheses of every sentence of a right-padded (B, S) batch, best first; a `recorder`
+    (decode/trace.py, a batch of one) is told what every step did.
 
     Raises:
         ValueError: n_best outside [1, settings.beam_size].
@@ -23,5 +32,5 @@ def search(model: Transformer, src_ids: Tensor, settings: DecodeConfig, *, n_bes
     if settings.beam_size == 1:
         if n_best != 1:
             raise ValueError(f"need 1 <= n_best <= beam_size, got n_best {n_best} and beam_size 1")
-        return [[hypothesis] for hypothesis in greedy_hypotheses(model, src_ids, settings)]
-    return beam_search_nbest(model, src_ids, settings, n_best=n_best)
+        return [[hypothesis] for hypothesis in greedy_hypotheses(model, src_ids, settings, recorder=recorder)]
+    return beam_search_nbest(model, src_ids, settings, n_best=n_best, recorder=recorder)

@@ -11,6 +11,7 @@ engines truncate, limit and ban alike.
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -19,6 +20,9 @@ from tnmt.blocks.kv_cache import KVCache
 from tnmt.blocks.masks import padding_mask
 from tnmt.config import DecodeConfig, ModelConfig
 from tnmt.model import Transformer
+
+if TYPE_CHECKING:
+    from tnmt.decode.trace import SearchRecorder
 
 log = logging.getLogger("tnmt")
 
@@ -80,9 +84,19 @@ def start_decoding(model: Transformer, src_ids: Tensor) -> KVCache:
     return model.init_cache(memory, src_mask if bool((src_ids == pad_id).any()) else None)
 
 
-def next_token_logits(model: Transformer, tokens: Tensor, cache: KVCache) -> Tensor:
-    """Feed each row's newest token (N,) and return its next-token logits (N, V); the cache grows by one."""
-    return model.decode(tokens[:, None], None, cache=cache)[:, -1]  # (N, 1, V) -> (N, V)
+def next_token_logits(
+    model: Transformer, tokens: Tensor, cache: KVCache, recorder: "SearchRecorder | None" = None
+) -> Tensor:
+    """Feed each row's newest token (N,) and return its next-token logits (N, V); the cache grows by one.
+
+    With a `recorder` (a traced search, decode/trace.py) the step's cross-attention goes to it as well;
+    without one the step costs what it always did.
+    """
+    if recorder is None:
+        return model.decode(tokens[:, None], None, cache=cache)[:, -1]  # (N, 1, V) -> (N, V)
+    logits, cross = model.decode_with_attention(tokens[:, None], cache)
+    recorder.attention(torch.stack([layer[:, :, -1] for layer in cross]))  # L x (N, H, 1, S) -> (L, N, H, S)
+    return logits[:, -1]
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from tnmt.config import DecodeConfig
 from tnmt.decode.quantize import quantize_int8
 from tnmt.decode.search import search
 from tnmt.decode.step import Hypothesis, fit_source
+from tnmt.decode.trace import SearchRecorder, Trace
 from tnmt.model import AttentionMaps, Transformer
 
 QUANTIZE = ("none", "int8")
@@ -168,6 +169,30 @@ class Translator:
             raise ValueError("cannot show attention for an empty text")
         return self.translations([text], settings, attention=True)[0].attention
 
+    def trace(
+        self, text: str, settings: DecodeConfig | None = None, *, top_k: int = 5, source: list[int] | None = None
+    ) -> Trace:
+        """Translate `text` as `translations` does and return the search step by step (decode/trace.py): every
+        step's open hypotheses with their `top_k` likeliest next tokens, the candidates kept, finished and
+        pruned, the finished list and the cross-attention rows; and the encoder's self-attention. `source`: the
+        text's ids from `encode`, when the caller has them.
+
+        Raises:
+            ValueError: `text` is empty.
+        """
+        if not text.strip():
+            raise ValueError("cannot trace the translation of an empty text")
+        settings = settings or self.decode
+        ids = self.encode([text])[0] if source is None else source
+        src = torch.tensor([[*ids, self.tokenizer.eos_id]], device=self.device)  # (1, S)
+        recorder = SearchRecorder(top_k=top_k, length_penalty=settings.length_penalty, eos_id=self.tokenizer.eos_id)
+        best = search(self.model, src, settings, recorder=recorder)[0][0]
+        with torch.inference_mode():
+            _, maps = self.model.attention_maps(src, torch.tensor([[self.tokenizer.bos_id]], device=self.device))
+        encoder = torch.stack([layer[0] for layer in maps.encoder]).float().cpu()  # L x (H, S, S) -> (L, H, S, S)
+        text_out = self.tokenizer.decode_target(best.tokens)
+        return Trace(text_out, self._source_pieces(text, ids), encoder, recorder.steps)
+
     def encode(self, texts: Sequence[str], *, first_line: int = 1) -> list[list[int] | None]:
         """Each text's source ids without EOS, cut to the model's `max_len - 1` positions (with a warning naming
         the line); None for an empty or all-whitespace text, which is never decoded."""
@@ -201,9 +226,11 @@ class Translator:
         tgt = [self.tokenizer.bos_id, *output]
         with torch.inference_mode():
             _, maps = self.model.attention_maps(src, torch.tensor([tgt], device=self.device))
-        eos_piece = self.tokenizer.target_pieces([self.tokenizer.eos_id])
-        src_pieces = self.tokenizer.source_pieces(text)[: len(ids)] + eos_piece
-        return TokenAttention(src_pieces, self.tokenizer.target_pieces(tgt), maps)
+        return TokenAttention(self._source_pieces(text, ids), self.tokenizer.target_pieces(tgt), maps)
+
+    def _source_pieces(self, text: str, ids: list[int]) -> list[str]:
+        """The pieces of the source ids `encode` kept, and EOS: the labels of attention over the source."""
+        return self.tokenizer.source_pieces(text)[: len(ids)] + self.tokenizer.target_pieces([self.tokenizer.eos_id])
 
 
 def _lengths(texts: Sequence[str], sources: Sequence[list[int] | None]) -> list[int | None]:

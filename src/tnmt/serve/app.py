@@ -30,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tnmt.checkpoint import load_checkpoint
 from tnmt.config import DecodeConfig, ServeConfig
+from tnmt.decode.trace import Trace, explanation
 from tnmt.decode.translator import Translation, Translator
 from tnmt.errors import UserError
 from tnmt.serve.batcher import Batcher, QueueFull
@@ -77,6 +78,17 @@ class TranslateRequest(BaseModel):
     return_attention: bool = False
 
 
+class ExplainRequest(BaseModel):
+    """POST /v1/explain."""
+
+    model_config = ConfigDict(extra="forbid")
+    text: str
+    source: str | None = None
+    target: str | None = None
+    beam_size: int | None = Field(default=None, ge=1)
+    top_k: int = Field(default=5, ge=1)
+
+
 def load_models(paths: list[Path], config: ServeConfig, *, device: str = "cpu") -> list[ServedModel]:
     """A `ServedModel` per checkpoint, each known by the languages stored in it (one model per pair), on `device`."""
     models: dict[str, ServedModel] = {}
@@ -120,6 +132,7 @@ def create_app(models: list[ServedModel], config: ServeConfig) -> FastAPI:
     app.add_middleware(BodyDeadline, seconds=config.body_timeout_s)  # inside the size limit: added first
     _add_error_handlers(app, config, metrics)
     _add_native_api(app, models, config)
+    _add_explain_api(app, models, config)
     _add_libretranslate_api(app, models, config)
     _add_probes(app, models, config)
     if STATIC.is_dir():
@@ -248,6 +261,33 @@ def _add_native_api(app: FastAPI, models: list[ServedModel], config: ServeConfig
         return {"model": model.id, "translations": [_translation(result, request.n_best) for result in results]}
 
 
+def _add_explain_api(app: FastAPI, models: list[ServedModel], config: ServeConfig) -> None:
+    @app.post("/v1/explain")
+    async def explain(request: ExplainRequest, http: Request) -> dict[str, Any]:
+        """The search that translates `text`, step by step (decode/trace.py): every step's open hypotheses and
+        their likeliest next tokens, the candidates kept, finished and pruned, and the cross-attention rows;
+        `translation` is /v1/translate's text for the same settings."""
+        if not request.text.strip():
+            raise ApiError(422, "text: needs a non-empty text to trace")
+        if len(request.text) > config.max_trace_chars:
+            raise ApiError(
+                413, f"text has {len(request.text)} characters: over max_trace_chars={config.max_trace_chars}"
+            )
+        model = _pick(models, request.source, request.target)
+        settings = model.translator.decode
+        if request.beam_size is not None:
+            settings = replace(settings, beam_size=request.beam_size)
+        if settings.beam_size > config.max_trace_beam:
+            raise ApiError(422, f"beam_size {settings.beam_size}: over max_trace_beam={config.max_trace_beam}")
+        if request.top_k > config.max_top_k:
+            raise ApiError(422, f"top_k {request.top_k}: over max_top_k={config.max_top_k}")
+        _check_limits([request.text], settings.beam_size, 1, config, size_status=413)
+        [trace] = await _translate(
+            model, [request.text], settings, 1, False, timeout=config.timeout_s, client=http, trace=request.top_k
+        )
+        return {"model": model.id, **explanation(trace, model.translator.tokenizer, settings, request.top_k)}
+
+
 def _add_libretranslate_api(app: FastAPI, models: list[ServedModel], config: ServeConfig) -> None:
     @app.post("/translate")
     async def libretranslate(request: Request) -> dict[str, Any]:
@@ -329,11 +369,12 @@ async def _translate(
     timeout: float,
     unavailable: int = 504,
     client: Request | None = None,
-) -> list[Translation]:
+    trace: int | None = None,
+) -> list[Translation] | list[Trace]:
     """Queue the texts on the model's batcher and wait for them, at most `timeout` seconds and only while
     the `client` is connected: past the deadline or once it hung up, the sentences not started are dropped."""
     try:
-        futures = model.batcher.submit(texts, settings, n_best=n_best, attention=attention)
+        futures = model.batcher.submit(texts, settings, n_best=n_best, attention=attention, trace=trace)
     except QueueFull as full:
         raise ApiError(503, f"server busy: {full}", {"Retry-After": "1"}) from None
     results = asyncio.ensure_future(asyncio.gather(*[asyncio.wrap_future(future) for future in futures]))

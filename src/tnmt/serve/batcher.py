@@ -40,7 +40,8 @@ class Job:
     settings: DecodeConfig  # complete: the request's choices over the model's defaults
     n_best: int
     attention: bool
-    future: Future  # resolves to a `Translation`
+    future: Future  # resolves to a `Translation`, or for a traced job to a `Trace`
+    trace: int | None = None  # trace the search, with this many next tokens per hypothesis (decode/trace.py)
 
     @property
     def tokens(self) -> int:
@@ -86,16 +87,24 @@ class Batcher:
         self._worker.join()
 
     def submit(
-        self, texts: Sequence[str], settings: DecodeConfig, *, n_best: int = 1, attention: bool = False
+        self,
+        texts: Sequence[str],
+        settings: DecodeConfig,
+        *,
+        n_best: int = 1,
+        attention: bool = False,
+        trace: int | None = None,
     ) -> list[Future]:
-        """Queue a request's texts; one future per text, in order.
+        """Queue a request's texts; one future per text, in order. With `trace` (a top_k), each text's search
+        is traced (`Translator.trace`) rather than translated: a trace runs on this worker like any job, since
+        only its thread runs the model.
 
         Raises:
             QueueFull: the queue has no room for all of them (none is queued then).
         """
         sources = self.translator.encode(texts)
         jobs = [
-            Job(text, source, settings, n_best, attention, Future())
+            Job(text, source, settings, n_best, attention, Future(), trace)
             for text, source in zip(texts, sources, strict=True)
         ]
         with self._lock:
@@ -139,20 +148,24 @@ class Batcher:
             self._decode([job for job in batch if job.future.set_running_or_notify_cancel()])
 
     def _decode(self, jobs: list[Job]) -> None:
-        """Decode jobs that share settings together; every job's future gets a `Translation` or the error."""
+        """Decode jobs that share settings together; every job's future gets a `Translation` (a traced job's a
+        `Trace`) or the error."""
         groups: dict[tuple, list[Job]] = {}
         for job in jobs:
-            groups.setdefault((job.settings, job.n_best, job.attention), []).append(job)
-        for (settings, n_best, attention), group in groups.items():
+            groups.setdefault((job.settings, job.n_best, job.attention, job.trace), []).append(job)
+        for (settings, n_best, attention, trace), group in groups.items():
             self.on_batch(len(group))
             try:
-                results = self.translator.translations(
-                    [job.text for job in group],
-                    replace(settings, batch_size=len(group)),  # one decoder batch; the Translator sorts by length
-                    n_best=n_best,
-                    attention=attention,
-                    sources=[job.source for job in group],
-                )
+                if trace is not None:  # one sentence at a time: a trace follows one search
+                    results = [self.translator.trace(j.text, settings, top_k=trace, source=j.source) for j in group]
+                else:
+                    results = self.translator.translations(
+                        [job.text for job in group],
+                        replace(settings, batch_size=len(group)),  # one decoder batch; sorted by length
+                        n_best=n_best,
+                        attention=attention,
+                        sources=[job.source for job in group],
+                    )
             except Exception as error:  # the request reports it; the worker lives on
                 for job in group:
                     job.future.set_exception(error)
