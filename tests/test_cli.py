@@ -3,6 +3,7 @@ translate, evaluate, average; and the one-line errors with exit status 2."""
 
 import argparse
 import gzip
+import json
 import os
 import signal
 import subprocess
@@ -239,6 +240,35 @@ def test_attention_takes_the_decoding_flags(tiny_checkpoint, tmp_path):
     assert list(tmp_path.glob("*.png"))
 
 
+def test_explain_prints_the_steps_or_the_endpoints_json(tiny_checkpoint):
+    sentence = "two hundred and five"
+    options = ["--checkpoint", str(tiny_checkpoint), "--beam-size", "2", "--top-k", "3"]
+    table = tnmt("explain", *options, sentence)
+    assert table.returncode == 0, table.stderr
+    as_json = tnmt("explain", *options, "--json", sentence)
+    assert as_json.returncode == 0, as_json.stderr
+    answer = json.loads(as_json.stdout)
+    translated = tnmt("translate", "--checkpoint", str(tiny_checkpoint), "--beam-size", "2", stdin=sentence + "\n")
+    assert answer["translation"] == translated.stdout.rstrip("\n")
+    assert (answer["model"], answer["beam_size"], answer["top_k"]) == ("en-it", 2, 3)
+    lines = table.stdout.rstrip("\n").split("\n")  # not splitlines: a translation may hold a form feed
+    assert lines[0] == "source: " + " ".join(answer["source_pieces"])
+    assert [line for line in lines if line.startswith("step ")] == [
+        f"step {i}: {len(s['hypotheses'])} open hypothes{'is' if len(s['hypotheses']) == 1 else 'es'}"
+        for i, s in enumerate(answer["steps"])
+    ]
+    assert lines[-1] == f"translation: {answer['translation']}"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--top-k", "0", "one"], "--top-k must be >= 1, got 0"), ([" "], "the sentence is empty: nothing to explain")],
+)
+def test_explain_errors_are_one_line(tiny_checkpoint, args, message):
+    result = tnmt("explain", "--checkpoint", str(tiny_checkpoint), *args)
+    assert result.returncode == 2 and result.stderr == f"tnmt explain: error: {message}\n"
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without a GPU")
 @pytest.mark.parametrize(
     ("args", "message"),
@@ -290,6 +320,7 @@ WRITERS = {
     "translate": NO_DIRECTORY,
     "evaluate": NO_DIRECTORY,
     "serve": NO_DIRECTORY,
+    "explain": NO_DIRECTORY,
 }
 
 

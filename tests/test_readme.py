@@ -51,6 +51,7 @@ APPEND = {
     "evaluate": [],
     "average": [],
     "attention": [],
+    "explain": [],
     "serve": ["--port={port}"],  # runs until SIGTERM: see `run_server`
 }
 
@@ -205,6 +206,8 @@ def check_output(words: list[str], cwd: Path, stdout: str) -> None:
             assert after(words, "--out") in stdout and (cwd / after(words, "--out") / "config.json").is_file(), stdout
         case "attention":
             assert list((cwd / "outputs" / "attention").glob("*.png")), stdout  # the default --out
+        case "explain":
+            assert stdout.startswith("source: ") and "\nstep 0: 1 open hypothesis\n" in stdout, stdout
 
 
 def expand(arguments: list[str], **values: str | list[str]) -> list[str]:

@@ -194,6 +194,41 @@ def test_return_attention_gives_layers_by_heads_by_target_by_source_maps(server,
                 assert sum(row) == pytest.approx(1, abs=1e-4)
 
 
+@pytest.mark.parametrize("beam_size", [1, 2])
+def test_explain_traces_the_search_that_translate_runs(server, offline, beam_size):
+    text = "seven thousand, three hundred and forty-two"
+    response = server.post("/v1/explain", {"text": text, "beam_size": beam_size, "top_k": 3})
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    translated = server.post("/v1/translate", {"text": text, "beam_size": beam_size}).json()["translations"][0]
+    assert answer["translation"] == translated["text"]
+    assert (answer["model"], answer["beam_size"], answer["top_k"]) == ("en-it", beam_size, 3)
+    trace = offline.trace(text, replace(offline.decode, beam_size=beam_size), top_k=3)
+    assert answer["source_pieces"] == trace.source_pieces and len(answer["steps"]) == len(trace.steps)
+    for step in answer["steps"]:
+        assert 1 <= len(step["hypotheses"]) <= beam_size and all(len(h["top"]) == 3 for h in step["hypotheses"])
+        assert {c["fate"] for c in step["candidates"]} <= {"kept", "finished", "pruned"}
+    assert answer["steps"][-1]["finished"]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "named"),
+    [
+        ({"text": "  "}, 422, "non-empty"),
+        ({"text": "one " * 60}, 413, "max_trace_chars=200"),
+        ({"text": "one", "beam_size": 5}, 422, "max_trace_beam=4"),
+        ({"text": "one", "top_k": 11}, 422, "max_top_k=10"),
+        ({"text": "one", "top_k": 0}, 422, "top_k"),
+        ({"text": "one", "steps": 3}, 422, "steps"),
+        ({"text": "one", "target": "de"}, 400, "no model translates"),
+    ],
+)
+def test_explain_limits_name_what_was_over(server, body, status, named):
+    response = server.post("/v1/explain", body)
+    assert_error(response, status)
+    assert named in response.json()["error"]
+
+
 def test_attention_of_an_empty_text_is_a_client_error(server):
     """Translator.attention raises ValueError on an empty text; the server answers 500 instead of a 422."""
     assert_error(server.post("/v1/translate", {"text": "", "return_attention": True}), 422)
