@@ -1,6 +1,8 @@
 """The page of `tnmt serve` in a real browser (Chromium through Playwright): translate as you type, the
-heat map, a new request when the beam changes, the over-limit state in words; a screenshot for people."""
+heat map, a new request when the beam changes, the over-limit state in words, stepping through the search
+with the keyboard; screenshots for people."""
 
+import contextlib
 import json
 import os
 import re
@@ -15,6 +17,7 @@ import httpx
 import pytest
 
 pytest.importorskip("playwright")
+from playwright.sync_api import Error as PlaywrightError  # noqa: E402
 from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -188,4 +191,217 @@ def test_api_docs_render_from_the_server_alone(server, page):
     expect(page.locator(".opblock-summary-path").first).to_be_visible()
     expect(page.locator("body")).to_contain_text("/v1/translate")
     assert not elsewhere, f"requests that left the server: {elsewhere}"
+    assert not errors, f"JavaScript errors: {errors}"
+
+
+FATES = ("kept", "finished", "pruned")
+
+
+def fates_in_the_tree(page: Page) -> dict[str, dict]:
+    """Per fate: how many candidate nodes the tree shows, and how the first looks apart from its colour."""
+    return page.evaluate(
+        """(fates) => Object.fromEntries(fates.map((fate) => {
+            const nodes = [...document.querySelectorAll(`#tree .tree-col:not([hidden]) .node.${fate}:not(.start)`)];
+            const node = nodes[0];
+            return [fate, node ? {
+                n: nodes.length,
+                border: getComputedStyle(node).borderTopStyle,
+                strike: getComputedStyle(node.querySelector('.piece')).textDecorationLine,
+                text: node.textContent,
+                title: node.title,
+            } : {n: 0}];
+        }))""",
+        list(FATES),
+    )
+
+
+def explain_answer(page: Page, change) -> dict:
+    """Does `change` and returns the /v1/explain request it caused and the answer, once the page shows it."""
+    with page.expect_response("**/v1/explain") as answer:
+        change()
+    response = answer.value
+    data = response.json()
+    if response.ok:
+        page.wait_for_function(
+            "t => document.querySelector('#explain-translation').textContent === t", arg=data["translation"]
+        )
+    return {"request": response.request.post_data_json, "status": response.status, "data": data}
+
+
+def test_step_through_the_search_with_the_keyboard(server, page, repo_root):
+    """The view on the real /v1/explain: asked only while open, stepped by keys, the beam's fates told apart
+    without colour, the trace's translation equal to the translation pane, the server's limits in words,
+    readable at phone width."""
+    explains = []
+    page.on("request", lambda r: explains.append(r.post_data_json) if r.url.endswith("/v1/explain") else None)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(error))
+    page.goto(server)
+    expect(page.locator("#pair")).to_be_enabled()
+    sentence = "one hundred and twelve"
+    page.locator("#source").press_sequentially(sentence, delay=20)
+    expect(page.locator("#status")).to_contain_text("Translated")
+    assert explains == [], "a closed view asks the server nothing"
+
+    beam = int(page.locator("#beam").input_value())
+    answer = explain_answer(page, lambda: page.locator("#explain-section summary").press("Enter"))
+    assert answer["request"] == {"text": sentence, "source": "en", "target": "it", "beam_size": beam, "top_k": 5}
+    trace = answer["data"]
+    n = len(trace["steps"])
+    counter = page.locator("#explain-step")
+    expect(counter).to_contain_text(f"Step 1 of {n}:")
+    expect(page.locator("#explain-step")).to_have_attribute("aria-live", "polite")
+
+    page.keyboard.press("Tab")  # from the summary into the view
+    expect(page.locator("#explain-view")).to_be_focused()
+    for k in range(2, n + 1):
+        page.keyboard.press("ArrowRight")
+        expect(counter).to_contain_text(f"Step {k} of {n}:")
+    page.keyboard.press("ArrowRight")  # nothing lies past the last step
+    expect(counter).to_contain_text(f"Step {n} of {n}:")
+    page.keyboard.press("ArrowLeft")
+    expect(counter).to_contain_text(f"Step {n - 1} of {n}:")
+    page.keyboard.press("End")
+    expect(counter).to_contain_text(f"Step {n} of {n}:")
+
+    # Every candidate of the trace is a node, its fate told by border, mark and words as well as colour.
+    fates = fates_in_the_tree(page)
+    expected = {fate: sum(c["fate"] == fate for step in trace["steps"] for c in step["candidates"]) for fate in FATES}
+    assert {fate: fates[fate]["n"] for fate in FATES} == expected and all(expected.values())
+    assert [fates[fate]["border"] for fate in FATES] == ["solid", "double", "dashed"]
+    assert "line-through" in fates["pruned"]["strike"] and "line-through" not in fates["kept"]["strike"]
+    assert "✓" in fates["finished"]["text"] and "✗" in fates["pruned"]["text"]
+    for fate in FATES:
+        assert fate in fates[fate]["text"] and fate in fates[fate]["title"], "the fate in words, for readers and hover"
+
+    # The selected hypothesis: its next-subword bars and its attention row; ↓ in the tree selects the next one.
+    last = trace["steps"][-1]
+    expect(page.locator("#topk li")).to_have_count(len(last["hypotheses"][0]["top"]))
+    expect(page.locator("#topk li").first).to_contain_text("%")
+    expect(page.locator("#attention-row li")).to_have_count(len(trace["source_pieces"]))
+    assert page.locator("#explain-head option").first.text_content().startswith("average of all")
+    assert len(last["hypotheses"]) == 2  # the tiny model's beam of 2 is full at the last step
+    page.locator("#tree .node.selected").focus()
+    page.keyboard.press("ArrowDown")
+    expect(page.locator("#explain-hypothesis")).to_contain_text("Hypothesis 2 of 2")
+    expect(page.locator("#tree .node.selected")).to_be_focused()
+
+    # The trace's translation is the translation pane's (the random model's may be control characters).
+    shown = page.locator("#explain-translation").text_content()
+    assert shown == page.locator("#output").text_content() == trace["translation"] != ""
+    (repo_root / "outputs").mkdir(exist_ok=True)
+    page.screenshot(path=str(repo_root / "outputs" / "explain_page.png"), full_page=True)
+
+    # Space plays (one step at a time) and pauses.
+    page.locator("#explain-view").focus()
+    page.keyboard.press("Home")
+    expect(counter).to_contain_text(f"Step 1 of {n}:")
+    page.keyboard.press("Space")
+    expect(page.locator("#explain-play")).to_contain_text("Pause")
+    expect(counter).to_contain_text(f"Step 2 of {n}:")
+    page.keyboard.press("Space")
+    expect(page.locator("#explain-play")).to_contain_text("Play")
+
+    # While open, a new source or beam is traced again, and still matches the translation pane.
+    answer = explain_answer(page, lambda: page.locator("#source").fill("seven"))
+    assert answer["request"]["text"] == "seven"
+    answer = explain_answer(page, lambda: page.select_option("#beam", "1"))
+    assert answer["request"]["beam_size"] == 1
+    greedy = answer["data"]["steps"]
+    assert all(len(step["hypotheses"]) == 1 for step in greedy)
+    expect(counter).to_contain_text(f"Step 1 of {len(greedy)}:")
+    same = "t => document.querySelector('#output').textContent === t"
+    page.wait_for_function(same, arg=answer["data"]["translation"])  # the translation pane, at beam 1 too
+
+    # The endpoint's limits, in the server's words.
+    answer = explain_answer(page, lambda: page.select_option("#beam", "5"))
+    assert answer["status"] == 422
+    expect(page.locator("#explain-error")).to_contain_text(f"The server refused (422): {answer['data']['error']}")
+    explain_answer(page, lambda: page.select_option("#beam", "2"))
+    answer = explain_answer(page, lambda: page.locator("#source").fill("nine " * 50))
+    assert answer["status"] == 413
+    expect(page.locator("#explain-error")).to_contain_text(f"The server refused (413): {answer['data']['error']}")
+    explain_answer(page, lambda: page.locator("#source").fill(sentence))
+    expect(page.locator("#explain-error")).to_be_empty()
+
+    # A closed view asks nothing.
+    page.locator("#explain-section summary").click()
+    asked = len(explains)
+    page.locator("#source").fill("eight")
+    page.wait_for_function("() => document.querySelector('#status').textContent.includes('Translated')")
+    page.wait_for_timeout(500)
+    assert len(explains) == asked
+
+    # At phone width, only the tree's own box scrolls sideways.
+    explain_answer(page, lambda: page.locator("#explain-section summary").click())
+    page.locator("#explain-view").focus()
+    page.keyboard.press("End")
+    page.set_viewport_size({"width": 375, "height": 800})
+    page.wait_for_timeout(200)  # the heat map redraws after resizing
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    page.screenshot(path=str(repo_root / "outputs" / "explain_page_phone.png"), full_page=True)
+    assert not errors, f"JavaScript errors: {errors}"
+
+
+def greedy_trace(pieces: list[str], translation: str) -> dict:
+    """A hand-written greedy trace of /v1/explain's shape: each step keeps its piece but the last, which ends."""
+    steps = []
+    for t, piece in enumerate(pieces):
+        end = t == len(pieces) - 1
+        best = {"parent": 0, "piece": piece, "token": 10 + t, "prob": 0.8, "log_prob": -0.2 * (t + 1)}
+        best |= {"score": best["log_prob"], "fate": "finished" if end else "kept", "reason": "eos" if end else ""}
+        other = {"parent": 0, "piece": "▁x", "token": 99, "prob": 0.1, "log_prob": -2.3, "score": -2.3}
+        other |= {"fate": "pruned", "reason": "beam full", "child": None}
+        hypothesis = {"pieces": pieces[:t], "tokens": list(range(10, 10 + t)), "log_prob": -0.2 * t, "score": -0.2 * t}
+        hypothesis["top"] = [{k: c[k] for k in ("piece", "token", "prob")} for c in (best, other)]
+        done = {"pieces": pieces[:t], "text": translation, "log_prob": best["log_prob"], "score": best["score"]}
+        steps.append(
+            {
+                "step": t,
+                "hypotheses": [hypothesis],
+                "candidates": [best | {"child": None if end else 0}, other],
+                "finished": [done] if end else [],
+                "cross_attention": [[[[0.75, 0.25]]]],  # (layers, heads, hypotheses, source)
+            }
+        )
+    return {
+        "model": "en-it",
+        "translation": translation,
+        "beam_size": 1,
+        "top_k": 2,
+        "length_penalty": 0.6,
+        "source_pieces": ["▁three", "</s>"],
+        "encoder_attention": [[[[0.5, 0.5], [0.5, 0.5]]]],
+        "steps": steps,
+    }
+
+
+def test_a_stale_trace_never_replaces_a_newer_one(server, page):
+    """The test holds /v1/explain's answers back (page.route) and gives the newer request's first."""
+    held = []
+    page.route("**/v1/explain", lambda route: held.append(route))  # Playwright wants a Python function
+    errors = []
+    page.on("pageerror", lambda error: errors.append(error))
+    page.goto(server)
+    expect(page.locator("#pair")).to_be_enabled()
+    page.locator("#source").fill("three")
+    page.locator("#explain-section summary").click()
+
+    def wait_for(count: int) -> None:
+        deadline = time.monotonic() + 10
+        while len(held) < count:  # route handlers run while the page is being waited on
+            assert time.monotonic() < deadline, f"no request number {count} to /v1/explain"
+            page.wait_for_timeout(20)
+
+    wait_for(1)
+    page.select_option("#beam", "1")
+    wait_for(2)
+    held[1].fulfill(json=greedy_trace(["▁tre", "</s>"], "tre"))
+    expect(page.locator("#explain-step")).to_contain_text("Step 1 of 2:")
+    with contextlib.suppress(PlaywrightError):  # the page may have aborted it already: all the better
+        held[0].fulfill(json=greedy_trace(["▁tr", "e", "</s>"], "stale"))
+    page.wait_for_timeout(300)
+    expect(page.locator("#explain-step")).to_contain_text("Step 1 of 2:")
+    expect(page.locator("#explain-translation")).to_have_text("tre")
+    expect(page.locator("#tree .node.finished")).to_have_attribute("title", re.compile(r"finished \(eos\)"))
     assert not errors, f"JavaScript errors: {errors}"

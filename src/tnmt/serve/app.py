@@ -239,7 +239,8 @@ def _add_native_api(app: FastAPI, models: list[ServedModel], config: ServeConfig
     @app.get("/v1/models")
     async def list_models() -> dict[str, Any]:
         """The language pairs served, their architecture, size and decoding defaults, and the limits."""
-        limits = {name: getattr(config, name) for name in ("max_chars", "max_texts", "max_beam_size", "max_n_best")}
+        search = ("max_chars", "max_texts", "max_beam_size", "max_n_best")
+        limits = {name: getattr(config, name) for name in (*search, "max_trace_chars", "max_trace_beam", "max_top_k")}
         return {"models": [_describe(model) for model in models], "limits": limits}
 
     @app.post("/v1/translate")

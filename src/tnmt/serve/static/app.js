@@ -6,7 +6,13 @@
 // - one line is one sentence (with its attention heat map); several lines are translated line by line;
 // - a line over `limits.max_chars` is not sent: the limit is per line, as the server's is per text (each
 //   line is one text), and the counter and the error name the line in words;
-// - every server or network error is shown as a sentence in #error (an ARIA live region).
+// - every server or network error is shown as a sentence in #error (an ARIA live region);
+// - "Step through the search" asks /v1/explain for the first line when it is opened and when the source, the
+//   pair or the beam changes while it is open, under the same debounce and abort rules (a stale trace never
+//   replaces a newer one); its errors are sentences in its own alert region, the server's words included;
+// - the trace steps by buttons and keys (← →, Home/End, Space plays) with "Step t of n" spoken; the beam is a
+//   tree of DOM nodes in which kept, finished and pruned differ by border, mark and words, never colour alone;
+//   the selected hypothesis is a focusable button, and its next-subword bars and attention row follow it.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -15,6 +21,12 @@ const el = {
   output: $("output"), alternativesList: $("alternatives-list"), copy: $("copy"), counter: $("counter"),
   error: $("error"), status: $("status"), heatmap: $("heatmap"), layer: $("layer"), head: $("head"),
   readout: $("heatmap-readout"), legendMin: $("legend-min"), legendMax: $("legend-max"),
+  explainSection: $("explain-section"), explainView: $("explain-view"), explainStep: $("explain-step"),
+  explainStatus: $("explain-status"), explainError: $("explain-error"), explainTranslation: $("explain-translation"),
+  explainFirst: $("explain-first"), explainBack: $("explain-back"), explainPlay: $("explain-play"),
+  explainForward: $("explain-forward"), explainLast: $("explain-last"), treeBox: $("tree-box"), tree: $("tree"),
+  explainHypothesis: $("explain-hypothesis"), topk: $("topk"), explainLayer: $("explain-layer"),
+  explainHead: $("explain-head"), attentionRow: $("attention-row"), finishedList: $("finished-list"),
 };
 
 const DEBOUNCE_MS = 300;
@@ -29,6 +41,17 @@ const state = {
   attention: null,   // {source_pieces, target_pieces, cross: [layer][head][target][source]}
   cell: null,        // {r, c}: the heat-map cell under the pointer or keyboard focus
   geometry: null,    // where the heat-map cells are on the canvas
+  explain: {         // the "Step through the search" view
+    seq: 0,          // as above, for /v1/explain
+    controller: null,
+    timer: 0,
+    key: null,       // the request (as JSON) whose trace is shown or on its way: the same one is not asked twice
+    trace: null,     // the answer of /v1/explain
+    tree: null,      // {svg, columns: [{box, items: [{node, parent, fate, from}]}], nodes: [step][hypothesis]}
+    step: 0,         // the step shown
+    hyp: 0,          // the selected hypothesis of that step
+    playing: 0,      // the play interval; 0 when paused
+  },
 };
 
 // ---------------------------------------------------------------------------------------------- setup
@@ -52,9 +75,11 @@ async function init() {
   onPairChange({ translate: false });
   updateCounter();
   if (el.source.value.trim()) translateNow(); // text restored by the browser on reload
+  scheduleExplain(0); // the view may have been opened before the models were known
 }
 
 function wireEvents() {
+  wireExplainEvents();
   el.source.addEventListener("input", () => {
     updateCounter();
     state.retries = 0;
@@ -531,6 +556,509 @@ function onHeatmapKey(event) {
   setCell(r + move[0], c + move[1]);
 }
 
+// ---------------------------------------------------------------------------- step through the search
+
+const TOP_K = 5;      // next-subword candidates the server lists per hypothesis
+const PLAY_MS = 1200; // one step per this while playing: time to read the tree and the bars
+const SVG_NS = "http://www.w3.org/2000/svg";
+const FATE_MARKS = { kept: "", finished: "✓ end", pruned: "✗" };
+
+function wireExplainEvents() {
+  el.explainSection.addEventListener("toggle", () => {
+    if (el.explainSection.open) {
+      drawEdges(); // laid out again now that the view shows
+      scheduleExplain(0);
+    } else {
+      stopExplaining();
+    }
+  });
+  el.source.addEventListener("input", () => scheduleExplain(DEBOUNCE_MS));
+  el.beam.addEventListener("change", () => scheduleExplain(0));
+  el.pair.addEventListener("change", () => scheduleExplain(0));
+  el.explainFirst.addEventListener("click", () => navigate(() => goToStep(0, 0)));
+  el.explainBack.addEventListener("click", () => navigate(() => stepBy(-1)));
+  el.explainForward.addEventListener("click", () => navigate(() => stepBy(1)));
+  el.explainLast.addEventListener("click", () => navigate(goToLast));
+  el.explainPlay.addEventListener("click", togglePlay);
+  el.explainView.addEventListener("keydown", onExplainKey);
+  el.tree.addEventListener("click", (event) => {
+    const node = event.target.closest("button.node");
+    if (node) navigate(() => goToStep(Number(node.dataset.step), Number(node.dataset.hyp)));
+  });
+  el.explainLayer.addEventListener("change", drawAttentionRow);
+  el.explainHead.addEventListener("change", drawAttentionRow);
+  window.addEventListener("resize", keepSelectionInView); // e.g. a phone turned upright: a narrower tree box
+}
+
+/** Asks for a new trace after `delay` ms, only while the view is open (a closed view costs the server nothing). */
+function scheduleExplain(delay) {
+  if (!el.explainSection.open) return;
+  clearTimeout(state.explain.timer);
+  state.explain.timer = setTimeout(explain, delay);
+}
+
+function stopExplaining() {
+  const x = state.explain;
+  clearTimeout(x.timer);
+  if (x.controller) x.controller.abort();
+  x.controller = null;
+  x.seq += 1; // whatever is still on its way is stale
+  x.key = null; // opening the view again asks again
+  el.explainView.setAttribute("aria-busy", "false");
+  pause();
+}
+
+/** The body of POST /v1/explain for the first non-empty line, or null when there is none. */
+function explainRequest() {
+  const line = sourceLines()[0];
+  if (!line) return null;
+  const model = currentModel();
+  return { text: line.text, source: model.source, target: model.target, beam_size: Number(el.beam.value), top_k: TOP_K };
+}
+
+async function explain() {
+  const x = state.explain;
+  if (!el.explainSection.open || !state.models.length) return;
+  const body = explainRequest();
+  const key = JSON.stringify(body);
+  if (key === x.key) return; // e.g. a second line was edited: the first line's trace stands
+  if (x.controller) x.controller.abort(); // the newer request wins
+  x.controller = null;
+  x.key = key;
+  const seq = ++x.seq;
+  el.explainError.textContent = "";
+  if (!body) {
+    showTrace(null);
+    setExplainStatus("Type a sentence above to step through its search.");
+    return;
+  }
+  const controller = new AbortController();
+  x.controller = controller;
+  el.explainView.setAttribute("aria-busy", "true");
+  setExplainStatus("Tracing the search…");
+  try {
+    const response = await fetch("/v1/explain", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body),
+      signal: controller.signal,
+    });
+    const data = await readJson(response);
+    if (seq !== x.seq) return; // a newer request exists: this answer is stale
+    if (!response.ok) {
+      failExplain(`The server refused (${response.status}): ${sentence(errorMessage(response, data))}`);
+      return;
+    }
+    if (!data || !Array.isArray(data.steps) || data.steps.length === 0) throw new Error("the server's answer has no steps");
+    showTrace(data);
+    setExplainStatus(`Traced by ${data.model || body.source + "-" + body.target} with beam ${data.beam_size ?? body.beam_size}: `
+      + `${count(data.steps.length, "step", "steps")}.`);
+  } catch (error) {
+    if (error.name === "AbortError" || seq !== x.seq) return;
+    failExplain(error instanceof TypeError
+      ? "Cannot reach the server (network error). Is `tnmt serve` still running?"
+      : `Tracing failed: ${error.message}.`);
+  } finally {
+    if (seq === x.seq) {
+      el.explainView.setAttribute("aria-busy", "false");
+      x.controller = null;
+    }
+  }
+}
+
+function failExplain(message) {
+  state.explain.key = null; // the same line and beam may be asked again
+  el.explainView.classList.add("stale");
+  setExplainStatus("");
+  el.explainError.textContent = message;
+}
+
+function setExplainStatus(text) {
+  el.explainStatus.textContent = text;
+}
+
+/** Shows a new trace (or none) from its first step, with the best hypothesis selected. */
+function showTrace(trace) {
+  const x = state.explain;
+  pause();
+  el.explainView.classList.remove("stale");
+  x.trace = trace;
+  x.step = 0;
+  x.hyp = 0;
+  x.tree = trace ? buildTree(trace) : null;
+  if (!trace) el.tree.replaceChildren();
+  el.explainTranslation.textContent = trace ? trace.translation : "";
+  el.explainTranslation.lang = currentModel().target;
+  fillExplainLayerHead();
+  renderStep();
+}
+
+// The tree is built once per trace; stepping only shows columns and moves marks, so focus stays put.
+
+/** A "start" column, then one column per step with the candidates it considered, grouped under their parent. */
+function buildTree(trace) {
+  const nodes = trace.steps.map(() => []); // nodes[t][h]: the button of hypothesis h live at step t
+  const starts = trace.steps[0].hypotheses.map((_, h) => {
+    const node = hypothesisButton(0, h);
+    node.classList.add("kept", "start");
+    node.append(make("span", "piece", "<s>"), make("span", "sr-only", ", the start token"));
+    node.title = "<s>: the start token, where every hypothesis begins";
+    return (nodes[0][h] = node);
+  });
+  const columns = [treeColumn("start", starts.map((node) => ({ node, parent: null, fate: "kept", from: -1 })))];
+  trace.steps.forEach((step, t) => {
+    const items = byParent(step.candidates).map((candidate) => {
+      const live = candidate.fate === "kept" && candidate.child != null && t + 1 < trace.steps.length;
+      const node = live ? hypothesisButton(t + 1, candidate.child) : document.createElement("span");
+      if (live) nodes[t + 1][candidate.child] = node;
+      fillCandidate(node, candidate);
+      return { node, parent: nodes[t][candidate.parent], fate: candidate.fate, from: candidate.parent };
+    });
+    columns.push(treeColumn(`step ${t + 1}`, items));
+  });
+  const svg = document.createElementNS(SVG_NS, "svg");
+  svg.setAttribute("class", "edges");
+  svg.setAttribute("aria-hidden", "true"); // the columns say the same in words
+  el.tree.replaceChildren(svg, ...columns.map((column) => column.box));
+  return { svg, columns, nodes };
+}
+
+function hypothesisButton(step, hyp) {
+  const node = make("button", "node");
+  node.type = "button";
+  node.tabIndex = -1; // roving: only the selected hypothesis is in the tab order
+  node.dataset.step = String(step);
+  node.dataset.hyp = String(hyp);
+  return node;
+}
+
+/** Kept, finished and pruned differ by class (border style), a visible mark and words for screen readers. */
+function fillCandidate(node, candidate) {
+  node.classList.add("node", candidate.fate);
+  const mark = make("span", "mark", FATE_MARKS[candidate.fate] ?? "");
+  const prob = make("span", "prob", probability(candidate.prob));
+  mark.setAttribute("aria-hidden", "true");
+  prob.setAttribute("aria-hidden", "true");
+  node.append(make("span", "piece", candidate.piece), prob, mark,
+    make("span", "sr-only", `, probability ${probability(candidate.prob)}, ${fateWords(candidate)}`));
+  node.title = `${candidate.piece}: probability ${Number(candidate.prob).toFixed(3)}, score ${decimal(candidate.score)}; `
+    + fateWords(candidate);
+}
+
+function fateWords(candidate) {
+  return candidate.reason ? `${candidate.fate} (${candidate.reason})` : candidate.fate;
+}
+
+/** Candidates grouped by parent (in beam order) so that edges barely cross; best first within a group. */
+function byParent(candidates) {
+  return [...candidates].sort((a, b) => a.parent - b.parent); // a stable sort keeps the server's order
+}
+
+function treeColumn(title, items) {
+  const box = make("div", "tree-col");
+  const list = document.createElement("ol");
+  list.append(...items.map(({ node }) => {
+    const item = document.createElement("li");
+    item.append(node);
+    return item;
+  }));
+  box.append(make("h4", "", title), list);
+  return { box, items };
+}
+
+// Navigating.
+
+/** A move by the reader stops playing. */
+function navigate(move) {
+  pause();
+  move();
+}
+
+/** Shows step `t` with its hypothesis `hyp` selected; a tree that had focus gives it to the selection. */
+function goToStep(t, hyp) {
+  const x = state.explain;
+  if (!x.trace) return;
+  const hadFocus = el.tree.contains(document.activeElement);
+  x.step = clamp(t, 0, x.trace.steps.length - 1);
+  x.hyp = clamp(hyp, 0, x.trace.steps[x.step].hypotheses.length - 1);
+  renderStep();
+  const selected = x.tree.nodes[x.step][x.hyp];
+  if (hadFocus && selected) selected.focus({ preventScroll: true });
+}
+
+/** One step on or back, following the selected hypothesis's line: on to its best kept child, back to its parent. */
+function stepBy(delta) {
+  const x = state.explain;
+  if (!x.trace) return;
+  const t = x.step + delta;
+  if (t < 0 || t >= x.trace.steps.length) return;
+  goToStep(t, delta > 0 ? bestChild(x.step, x.hyp) : parentOf(x.step, x.hyp));
+}
+
+function goToLast() {
+  if (state.explain.trace) goToStep(state.explain.trace.steps.length - 1, 0);
+}
+
+function bestChild(t, hyp) {
+  const child = state.explain.trace.steps[t].candidates
+    .find((c) => c.parent === hyp && c.fate === "kept" && c.child != null);
+  return child ? child.child : 0; // its line ended: the best hypothesis of the next step
+}
+
+function parentOf(t, hyp) {
+  if (t === 0) return 0;
+  const self = state.explain.trace.steps[t - 1].candidates.find((c) => c.fate === "kept" && c.child === hyp);
+  return self ? self.parent : 0;
+}
+
+function togglePlay() {
+  const x = state.explain;
+  if (x.playing) {
+    pause();
+    return;
+  }
+  if (!x.trace) return;
+  if (x.step === x.trace.steps.length - 1) goToStep(0, 0); // from the start again
+  x.playing = setInterval(() => {
+    stepBy(1);
+    if (x.step === x.trace.steps.length - 1) pause();
+  }, PLAY_MS);
+  el.explainPlay.textContent = "❙❙ Pause";
+}
+
+function pause() {
+  clearInterval(state.explain.playing);
+  state.explain.playing = 0;
+  el.explainPlay.textContent = "▶ Play";
+}
+
+function onExplainKey(event) {
+  const x = state.explain;
+  if (!x.trace || event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) return;
+  if (event.target.closest("select")) return; // arrows, Home and End belong to the select
+  const inTree = el.tree.contains(event.target);
+  // Space on a button outside the tree presses that button, as everywhere else.
+  if (event.key === " " && event.target.closest("button") && !inTree) return;
+  const actions = {
+    ArrowRight: () => navigate(() => stepBy(1)),
+    ArrowLeft: () => navigate(() => stepBy(-1)),
+    Home: () => navigate(() => goToStep(0, 0)),
+    End: () => navigate(goToLast),
+    " ": togglePlay,
+    ...(inTree && {
+      ArrowDown: () => navigate(() => goToStep(x.step, x.hyp + 1)),
+      ArrowUp: () => navigate(() => goToStep(x.step, x.hyp - 1)),
+    }),
+  };
+  const action = actions[event.key];
+  if (!action) return;
+  event.preventDefault();
+  action();
+}
+
+// Drawing the step.
+
+function renderStep() {
+  const { trace, step } = state.explain;
+  updateStepper();
+  if (!trace) {
+    el.explainStep.textContent = "No trace yet.";
+    for (const list of [el.topk, el.attentionRow, el.finishedList]) list.replaceChildren();
+    el.explainHypothesis.textContent = "";
+    return;
+  }
+  const current = trace.steps[step];
+  el.explainStep.textContent = `Step ${step + 1} of ${trace.steps.length}: ${stepSummary(current)}`;
+  markTree();
+  drawEdges();
+  drawTopK(current);
+  drawAttentionRow();
+  drawFinished(current);
+}
+
+function stepSummary(step) {
+  const fates = (fate) => step.candidates.filter((c) => c.fate === fate).length;
+  return `the decoder extends ${count(step.hypotheses.length, "hypothesis", "hypotheses")}; `
+    + `${fates("kept")} kept, ${fates("finished")} finished, ${fates("pruned")} pruned.`;
+}
+
+function updateStepper() {
+  const { trace, step } = state.explain;
+  const last = trace ? trace.steps.length - 1 : 0;
+  const focused = document.activeElement;
+  el.explainFirst.disabled = el.explainBack.disabled = !trace || step === 0;
+  el.explainForward.disabled = el.explainLast.disabled = !trace || step === last;
+  el.explainPlay.disabled = !trace;
+  if (focused && focused.disabled) el.explainView.focus({ preventScroll: true }); // keys keep working
+}
+
+/** Shows the columns up to this step's candidates and marks the selection, its line and its candidates. */
+function markTree() {
+  const { tree, step, hyp } = state.explain;
+  const line = lineage(step, hyp);
+  tree.columns.forEach((column, c) => {
+    column.box.hidden = c > step + 1;
+    column.box.classList.toggle("current", c === step + 1);
+    for (const item of column.items) {
+      item.node.classList.toggle("on-line", line.has(item.node));
+      item.node.classList.toggle("from-selected", c === step + 1 && item.from === hyp);
+    }
+  });
+  for (const node of tree.nodes.flat()) {
+    node.tabIndex = -1;
+    node.classList.remove("selected");
+    node.removeAttribute("aria-current");
+  }
+  const selected = tree.nodes[step][hyp];
+  if (!selected) return;
+  selected.tabIndex = 0;
+  selected.classList.add("selected");
+  selected.setAttribute("aria-current", "true");
+  keepSelectionInView();
+}
+
+/** The nodes from the start to hypothesis `hyp` of step `t`. */
+function lineage(t, hyp) {
+  const line = new Set();
+  for (let s = t, h = hyp; s >= 0; h = parentOf(s, h), s -= 1) {
+    const node = state.explain.tree.nodes[s][h];
+    if (node) line.add(node);
+  }
+  return line;
+}
+
+/** Scrolls the tree's own box, never the page (which must not move under the reader while playing), so that
+ * the selected hypothesis and the step's column are in sight. */
+function keepSelectionInView() {
+  const { tree, step, hyp } = state.explain;
+  const selected = tree && tree.nodes[step][hyp];
+  if (!selected || !el.explainSection.open) return;
+  const box = el.treeBox.getBoundingClientRect();
+  const node = selected.getBoundingClientRect();
+  const right = tree.columns[step + 1].box.getBoundingClientRect().right;
+  el.treeBox.scrollLeft += Math.max(0, right - box.right) || Math.min(0, node.left - box.left);
+  el.treeBox.scrollTop += Math.max(0, node.bottom - box.bottom) || Math.min(0, node.top - box.top);
+}
+
+/** Parent-to-child curves over the shown columns; dashed to pruned children, bold from the selection. */
+function drawEdges() {
+  const { tree, step } = state.explain;
+  if (!tree || !el.explainSection.open) return; // a closed view has no layout to measure
+  const items = tree.columns.slice(1, step + 2).flatMap((column) => column.items).filter((item) => item.parent);
+  tree.svg.replaceChildren(...items.map(edge));
+}
+
+function edge({ node, parent, fate }) {
+  // Offsets are relative to #tree (the positioned ancestor), as the svg is.
+  const x1 = parent.offsetLeft + parent.offsetWidth;
+  const y1 = parent.offsetTop + parent.offsetHeight / 2;
+  const x2 = node.offsetLeft;
+  const y2 = node.offsetTop + node.offsetHeight / 2;
+  const mid = (x1 + x2) / 2;
+  const path = document.createElementNS(SVG_NS, "path");
+  path.setAttribute("d", `M${x1},${y1} C${mid},${y1} ${mid},${y2} ${x2},${y2}`);
+  const marks = ["from-selected", "on-line"].filter((mark) => node.classList.contains(mark));
+  path.setAttribute("class", [fate, ...marks].join(" "));
+  return path;
+}
+
+/** The selected hypothesis and its next-subword distribution, with what became of each option. */
+function drawTopK(step) {
+  const { hyp } = state.explain;
+  const hypothesis = step.hypotheses[hyp];
+  el.explainHypothesis.textContent = `Hypothesis ${hyp + 1} of ${step.hypotheses.length}: ${prefix(hypothesis)}; `
+    + `log-probability ${decimal(hypothesis.log_prob)}, score ${decimal(hypothesis.score)}.`;
+  const own = step.candidates.filter((c) => c.parent === hyp);
+  el.topk.replaceChildren(...(hypothesis.top || []).map((option) => topRow(option, own.find((c) => c.token === option.token))));
+}
+
+function prefix(hypothesis) {
+  return hypothesis.pieces.length ? `“${hypothesis.pieces.join(" ")}”` : "only the start token <s> so far";
+}
+
+function topRow(option, candidate) {
+  const row = document.createElement("li");
+  const piece = make("span", "piece", option.piece);
+  piece.lang = currentModel().target;
+  const track = make("span", "bar-track");
+  const bar = make("span", "bar");
+  bar.style.width = `${clamp(option.prob, 0, 1) * 100}%`;
+  track.append(bar);
+  track.setAttribute("aria-hidden", "true"); // the percentage says it
+  const fate = candidate ? fateWords(candidate) : "not a candidate";
+  row.append(piece, track, make("span", "prob", `${(option.prob * 100).toFixed(1)} %`),
+    make("span", `fate ${candidate ? candidate.fate : "unseen"}`, fate));
+  return row;
+}
+
+function fillExplainLayerHead() {
+  const trace = state.explain.trace;
+  const cross = trace && trace.steps[0].cross_attention;
+  const selects = [el.explainLayer, el.explainHead];
+  if (!Array.isArray(cross) || cross.length === 0) {
+    for (const select of selects) {
+      select.replaceChildren();
+      select.disabled = true;
+    }
+    return;
+  }
+  const layers = cross.length;
+  const heads = cross[0].length;
+  // Keep the reader's choice across traces where it still exists; start from the last layer's average.
+  const layer = el.explainLayer.value === "all" || Number(el.explainLayer.value) < layers ? el.explainLayer.value : "";
+  const head = el.explainHead.value !== "" && Number(el.explainHead.value) < heads ? el.explainHead.value : "all";
+  el.explainLayer.replaceChildren(new Option(`average of all ${layers}`, "all"),
+    ...range(0, layers - 1).map((l) => new Option(`${l + 1} of ${layers}`, String(l))));
+  el.explainHead.replaceChildren(new Option(`average of all ${heads}`, "all"),
+    ...range(0, heads - 1).map((h) => new Option(`head ${h + 1}`, String(h))));
+  el.explainLayer.value = layer === "" ? String(layers - 1) : layer;
+  el.explainHead.value = head;
+  for (const select of selects) select.disabled = false;
+}
+
+/** The selected hypothesis's cross-attention row (S weights) for the chosen layer and head, or their average. */
+function attentionRow(cross, hyp) {
+  const pick = (list, value) => (value === "all" ? list : [list[Number(value)]]);
+  const rows = pick(cross, el.explainLayer.value)
+    .flatMap((heads) => pick(heads, el.explainHead.value).map((head) => head[hyp]));
+  return rows[0].map((_, s) => rows.reduce((sum, row) => sum + row[s], 0) / rows.length);
+}
+
+function drawAttentionRow() {
+  const { trace, step, hyp } = state.explain;
+  const cross = trace && trace.steps[step].cross_attention;
+  if (!Array.isArray(cross) || cross.length === 0) {
+    el.attentionRow.replaceChildren();
+    return;
+  }
+  const weights = attentionRow(cross, hyp);
+  const max = Math.max(1e-9, ...weights);
+  el.attentionRow.replaceChildren(...weights.map((weight, s) => chip(trace.source_pieces[s] ?? `#${s}`, weight, max)));
+}
+
+/** A source subword whose background is its weight (viridis, as the heat map), with the weight in digits. */
+function chip(piece, weight, max) {
+  const { css, light } = colour(weight / max);
+  const item = make("li", "chip");
+  item.style.background = css;
+  item.style.color = light ? "#000" : "#fff";
+  item.title = `${piece}: weight ${weight.toFixed(3)}`;
+  const text = make("span", "piece", piece);
+  text.lang = currentModel().source;
+  item.append(text, make("span", "weight", weight.toFixed(2)));
+  return item;
+}
+
+function drawFinished(step) {
+  el.finishedList.replaceChildren(...(step.finished || []).map((done) => {
+    const item = document.createElement("li");
+    const text = make("span", "hypothesis", done.text || "(empty)");
+    text.lang = currentModel().target;
+    item.append(text, make("span", "score", `score ${decimal(done.score)}`));
+    return item;
+  }));
+}
+
 // ------------------------------------------------------------------------------------------- helpers
 
 /** Ends a message with a full stop unless it has one. */
@@ -545,6 +1073,28 @@ function clamp(x, lo, hi) {
 /** Integers lo..hi inclusive. */
 function range(lo, hi) {
   return Array.from({ length: Math.max(0, hi - lo + 1) }, (_, i) => lo + i);
+}
+
+/** "1 step", "3 steps". */
+function count(n, one, many) {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
+function decimal(x) {
+  return Number(x).toFixed(3);
+}
+
+/** A probability in two digits without the leading zero, as the heat map writes weights: ".71". */
+function probability(p) {
+  return Number(p).toFixed(2).replace(/^0/, "");
+}
+
+/** An element with a class and text. */
+function make(tag, className, text = "") {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  node.textContent = text;
+  return node;
 }
 
 init();
