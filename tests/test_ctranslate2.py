@@ -19,6 +19,7 @@ from tnmt.config import DecodeConfig, ModelConfig
 from tnmt.data.corpus import read_lines
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.decode import beam_search, greedy_hypotheses, greedy_search
+from tnmt.decode.step import banned_ids, output_limits
 from tnmt.errors import UserError
 from tnmt.interop.ctranslate2 import CTranslate2Translator, export_ctranslate2
 from tnmt.model import Transformer
@@ -107,9 +108,10 @@ def test_greedy_ids_equal_tnmts(exported, sources, tokenizer):
     assert len({tuple(ids) for ids in ours}) >= 30
 
 
-def test_translations_carry_tnmts_log_probabilities(exported, multi30k_dir, tokenizer):
-    """The engine answers with tnmt's `Translation`: greedy, without length penalty, its log-probability and
-    score are tnmt's (the sum of the tokens' log-probs, EOS included)."""
+def test_translations_carry_log_probabilities_normalised_over_the_allowed_tokens(exported, multi30k_dir, tokenizer):
+    """The engine answers with tnmt's `Translation`. Greedy, without length penalty, its tokens are tnmt's and
+    its log-probability is theirs with one difference: CTranslate2 masks the banned tokens (pad, BOS) before
+    the softmax, tnmt after it, so each step is normalised over the tokens that may be generated."""
     model, _, ct2_dir = exported
     settings = DecodeConfig(beam_size=1, length_penalty=0.0)
     texts = read_lines(multi30k_dir / "val.en.gz")[:8]
@@ -117,11 +119,20 @@ def test_translations_carry_tnmts_log_probabilities(exported, multi30k_dir, toke
     theirs = engine.translations(["", *texts], settings)
     assert theirs[0].text == "" and engine.translate(texts, settings) == [t.text for t in theirs[1:]]
     ours = greedy_hypotheses(model, batch([tokenizer.encode_source(t) for t in texts], tokenizer), settings)
-    for translation, hypothesis in zip(theirs[1:], ours, strict=True):
+    for text, translation, hypothesis in zip(texts, theirs[1:], ours, strict=True):
         assert translation.text == tokenizer.decode_target(hypothesis.tokens)
-        assert translation.tokens == hypothesis.tokens
-        assert translation.log_prob == pytest.approx(hypothesis.log_prob, abs=1e-3)
-        assert translation.score == pytest.approx(hypothesis.score, abs=1e-3)
+        assert translation.tokens == hypothesis.tokens and translation.score == translation.log_prob  # alpha 0
+        src = batch([tokenizer.encode_source(text)], tokenizer)
+        limit = int(
+            output_limits((src != tokenizer.pad_id).sum(1), model_max_len=model.config.max_len, decode=settings)
+        )
+        ended = len(hypothesis.tokens) < limit  # shorter than its limit: it generated EOS
+        chosen = [*hypothesis.tokens, tokenizer.eos_id] if ended else hypothesis.tokens
+        with torch.no_grad():
+            logits = model(src, torch.tensor([[tokenizer.bos_id, *chosen[:-1]]]))[0]  # (T, V)
+        logits[:, banned_ids(model.config)] = float("-inf")
+        allowed = float(logits.log_softmax(-1).gather(1, torch.tensor(chosen)[:, None]).sum())
+        assert translation.log_prob == pytest.approx(allowed, abs=2e-3)
 
 
 def test_beam_ids_equal_tnmts_without_length_penalty(exported, sources, tokenizer):

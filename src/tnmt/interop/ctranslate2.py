@@ -230,7 +230,9 @@ class CTranslate2Translator:
         """The best hypothesis for each source (ids without EOS); `lines` numbers them in warnings (default 1, 2, ...).
 
         CTranslate2 scores a hypothesis by log P / |Y|^alpha with |Y| its words (EOS not counted), so the
-        log-probability is that score times |Y|^alpha.
+        log-probability is that score times |Y|^alpha. Its steps are normalised over the tokens that may be
+        generated (the banned ones are masked before the softmax; tnmt masks after it), so where a model gives
+        pad or BOS some probability these log-probabilities are a little higher than tnmt's.
         """
         settings = settings or self.decode
         if not sources:
