@@ -26,6 +26,7 @@ def servers(tiny_checkpoint, tmp_path_factory) -> dict[str, Server]:
     flags = {
         "held": [f"--max-wait-ms={HOLD_MS}", "--body-timeout-s=1"],
         "sigterm": [f"--max-wait-ms={HOLD_MS}", "--max-batch-tokens=100000"],
+        "cancelled": [f"--max-wait-ms={2 * HOLD_MS}", "--timeout-s=1"],  # a held request passes its deadline
     }
     started = {name: Server(tiny_checkpoint, log_dir, *options) for name, options in flags.items()}
     yield started
@@ -117,3 +118,21 @@ def test_sigterm_under_load_answers_every_accepted_request(servers, offline):
     expected = {tuple(t): offline.translate(t) for t in texts}
     assert [[x["text"] for x in r.json()["translations"]] for r in responses] == [expected[tuple(t)] for t in texts]
     assert server.process.wait(TIMEOUT) == 0, server.log.read_text()
+
+
+def test_requests_cancelled_by_a_hang_up_or_their_deadline_log_nothing(servers):
+    """The page cancels a request when its user types on; then the server is stopped. Each cancelled request's
+    results (a gather of its sentences) ended holding a CancelledError nobody retrieved, which asyncio logged
+    at exit as "_GatheringFuture exception was never retrieved" and a CancelledError: lines that say nothing
+    to the person reading the log. The log holds tnmt's own lines only."""
+    server = servers["cancelled"].wait_healthy()
+    connections = [raw_request(server, json.dumps({"text": ["one", "two"]}).encode()) for _ in range(3)]
+    wait_for(lambda: sample(server, "tnmt_queue_sentences") == 6, "6 sentences queued")
+    for connection in connections:
+        connection.close()
+    wait_for(lambda: sample(server, "tnmt_requests_total", status="499") == 3, "3 requests counted as gone")
+    assert server.post("/v1/translate", {"text": "three"}).status_code == 504  # held past its deadline of 1 s
+    server.process.send_signal(signal.SIGTERM)
+    assert server.process.wait(TIMEOUT) == 0
+    log = server.log.read_text()
+    assert [line for line in log.splitlines() if not line.startswith("tnmt serve: ")] == [], log

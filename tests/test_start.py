@@ -4,12 +4,14 @@ settings and dropout rates and the checkpoint's shape."""
 import json
 import shutil
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
 
 from tnmt.checkpoint import load_checkpoint
 from tnmt.config import ModelConfig, TrainConfig
+from tnmt.data.prepared import PreparedPairs
 from tnmt.decode.translator import Translator
 from tnmt.device import MixedPrecision
 from tnmt.errors import UserError
@@ -98,3 +100,51 @@ def test_fine_tuning_starts_from_a_checkpoint(tiny_recipe, tmp_path):
     assert load_checkpoint(tuned / "last").model.config == replace(before.model.config, dropout=0.2)
     recorded = json.loads((tuned / "recipe.json").read_text())["model"]
     assert (recorded["d_ff"], recorded["dropout"]) == (before.model.config.d_ff, 0.2)
+
+
+@pytest.fixture
+def long_pairs(numbers_corpus, tmp_path) -> list[str]:
+    """Overrides training on the numbers corpus plus pairs of 1 to 40 repeated words ("seven seven ..." ->
+    "sette sette ..."), one token each: sides under, at and past any max_len the tests below use."""
+    for lang, word in (("en", "seven"), ("it", "sette")):
+        repeated = "".join(f"{' '.join([word] * k)}\n" for k in range(1, 41))
+        (tmp_path / f"train.{lang}").write_text((numbers_corpus / f"train.{lang}").read_text() + repeated)
+    return [f"--data.train_src={tmp_path / 'train.en'}", f"--data.train_tgt={tmp_path / 'train.it'}"]
+
+
+def kept_sides(prepared: PreparedPairs) -> list[int]:
+    """The longer side of every prepared pair, in tokens (without BOS/EOS)."""
+    return [max(len(src), len(tgt)) for src, tgt in prepared.pairs(range(len(prepared)))]
+
+
+def expected_kept(prepared: PreparedPairs, corpus: list[str], longest: int) -> int:
+    """How many training pairs have both sides of 1 to `longest` tokens under the prepared corpus's tokenizer."""
+    tokenizer = prepared.tokenizer()
+    lines = [(Path(path).read_text().splitlines()) for path in corpus]
+    src, tgt = tokenizer.encode_source_batch(lines[0]), tokenizer.encode_target_batch(lines[1])
+    return sum(1 <= len(s) <= longest and 1 <= len(t) <= longest for s, t in zip(src, tgt, strict=True))
+
+
+@pytest.mark.parametrize(
+    "options",
+    [[], ["--data.subword_samples=2"], ["--train.distill_at_step=2", "--decode.beam_size=1"], ["init_from"]],
+    ids=["fresh", "subword_samples", "self_distillation", "init_from_a_smaller_model"],
+)
+def test_no_training_pair_outgrows_the_models_positions(tiny_recipe, long_pairs, tmp_path, options):
+    """`data.max_tokens_per_sentence` is 100, the model has 16 positions (12 for the checkpoint fine-tuning starts
+    from, whatever the recipe asks): every kept side fits them with its BOS or EOS (15 or 11 tokens, the
+    longest kept), every pair that fits is kept, and training on the rest, sampled segmentations and the model's
+    own translations included, never meets a sequence over max_len."""
+    max_len, model = 16, ["--model.max_len=16"]
+    if options == ["init_from"]:
+        max_len, pre = 12, tiny_recipe(tmp_path / "pre", *long_pairs, "--model.max_len=12", "--train.max_steps=2")
+        options, model = [f"--train.init_from={train(pre, progress=False) / 'last'}"], ["--model.max_len=64"]
+    recipe = tiny_recipe(tmp_path / "run", *long_pairs, *model, *options, "--train.max_steps=6", "--train.eval_every=6")
+    out = train(recipe, progress=False)  # a longer pair would stop it: "sequence of N positions exceeds max_len"
+    prepared = PreparedPairs(out / "prepared")
+    assert max(kept_sides(prepared)) == max_len - 1
+    assert len(prepared) == expected_kept(prepared, [recipe.data.train_src, recipe.data.train_tgt], max_len - 1)
+    for sample in range(1, 1 + recipe.data.subword_samples):
+        assert max(kept_sides(PreparedPairs(out / "prepared", segmentation=sample))) <= max_len - 1
+    if recipe.train.distill_at_step:
+        assert max(kept_sides(PreparedPairs(out / "distilled" / "prepared"))) <= max_len - 1

@@ -19,6 +19,8 @@ def test_output_limits_is_the_smallest_of_relative_absolute_and_model_caps():
     assert limits(20, max_len=500) == [19, 19]
     assert limits(20, max_len_a=0.0, max_len_b=0) == [1, 1]
     assert limits(100, max_len=0) == [54, 52]  # 0 = no absolute cap
+    # Caps past int64 are the model's cap: max_len_b overflowed the cast, max_len_a wrapped to one token.
+    assert limits(20, max_len_b=10**30) == limits(20, max_len_a=1e30) == limits(20, max_len=10**30) == [19, 19]
 
 
 def test_fit_source_cuts_to_the_models_positions_with_a_one_line_warning(caplog):

@@ -9,8 +9,10 @@ argument errors answer without loading torch, and each subcommand imports what i
 
 import argparse
 import logging
+import math
 import os
 import signal
+import socket
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -80,7 +82,7 @@ def _add_training_commands(sub: argparse._SubParsersAction) -> None:
         help="train a model from a TOML recipe",
         description="Train from a recipe; override any key with --section.key=value.",
     )
-    p.add_argument("config", help="TOML recipe, e.g. configs/multi30k_en_de.toml")
+    p.add_argument("config", type=_path_text, help="TOML recipe, e.g. configs/multi30k_en_de.toml")
     p.add_argument("--resume", action="store_true", help="continue from OUT_DIR/last exactly where it stopped")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs still go to metrics.jsonl)")
     p.set_defaults(run=_train)
@@ -91,26 +93,26 @@ def _add_training_commands(sub: argparse._SubParsersAction) -> None:
         description="Train the tokenizer and encode the training corpus into <train.out_dir>/prepared (or "
         "data.prepared_dir); nothing is done if it is up to date. Override any key with --section.key=value.",
     )
-    p.add_argument("config", help="TOML recipe, e.g. configs/multi30k_en_de.toml")
+    p.add_argument("config", type=_path_text, help="TOML recipe, e.g. configs/multi30k_en_de.toml")
     p.set_defaults(run=_prepare)
 
     p = sub.add_parser("data", help="fetch a data set (checksum-verified; a rerun reuses what is there)")
     p.add_argument("dataset", choices=["multi30k", "wmt14"], help="wmt14: the paper's en-de corpus, about 1.7 GB")
-    p.add_argument("--out", required=True, type=Path, help="directory for the files")
-    p.add_argument("--from", dest="source", help="local copy (directory) or base URL to fetch from")
+    p.add_argument("--out", required=True, type=_path, help="directory for the files")
+    p.add_argument("--from", dest="source", type=_path_text, help="local copy (directory) or base URL to fetch from")
     p.add_argument("--langs", nargs="+", help="Multi30k's languages (default: en de fr cs)")
     p.set_defaults(run=_data)
 
     p = sub.add_parser("quickstart", help="train, evaluate and translate end to end (Multi30k, or offline)")
-    p.add_argument("--out", type=Path, default=Path("outputs/quickstart"))
+    p.add_argument("--out", type=_path, default=Path("outputs/quickstart"))
     p.add_argument("--minutes", type=float, default=10.0, help="training budget on Multi30k")
     p.add_argument("--offline", action="store_true", help="use the built-in number-words task")
     p.add_argument("--steps", type=int, default=0, help="cap training at this many updates (smoke tests)")
     p.set_defaults(run=_quickstart)
 
     p = sub.add_parser("average", help="average the weights of checkpoints (section 6.1)")
-    p.add_argument("checkpoints", nargs="+", type=Path)
-    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("checkpoints", nargs="+", type=_path)
+    p.add_argument("--out", required=True, type=_path)
     p.set_defaults(run=_average)
 
 
@@ -118,8 +120,8 @@ def _add_decoding_commands(sub: argparse._SubParsersAction) -> None:
     """translate, evaluate, attention: each takes --checkpoint and the decoding flags."""
     p = sub.add_parser("translate", help="translate stdin (or -i FILE) line by line")
     _decode_options(p)
-    p.add_argument("-i", "--input", help="input file (default: stdin)")
-    p.add_argument("-o", "--output", help="output file (default: stdout)")
+    p.add_argument("-i", "--input", type=_path_text, help="input file (default: stdin)")
+    p.add_argument("-o", "--output", type=_path_text, help="output file (default: stdout)")
     p.add_argument(
         "--engine",
         choices=["tnmt", "ctranslate2"],
@@ -130,15 +132,15 @@ def _add_decoding_commands(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("evaluate", help="translate a source file and score it with sacreBLEU")
     _decode_options(p)
-    p.add_argument("--src", required=True, help="source sentences, one per line (plain or .gz)")
-    p.add_argument("--ref", required=True, help="reference translations, aligned with --src")
-    p.add_argument("--hyp-out", help="also write the translations to this file")
+    p.add_argument("--src", required=True, type=_path_text, help="source sentences, one per line (plain or .gz)")
+    p.add_argument("--ref", required=True, type=_path_text, help="reference translations, aligned with --src")
+    p.add_argument("--hyp-out", type=_path_text, help="also write the translations to this file")
     p.set_defaults(run=_evaluate)
 
     p = sub.add_parser("attention", help="draw attention heat maps for one sentence")
     _decode_options(p)
     p.add_argument("sentence")
-    p.add_argument("--out", type=Path, default=Path("outputs/attention"))
+    p.add_argument("--out", type=_path, default=Path("outputs/attention"))
     p.set_defaults(run=_attention)
 
 
@@ -155,7 +157,7 @@ def _add_explain_command(sub: argparse._SubParsersAction) -> None:
 def _add_serving_commands(sub: argparse._SubParsersAction) -> None:
     """serve: one flag per `ServeConfig` field."""
     p = sub.add_parser("serve", help="serve translations over HTTP (API, LibreTranslate API, web page)")
-    p.add_argument("--checkpoint", required=True, type=Path, action="append", help="repeat for more language pairs")
+    p.add_argument("--checkpoint", required=True, type=_path, action="append", help="repeat for more language pairs")
     _device_option(p)
     _config_flags(p.add_argument_group("server"), ServeConfig)
     p.set_defaults(run=_serve)
@@ -165,14 +167,14 @@ def _add_conversion_commands(sub: argparse._SubParsersAction) -> None:
     """import, export: other toolkits' models in and out."""
     p = sub.add_parser("import", help="convert another toolkit's model into a tnmt checkpoint")
     p.add_argument("format", choices=["marian"], help="marian: a Hugging Face MarianMT (OPUS-MT) directory")
-    p.add_argument("source", type=Path, help="the model directory (config.json, weights, *.spm, vocab.json)")
-    p.add_argument("--out", required=True, type=Path, help="checkpoint directory to write")
+    p.add_argument("source", type=_path, help="the model directory (config.json, weights, *.spm, vocab.json)")
+    p.add_argument("--out", required=True, type=_path, help="checkpoint directory to write")
     p.set_defaults(run=_import)
 
     p = sub.add_parser("export", help="convert a tnmt checkpoint for another inference engine")
     p.add_argument("format", choices=["ctranslate2"])
-    p.add_argument("checkpoint", type=Path, help="checkpoint directory (or a best/last link)")
-    p.add_argument("--out", required=True, type=Path, help="directory to write (an earlier export there is replaced)")
+    p.add_argument("checkpoint", type=_path, help="checkpoint directory (or a best/last link)")
+    p.add_argument("--out", required=True, type=_path, help="directory to write (an earlier export there is replaced)")
     p.add_argument(
         "--quantization",
         choices=["int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32"],
@@ -184,7 +186,7 @@ def _add_conversion_commands(sub: argparse._SubParsersAction) -> None:
 
 def _decode_options(p: argparse.ArgumentParser) -> None:
     """--checkpoint, how to load it, and one flag per `DecodeConfig` field (unset: the checkpoint's value)."""
-    p.add_argument("--checkpoint", required=True, type=Path, help="checkpoint directory (or a best/last link)")
+    p.add_argument("--checkpoint", required=True, type=_path, help="checkpoint directory (or a best/last link)")
     _device_option(p)
     p.add_argument(
         "--quantize",
@@ -194,6 +196,18 @@ def _decode_options(p: argparse.ArgumentParser) -> None:
     )
     group = p.add_argument_group("decoding (default: the checkpoint's [decode] settings, else the value shown)")
     _config_flags(group, DecodeConfig, unset=argparse.SUPPRESS)
+
+
+def _path_text(text: str) -> str:
+    """A path argument. "" is refused: it is what an unset shell variable gives, and it would quietly mean the
+    working directory (--out), stdin (-i) or a download (--from)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path")
+    return text
+
+
+def _path(text: str) -> Path:
+    return Path(_path_text(text))
 
 
 def _device_option(p: argparse.ArgumentParser) -> None:
@@ -261,6 +275,7 @@ def _translator(args: argparse.Namespace) -> tuple[Any, DecodeConfig]:
 
 def _serve(args: argparse.Namespace, _: list[str]) -> int:
     config = _config(args, ServeConfig)
+    listening = _listen(config.host, config.port)  # before loading: an address that cannot be used says so now
     import torch
     import uvicorn
 
@@ -277,14 +292,27 @@ def _serve(args: argparse.Namespace, _: list[str]) -> int:
     models = load_models(args.checkpoint, config, device=str(device))
     app = create_app(models, config)
     pairs = ", ".join(model.id for model in models)
-    logging.getLogger("tnmt").info(f"serving {pairs} on http://{config.host}:{config.port} ({threads} torch threads)")
+    port = listening.getsockname()[1]  # the one chosen when --port is 0
+    logging.getLogger("tnmt").info(f"serving {pairs} on http://{config.host}:{port} ({threads} torch threads)")
     # One process, no workers and no reload: nothing forks after the model is loaded. On SIGTERM uvicorn
     # stops accepting, finishes the requests in flight, and the batchers finish what they accepted. It then
     # re-raises the signal to the handler that was there before it started: ours, so the exit status is 0.
     signal.signal(signal.SIGTERM, lambda *_: None)
-    uvicorn.run(app, host=config.host, port=config.port, log_level="warning", timeout_graceful_shutdown=60)
+    uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=60)).run(sockets=[listening])
     logging.getLogger("tnmt").info("stopped")
     return 0
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The server's socket, bound: an unknown host, a port in use or one that needs root is an OSError naming
+    the address (one line, exit 1), before the models load rather than in uvicorn's log after."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]  # IPv4 or IPv6 (`--host ::1`)
+        return socket.create_server((host, port), family=family)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, f"{host}:{port}") from None
+    except UnicodeError as e:  # not even a name: a label over 63 characters, say
+        raise UserError(f"--host {host[:80]!r}: not a host name ({e})") from None
 
 
 def _train(args: argparse.Namespace, overrides: list[str]) -> int:
@@ -454,6 +482,10 @@ def _data_wmt14(args: argparse.Namespace) -> int:
 def _quickstart(args: argparse.Namespace, _: list[str]) -> int:
     from tnmt.quickstart import quickstart
 
+    if not 0 < args.minutes < math.inf:  # NaN too
+        raise UserError(f"--minutes must be a positive number, got {args.minutes}")
+    if args.steps < 0:
+        raise UserError(f"--steps must be >= 0 (0: the task's own budget), got {args.steps}")
     quickstart(args.out, minutes=args.minutes, offline=args.offline, max_steps=args.steps)
     return 0
 
@@ -461,6 +493,8 @@ def _quickstart(args: argparse.Namespace, _: list[str]) -> int:
 def _attention(args: argparse.Namespace, _: list[str]) -> int:
     from tnmt.visualize import plot_attention
 
+    if not args.sentence.strip():
+        raise UserError("the sentence is empty: no attention to draw")
     translator, settings = _translator(args)
     src_pieces, tgt_pieces, maps = translator.attention(args.sentence, settings)
     paths = plot_attention(maps, src_pieces, tgt_pieces, args.out)

@@ -19,6 +19,11 @@ T = TypeVar("T")
 
 # Training settings inside the architecture: a run started from a checkpoint may change them (train/start.py).
 DROPOUT_RATES = ("dropout", "attention_dropout", "activation_dropout")
+# torch.set_num_threads takes a C int, and a pool far beyond the cores only thrashes.
+MAX_THREADS = 1024
+# Longer waits are typos; past threading.TIMEOUT_MAX (~292 years) a wait overflows in the thread that waits.
+DAY_S = 86_400.0
+SENTENCEPIECE_INT = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,7 @@ class Architecture:
 
     def __post_init__(self) -> None:
         _check_literals(self)
+        _check_finite(self)
         for name in ("d_model", "n_heads", "d_ff", "max_len"):
             _check(self, name, _is_int(getattr(self, name)) and getattr(self, name) > 0, "a positive integer")
         for name in ("n_encoder_layers", "n_decoder_layers"):
@@ -150,10 +156,17 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         _check_literals(self)
+        _check_finite(self)
+        for name in ("src_lang", "tgt_lang"):  # they name the corpus files and the served language pair
+            _check(self, name, bool(getattr(self, name).strip()), "a language code such as 'en'")
         _check(self, "vocab_size", self.vocab_size >= 16, ">= 16")
         _check(self, "max_tokens_per_sentence", self.max_tokens_per_sentence > 0, "positive")
         _check(self, "subword_alpha", self.subword_alpha > 0, "positive")
         _check(self, "subword_nbest", self.subword_nbest >= 2, ">= 2")
+        for name in ("vocab_size", "subword_nbest"):  # sentencepiece takes them as C ints
+            _check(self, name, getattr(self, name) <= SENTENCEPIECE_INT, f"<= {SENTENCEPIECE_INT}")
+        # each sample is one more copy of the encoded corpus, all prepared before training starts
+        _check(self, "subword_samples", self.subword_samples <= 1000, "<= 1000")
         if self.subword_samples:
             _check(self, "tokenizer_model", self.tokenizer_model == "unigram", "unigram for subword samples")
         for name in ("max_train_pairs", "max_valid_pairs", "tokenizer_sample", "prepare_workers", "subword_samples"):
@@ -202,6 +215,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         _check_literals(self)
+        _check_finite(self)
         counts = ("max_steps", "max_epochs", "eval_every", "eval_beam_size", "patience", "threads", "average_last")
         for name in (*counts, "distill_at_step"):
             _check(self, name, getattr(self, name) >= 0, ">= 0")
@@ -215,11 +229,15 @@ class TrainConfig:
         _check(self, "ema_decay", 0.0 <= self.ema_decay < 1.0, "in [0, 1)")
         _check(self, "max_minutes", self.max_minutes >= 0, ">= 0")
         _check(self, "collective_timeout_s", self.collective_timeout_s > 0, "positive")
+        _check(self, "collective_timeout_s", self.collective_timeout_s <= DAY_S, f"<= {DAY_S:.0f} (a day)")
+        _check(self, "out_dir", bool(self.out_dir.strip()), "a directory")
         _check(
             self, "average_last", self.average_last <= self.keep_checkpoints, "<= keep_checkpoints (kept to average)"
         )
         betas_ok = len(self.adam_betas) == 2 and all(0 <= b < 1 for b in self.adam_betas)
         _check(self, "adam_betas", betas_ok, "two numbers in [0, 1)")
+        _check(self, "adam_eps", self.adam_eps >= 0, ">= 0")
+        _check(self, "threads", self.threads <= MAX_THREADS, f"<= {MAX_THREADS}")
         ends = self.max_steps or self.max_epochs or self.max_minutes
         _check(self, "max_steps", ends, "set, or max_epochs or max_minutes set, so that training ends")
 
@@ -247,6 +265,8 @@ class DecodeConfig:
         for name in ("max_len", "max_len_b", "min_len"):
             _check(self, name, _is_int(getattr(self, name)) and getattr(self, name) >= 0, ">= 0")
         _check(self, "length_penalty", math.isfinite(self.length_penalty), "a finite number")
+        # ((5 + |Y|) / 6) ** alpha overflows a float (or underflows to 0) far past any alpha anyone uses
+        _check(self, "length_penalty", abs(self.length_penalty) <= 10, "from -10 to 10 (the paper: 0.6)")
         _check(self, "max_len_a", math.isfinite(self.max_len_a) and self.max_len_a >= 0, "a finite number >= 0")
 
 
@@ -282,16 +302,18 @@ class ServeConfig:
     )
 
     def __post_init__(self) -> None:
-        for name in ("port", "threads"):
-            _check(self, name, _is_int(getattr(self, name)) and getattr(self, name) >= 0, ">= 0")
+        _check(self, "host", bool(self.host.strip()), "an address or host name (0.0.0.0: every interface)")
+        _check(self, "port", _is_int(self.port) and 0 <= self.port <= 65535, "from 0 to 65535 (0: a free port)")
+        _check(self, "threads", _is_int(self.threads) and 0 <= self.threads <= MAX_THREADS, f"from 0 to {MAX_THREADS}")
         limits = ("max_chars", "max_texts", "max_body_bytes", "max_beam_size", "max_n_best", "max_queue")
         for name in (*limits, "max_trace_chars", "max_trace_beam", "max_top_k"):
             _check(self, name, _is_int(getattr(self, name)) and getattr(self, name) >= 1, ">= 1")
         _check(self, "max_batch_tokens", self.max_batch_tokens >= 1, ">= 1")
         threshold = self.mmap_threshold_mb
         _check(self, "mmap_threshold_mb", _is_int(threshold) and 0 <= threshold <= 32, "from 0 to 32 (glibc's most)")
-        for name in ("max_wait_ms", "timeout_s", "ready_timeout_s", "body_timeout_s"):
-            _check(self, name, math.isfinite(getattr(self, name)) and getattr(self, name) >= 0, "a number >= 0")
+        _check(self, "max_wait_ms", 0 <= self.max_wait_ms <= DAY_S * 1000, f"from 0 to {DAY_S * 1000:.0f} (a day)")
+        for name in ("timeout_s", "ready_timeout_s", "body_timeout_s"):  # 0 would answer every request 504 (408)
+            _check(self, name, 0 < getattr(self, name) <= DAY_S, f"over 0 and at most {DAY_S:.0f} (a day)")
 
 
 def parse(cls: type[T], values: Mapping[str, Any], *, where: str) -> T:
@@ -333,6 +355,14 @@ def _check_literals(config: object) -> None:
     for f in fields(config):
         if get_origin(f.type) is Literal:
             _check(config, f.name, getattr(config, f.name) in get_args(f.type), _type_name(f.type))
+
+
+def _check_finite(config: object) -> None:
+    """NaN and infinity are refused in every float setting: none means "no limit" (0 does), and an infinite
+    learning rate, weight decay or timeout turns into NaN weights or an overflow far from where it was set."""
+    for f in fields(config):
+        if f.type is float:
+            _check(config, f.name, math.isfinite(getattr(config, f.name)), "a finite number")
 
 
 def _check(config: object, field_name: str, ok: bool, requirement: str) -> None:

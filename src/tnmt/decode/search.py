@@ -12,6 +12,7 @@ from tnmt.decode.beam import beam_search_nbest
 from tnmt.decode.greedy import greedy_hypotheses
 from tnmt.decode.step import Hypothesis
 from tnmt.decode.trace import SearchRecorder
+from tnmt.errors import UserError
 from tnmt.model import Transformer
 
 
@@ -28,7 +29,11 @@ def search(
 
     Raises:
         ValueError: n_best outside [1, settings.beam_size].
+        UserError: a beam wider than the target vocabulary (its first step has fewer candidates than beams,
+            and memory grows with the width: a typo such as 10**9 would take the machine's).
     """
+    if (beams := settings.beam_size) > (vocabulary := model.config.tgt_vocab_size):
+        raise UserError(f"DecodeConfig.beam_size = {beams}: must be <= the target vocabulary ({vocabulary})")
     if settings.beam_size == 1:
         if n_best != 1:
             raise ValueError(f"need 1 <= n_best <= beam_size, got n_best {n_best} and beam_size 1")

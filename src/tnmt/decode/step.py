@@ -64,9 +64,10 @@ def output_limits(src_lengths: Tensor, *, model_max_len: int, decode: DecodeConf
     source length counts its tokens and EOS. `model_max_len - 1` keeps the output plus its EOS within
     the positions the model was trained on, so the positional encoding never overflows.
     """
-    limits = (decode.max_len_a * src_lengths + decode.max_len_b).floor().long()
     cap = model_max_len - 1 if not decode.max_len else min(decode.max_len, model_max_len - 1)
-    return limits.clamp(min=1, max=cap)
+    # capped before the cast to int64, so that a huge a or b gives the cap rather than an overflow
+    limits = (decode.max_len_a * src_lengths + min(decode.max_len_b, cap)).clamp(max=cap).floor().long()
+    return limits.clamp(min=1)
 
 
 def banned_ids(config: ModelConfig) -> list[int]:

@@ -379,6 +379,7 @@ async def _translate(
     except QueueFull as full:
         raise ApiError(503, f"server busy: {full}", {"Retry-After": "1"}) from None
     results = asyncio.ensure_future(asyncio.gather(*[asyncio.wrap_future(future) for future in futures]))
+    results.add_done_callback(_retrieve)
     hang_up = asyncio.ensure_future(_hang_up(client)) if client is not None else None
     try:
         await asyncio.wait([results, hang_up] if hang_up else [results], timeout=timeout, return_when="FIRST_COMPLETED")
@@ -392,6 +393,13 @@ async def _translate(
     if hang_up and hang_up.done() and not hang_up.cancelled():
         raise ApiError(CLIENT_GONE, "the client closed the connection before the answer")
     raise ApiError(unavailable, f"no translation within the deadline of {timeout:g} s")
+
+
+def _retrieve(results: asyncio.Future) -> None:
+    """Mark the outcome of a request's gather as seen. One cancelled at the deadline or on a hang-up ends holding
+    a CancelledError nobody awaits, which asyncio would log at exit as "exception was never retrieved"."""
+    if not results.cancelled():
+        results.exception()
 
 
 async def _hang_up(client: Request) -> None:
