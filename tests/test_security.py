@@ -73,15 +73,15 @@ def test_no_source_file_can_run_code_from_data():
 
 
 def test_the_server_binds_loopback_by_default(tiny_checkpoint, monkeypatch):
-    """`tnmt serve` with no --host hands uvicorn 127.0.0.1, not 0.0.0.0."""
+    """`tnmt serve` with no --host hands uvicorn a socket bound to 127.0.0.1, not 0.0.0.0."""
     import uvicorn
 
     from tnmt import cli
 
-    bound = {}
-    monkeypatch.setattr(uvicorn, "run", lambda app, **options: bound.update(options))
-    assert cli.main(["serve", "--checkpoint", str(tiny_checkpoint)]) == 0
-    assert bound["host"] == "127.0.0.1"
+    bound = []
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets: bound.extend(s.getsockname() for s in sockets))
+    assert cli.main(["serve", "--checkpoint", str(tiny_checkpoint), "--port", "0"]) == 0
+    assert [host for host, _ in bound] == ["127.0.0.1"]
 
 
 @pytest.fixture(scope="module")
