@@ -171,3 +171,11 @@ def tiny_checkpoint(numbers_corpus, tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("tiny_checkpoint") / "ckpt"
     decode = DecodeConfig(beam_size=2, max_len=5)
     return save_checkpoint(path, Transformer(config), tokenizer, decode=decode, languages=("en", "it"))
+
+
+@pytest.fixture(scope="session")
+def tiny_translator(tiny_checkpoint):
+    """A `Translator` over `tiny_checkpoint`, shared: translating changes nothing in it."""
+    from tnmt.decode.translator import Translator
+
+    return Translator.from_checkpoint(tiny_checkpoint)

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from tnmt.config import DecodeConfig
-from tnmt.decode.translator import EMPTY, TokenAttention, Translation, Translator
+from tnmt.decode.translator import EMPTY, TokenAttention, Translation
 from tnmt.serve.batcher import Batcher, QueueFull
 
 WAIT = 10  # seconds: generous bounds on waits that should end at once
@@ -285,16 +285,11 @@ SENTENCES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def translator(tiny_checkpoint) -> Translator:
-    return Translator.from_checkpoint(tiny_checkpoint)
-
-
 @pytest.mark.parametrize("beam_size", [1, 2])
-def test_batched_outputs_equal_translating_each_sentence_alone(translator, beam_size):
+def test_batched_outputs_equal_translating_each_sentence_alone(tiny_translator, beam_size):
     sizes: list[int] = []
-    batcher = Batcher(translator, max_queue=100, max_batch_tokens=10_000, max_wait_ms=20, on_batch=sizes.append)
-    settings = replace(translator.decode, beam_size=beam_size)
+    batcher = Batcher(tiny_translator, max_queue=100, max_batch_tokens=10_000, max_wait_ms=20, on_batch=sizes.append)
+    settings = replace(tiny_translator.decode, beam_size=beam_size)
     futures = [batcher.submit([text], settings)[0] for text in SENTENCES]  # queued before the worker starts
     nbest = [batcher.submit([text], settings, n_best=beam_size)[0] for text in SENTENCES]
     batcher.start()
@@ -302,11 +297,11 @@ def test_batched_outputs_equal_translating_each_sentence_alone(translator, beam_
 
     assert sizes == ([len(SENTENCES), len(SENTENCES)] if beam_size > 1 else [2 * len(SENTENCES)])  # really batched
     assert [future.result().text for future in futures] == [
-        translator.translate([text], settings)[0] for text in SENTENCES
+        tiny_translator.translate([text], settings)[0] for text in SENTENCES
     ]
     if beam_size > 1:
         for text, future in zip(SENTENCES, nbest, strict=True):
-            alone = translator.translations([text], settings, n_best=beam_size)[0].nbest
+            alone = tiny_translator.translations([text], settings, n_best=beam_size)[0].nbest
             assert [t.text for t in future.result().nbest] == [r.text for r in alone]
             assert [t.score for t in future.result().nbest] == pytest.approx([r.score for r in alone], abs=1e-5)
 

@@ -8,7 +8,7 @@ import torch
 from test_beam import DEFAULT, EOS, SCRIPT, A, B, C, ScriptedModel
 
 from tnmt.config import DecodeConfig
-from tnmt.decode import Translator, beam_search_nbest, greedy_hypotheses
+from tnmt.decode import beam_search_nbest, greedy_hypotheses
 from tnmt.decode.trace import SearchRecorder, explanation, format_trace
 
 
@@ -129,47 +129,45 @@ SENTENCES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def translator(tiny_checkpoint) -> Translator:
-    return Translator.from_checkpoint(tiny_checkpoint)
-
-
 @pytest.mark.parametrize("beam_size", [1, 3])
-def test_a_trace_translates_as_translate_does(translator, beam_size):
+def test_a_trace_translates_as_translate_does(tiny_translator, beam_size):
     settings = DecodeConfig(beam_size=beam_size)
-    expected = translator.translate(SENTENCES, settings)
+    expected = tiny_translator.translate(SENTENCES, settings)
     for sentence, translation in zip(SENTENCES, expected, strict=True):
-        trace = translator.trace(sentence, settings, top_k=4)
+        trace = tiny_translator.trace(sentence, settings, top_k=4)
         assert trace.translation == translation
         assert trace.source_pieces[-1] == "</s>" and len(trace.source_pieces) == trace.encoder_attention.shape[-1]
         best = max(trace.steps[-1].finished, key=lambda h: h.score)
-        assert translator.tokenizer.decode_target(best.tokens) == translation
+        assert tiny_translator.tokenizer.decode_target(best.tokens) == translation
         for step in trace.steps:
             assert all(len(h.top) == 4 for h in step.hypotheses)
-            assert step.cross_attention.shape[:2] == (translator.model.config.n_decoder_layers, len(step.hypotheses))
+            assert step.cross_attention.shape[:2] == (
+                tiny_translator.model.config.n_decoder_layers,
+                len(step.hypotheses),
+            )
             assert torch.allclose(step.cross_attention.sum(-1), torch.ones(()))  # each row a distribution
 
 
-def test_tracing_leaves_translation_unchanged_and_rejects_an_empty_text(translator):
-    before = translator.translate(SENTENCES)
-    translator.trace(SENTENCES[2], DecodeConfig(beam_size=2))
-    assert translator.translate(SENTENCES) == before
+def test_tracing_leaves_translation_unchanged_and_rejects_an_empty_text(tiny_translator):
+    before = tiny_translator.translate(SENTENCES)
+    tiny_translator.trace(SENTENCES[2], DecodeConfig(beam_size=2))
+    assert tiny_translator.translate(SENTENCES) == before
     with pytest.raises(ValueError, match="empty"):
-        translator.trace("  ")
+        tiny_translator.trace("  ")
 
 
-def test_text_and_json_views(translator):
+def test_text_and_json_views(tiny_translator):
     settings = DecodeConfig(beam_size=2)
-    trace = translator.trace("two hundred and five", settings, top_k=3)
-    answer = explanation(trace, translator.tokenizer, settings, 3)
+    trace = tiny_translator.trace("two hundred and five", settings, top_k=3)
+    answer = explanation(trace, tiny_translator.tokenizer, settings, 3)
     assert answer["translation"] == trace.translation and (answer["beam_size"], answer["top_k"]) == (2, 3)
     first = answer["steps"][0]
     assert first["hypotheses"][0]["pieces"] == [] and len(first["hypotheses"][0]["top"]) == 3
     assert {"piece", "parent", "token", "prob", "log_prob", "score", "fate", "reason", "child"} <= set(
         first["candidates"][0]
     )
-    layers, heads = translator.model.config.n_decoder_layers, translator.model.config.n_heads
+    layers, heads = tiny_translator.model.config.n_decoder_layers, tiny_translator.model.config.n_heads
     assert (len(first["cross_attention"]), len(first["cross_attention"][0])) == (layers, heads)
-    text = format_trace(trace, translator.tokenizer)
+    text = format_trace(trace, tiny_translator.tokenizer)
     assert text.startswith("source: ") and text.endswith(f"translation: {trace.translation}")
     assert text.count("\nstep ") == len(trace.steps)

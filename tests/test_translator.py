@@ -169,11 +169,6 @@ def test_quantize_is_a_property_of_the_loaded_model_not_of_the_settings(model):
     assert "quantize" not in DecodeConfig.__dataclass_fields__
 
 
-@pytest.fixture(scope="module")
-def tiny_translator(tiny_checkpoint) -> Translator:
-    return Translator.from_checkpoint(tiny_checkpoint)
-
-
 UNUSUAL = st.sampled_from(["", " ", "\n", "\r", "\x00", "\x0c", "\u2028", "\u2581", "\ufeff", "\ud800", "one two " * 9])
 
 
