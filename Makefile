@@ -9,7 +9,7 @@ setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,interop]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,interop,align]'
 	touch $@
 
 test: setup  ## lint + the whole test suite

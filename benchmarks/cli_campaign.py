@@ -125,6 +125,12 @@ ACCEPTED: dict[tuple[str, str], str] = {
     ("decode.batch_size", "huge"): "at most the sentences there are",
     ("decode.beam_size", "huge"): "checked against the model's target vocabulary when decoding (one line)",
     ("decode.length_penalty", "zero"): "alpha 0: plain log-probabilities",
+    ("decode.alignment_head", "negative"): "-1 = the mean of the layer's heads (-2 and below are refused)",
+    ("decode.alignment_head", "huge"): "checked against the model's heads when an alignment is read (one line)",
+    ("decode.alignment_layer", "huge"): "counted from the top and clamped to the decoder's depth: the first layer",
+    **{(f"decode.length_ratio_{side}", "zero"): "0 = no bound on that side" for side in ("min", "max")},
+    ("decode.length_ratio_min", "huge"): "a lower bound no output meets: every translation is flagged, none refused",
+    ("decode.length_ratio_max", "huge"): "an upper bound every output meets: no translation is flagged for length",
     ("decode.length_penalty", "negative"): "alpha < 0 favours short outputs: a choice, not an error",
     # tnmt serve
     **{(f"serve.{name}", "huge"): ANY_SIZE for name in ("max_chars", "max_texts", "max_body_bytes", "max_queue")},
@@ -189,6 +195,7 @@ ACCEPTED: dict[tuple[str, str], str] = {
     ("train.accum_steps", "huge"): "an update every N batches: none before a short run ends",
     ("train.eval_beam_size", "huge"): "checked against the model's target vocabulary at the first validation",
     **{(f"train.{name}", "huge"): AGGRESSIVE for name in ("lr_factor", "warmup_steps", "adam_eps", "rdrop_alpha")},
+    ("train.guided_alignment", "huge"): AGGRESSIVE,
     **{(f"train.{name}", "huge"): AGGRESSIVE for name in ("clip_norm", "weight_decay")},
     ("extends", "chain of 30"): "a chain of any length (cycles are refused)",
 }

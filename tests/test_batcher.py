@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 
 from tnmt.config import DecodeConfig
+from tnmt.decode.evidence import Evidence
 from tnmt.decode.translator import EMPTY, TokenAttention, Translation
 from tnmt.serve.batcher import Batcher, QueueFull
 
@@ -29,20 +30,25 @@ class ScriptedTranslator:
         self.calls: list[tuple[list[str], DecodeConfig, int, bool, list]] = []
         self.busy, self.release = threading.Event(), threading.Event()
         self.hold, self.fail_on = hold, fail_on
+        self.evidence_asked: list[bool] = []
 
     def encode(self, texts: list[str]) -> list[list[str] | None]:
         self.encoded.append(list(texts))
         return [text.split() or None for text in texts]
 
-    def translations(self, texts, settings, *, n_best=1, attention=False, sources=None) -> list[Translation]:
+    def translations(
+        self, texts, settings, *, n_best=1, attention=False, evidence=False, sources=None
+    ) -> list[Translation]:
         self.calls.append((list(texts), settings, n_best, attention, list(sources)))
+        self.evidence_asked.append(evidence)
         if self.hold:
             self.hold = False
             self.busy.set()
             assert self.release.wait(WAIT), "the test never released the worker"
         if failing := [text for text in texts if text in self.fail_on]:
             raise RuntimeError(f"scripted failure on {failing}")
-        return [self._translation(text, n_best, attention) for text in texts]
+        proof = Evidence([], [], 0.5, ["copy"]) if evidence else None
+        return [replace(self._translation(text, n_best, attention), evidence=proof) for text in texts]
 
     @staticmethod
     def _translation(text: str, n_best: int, attention: bool) -> Translation:
@@ -99,6 +105,8 @@ def test_requests_queued_while_the_worker_is_busy_share_one_batch():
     assert fake.batches() == [["hold"], ["a", "b one", "b two", "c"]]
     assert sizes == [1, 4]
     assert batcher.depth == 0
+    assert fake.evidence_asked == [True, True]  # every answer carries its warnings
+    assert a[0].result().evidence.warnings == ["copy"]
     batcher.stop()
 
 

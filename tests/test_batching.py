@@ -157,3 +157,32 @@ def test_collate_empty_target_and_marian_style_ids() -> None:
     assert batch.n_tgt_tokens == 1
     with pytest.raises(ValueError, match="empty batch"):
         collate([], pad_id=0, bos_id=1, eos_id=2)
+
+
+def test_collate_builds_no_alignment_without_links() -> None:
+    assert collate([([5, 6], [8])], pad_id=0, bos_id=1, eos_id=2).alignment is None
+
+
+def test_the_alignment_spreads_each_target_rows_links_evenly_and_leaves_the_rest_zero() -> None:
+    pairs = [([5, 6, 7], [8, 9]), ([10], [11, 12, 13])]
+    links = [
+        np.array([[0, 0], [2, 0], [1, 1]]),  # target 0 <- sources 0 and 2; target 1 <- source 1
+        np.array([[0, 2]]),  # only target 2 is aligned (to source 0); targets 0 and 1 have no link
+    ]
+    batch = collate(pairs, pad_id=0, bos_id=1, eos_id=2, links=links)
+    assert batch.alignment.shape == (2, 4, 4)  # (B, T, S): tgt_out and src, EOS and padding included
+    half = 0.5
+    assert batch.alignment[0].tolist() == [
+        [half, 0, half, 0],  # row t = tgt_out position t: the step that predicts target token t
+        [0, 1, 0, 0],
+        [0, 0, 0, 0],  # EOS: no link
+        [0, 0, 0, 0],  # padding
+    ]
+    assert batch.alignment[1].tolist() == [[0] * 4, [0] * 4, [1, 0, 0, 0], [0] * 4]
+    assert batch.alignment.dtype == torch.float32
+
+
+def test_an_alignment_without_any_link_is_all_zero() -> None:
+    empty = np.zeros((0, 2), dtype=np.int64)
+    batch = collate([([5], [8])], pad_id=0, bos_id=1, eos_id=2, links=[empty])
+    assert batch.alignment.shape == (1, 2, 2) and not batch.alignment.any()

@@ -209,6 +209,26 @@ def test_translate_uses_the_checkpoints_decode_settings_unless_a_flag_overrides(
     assert longer.returncode == 0 and longer.stdout != stored.stdout, longer.stderr
 
 
+def test_translate_appends_the_evidence_columns_asked_for(tiny_checkpoint, tiny_translator):
+    text = "one hundred and twelve\n\nforty-two\n"
+    flags = ["--alignment", "--scores", "--warnings"]
+    result = tnmt("translate", "--checkpoint", str(tiny_checkpoint), *flags, stdin=text)
+    assert result.returncode == 0, result.stderr
+    expected = tiny_translator.translations(text.splitlines(), evidence=True)
+    lines = result.stdout.split("\n")[:-1]
+    assert len(lines) == 3
+    for line, translation in zip(lines, expected, strict=True):
+        columns = line.split("\t")
+        evidence = translation.evidence
+        assert columns[0] == translation.text
+        assert columns[1] == " ".join(f"{i}-{j}" for i, j in evidence.alignment)
+        assert float(columns[2]) == pytest.approx(evidence.confidence, abs=1e-4)
+        assert [float(p) for p in columns[3].split()] == pytest.approx(evidence.word_probs, abs=1e-4)
+        assert columns[4] == ",".join(evidence.warnings)
+    only = tnmt("translate", "--checkpoint", str(tiny_checkpoint), "--alignment", stdin=text)
+    assert [line.count("\t") for line in only.stdout.split("\n")[:-1]] == [1, 1, 1]
+
+
 def test_overlong_input_warns_in_one_plain_line(tiny_checkpoint):
     result = tnmt("translate", "--checkpoint", str(tiny_checkpoint), stdin="one two three " * 20 + "\nforty-two\n")
     assert result.returncode == 0 and result.stdout.count("\n") == 2, result.stderr

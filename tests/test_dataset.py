@@ -135,3 +135,8 @@ def test_concatenated_pairs_index_the_first_then_the_second():
     assert both.pairs([2, 0, 1]) == [([5, 5, 5], [6]), ([1], [3]), ([2, 2], [4])]
     later = both.for_epoch(7)
     assert later.pairs([0, 2]) == [([1], [3]), ([7], [7, 7])]
+
+
+def test_side_lengths_count_each_sides_tokens():
+    src, tgt = EncodedPairs([[1, 2], [3]], [[4], [5, 6, 7]]).side_lengths()
+    assert src.tolist() == [2, 1] and tgt.tolist() == [1, 3]

@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -81,7 +82,27 @@ def test_a_batch_reaches_the_gpu_intact():
     batch = collate([([3, 4], [5]), ([6], [7, 8])], pad_id=0, bos_id=1, eos_id=2)
     moved = to_device(batch, GPU)
     assert moved.src.device.type == "cuda" and moved.n_tgt_tokens == batch.n_tgt_tokens
-    assert torch.equal(moved.tgt_out.cpu(), batch.tgt_out)
+    assert torch.equal(moved.tgt_out.cpu(), batch.tgt_out) and moved.alignment is None
+    links = [np.array([[0, 0], [1, 0]]), np.array([[0, 1]])]
+    aligned = collate([([3, 4], [5]), ([6], [7, 8])], pad_id=0, bos_id=1, eos_id=2, links=links)
+    moved = to_device(aligned, GPU)
+    assert moved.alignment.device.type == "cuda" and torch.equal(moved.alignment.cpu(), aligned.alignment)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_guided_alignment_on_the_gpu(tiny_training, tmp_path, precision):
+    from tnmt.checkpoint import load_checkpoint
+    from tnmt.recipe import load_recipe
+    from tnmt.train.loop import train
+
+    overrides = [*tiny_training, f"--train.out_dir={tmp_path}", "--train.max_steps=6", "--train.log_every=1"]
+    guided = ["--train.guided_alignment=1.0", "--train.device=cuda", f"--train.precision={precision}"]
+    out = train(load_recipe(None, [*overrides, *guided]))
+    align = [json.loads(line).get("train_align_loss") for line in (out / "metrics.jsonl").read_text().splitlines()]
+    align = [value for value in align if value is not None]
+    assert len(align) == 6 and all(0 < value < 20 for value in align) and align[-1] < align[0]
+    assert load_checkpoint(out / "last").decode.alignment_head == 0
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -183,6 +183,22 @@ def test_two_ranks_distil_as_one_process_accumulating_two(tiny_training, tmp_pat
     assert translations[0] == translations[1]
 
 
+def test_two_ranks_with_guided_alignment_equal_one_process_accumulating_two(tiny_training, tmp_path):
+    # one prepared corpus for both: eflomal draws its own seed, so another prepare could align differently
+    guided = ["--train.guided_alignment=0.5", f"--data.prepared_dir={tmp_path / 'prepared'}"]
+    single = load_recipe(None, overrides(tiny_training, tmp_path / "single", "--train.accum_steps=2", *guided))
+    train(single, progress=False)
+    port = ["--nproc_per_node", "2", "--master-port", str(free_port())]
+    finish(torchrun(port, overrides(tiny_training, tmp_path / "ddp", *guided), environment=env()))
+    assert_same_weights(weights(tmp_path / "ddp", 6), weights(tmp_path / "single", 6))
+    logs = [
+        [json.loads(line) for line in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
+        for run in ("single", "ddp")
+    ]
+    aligned = [[r["train_align_loss"] for r in log if "train_loss" in r] for log in logs]  # all-reduced over the ranks
+    assert len(aligned[0]) == 6 and aligned[1] == pytest.approx(aligned[0], rel=1e-5)
+
+
 def test_only_rank_zero_writes(runs):
     tmp = runs["tmp"]
     rank0 = json.loads((tmp / "ddp.writes-rank0.json").read_text())

@@ -168,9 +168,13 @@ INPUTS: dict[str, Callable[[Path, Path], None]] = {
             "recipe-vocab-size-huge",
             "recipe-subword-nbest-huge",
             "recipe-subword-samples-huge",
+            "recipe-guided-alignment-negative",
+            "recipe-guided-alignment-distill",
+            "recipe-guided-alignment-no-decoder",
         ],
         lambda d, _: write(d, "r.toml", ""),
     ),
+    "prepare-guided-alignment-no-eflomal": lambda d, _: corpus(d),  # and no eflomal: MISSING_MODULES
     # checkpoints
     "ckpt-missing": lambda d, _: write(d, "in.txt", "one\n"),
     "ckpt-file": lambda d, _: (write(d, "ckpt", "not a directory"), write(d, "in.txt", "one\n")),
@@ -213,6 +217,11 @@ INPUTS: dict[str, Callable[[Path, Path], None]] = {
             "beam-over-vocabulary",
             "length-penalty-huge",
             "max-len-b-huge",
+            "evidence-ctranslate2",
+            "alignment-head-negative",
+            "alignment-head-over",
+            "alignment-layer-zero",
+            "length-ratio-negative",
         ],
         lambda d, _: write(d, "in.txt", "one\n"),
     ),
@@ -252,6 +261,10 @@ INPUTS: dict[str, Callable[[Path, Path], None]] = {
 }
 
 
+# Rows about an optional package that is not installed: the module is hidden (`import` raises ImportError).
+MISSING_MODULES = {"prepare-guided-alignment-no-eflomal": "eflomal"}
+
+
 def run_cli(row: dict[str, str], directory: Path, ckpt: Path, capsys, monkeypatch) -> tuple[int, str, str, bytes]:
     """Run a `tnmt ...` row in `directory`: (exit status, stdout, stderr, stdin bytes)."""
     from tnmt.cli import main
@@ -282,6 +295,8 @@ def matches(expected: str, actual: str) -> bool:
 def test_cli_row(row_id, tiny_checkpoint, tmp_path, capsys, monkeypatch):
     row = ROWS[row_id]
     INPUTS[row_id](tmp_path, tiny_checkpoint)
+    if row_id in MISSING_MODULES:
+        monkeypatch.setitem(sys.modules, MISSING_MODULES[row_id], None)
     status, out, err, stdin = run_cli(row, tmp_path, tiny_checkpoint, capsys, monkeypatch)
     expected = "" if row["message"] == NOTHING else row["message"] + "\n"
     assert status == int(row["status"]) and matches(expected, err), (err, status)
@@ -317,6 +332,19 @@ def queue_full(client, models) -> object:
     return client.post("/v1/translate", json={"text": "three"})
 
 
+def serving(models, *pairs: str) -> object:
+    """A client of the app serving the tiny model as each of `pairs` ("de-fr"): for errors found before translating."""
+    from dataclasses import replace
+
+    from fastapi.testclient import TestClient
+
+    from tnmt.config import ServeConfig
+    from tnmt.serve.app import create_app
+
+    served = [replace(models[0], source=pair.split("-")[0], target=pair.split("-")[1]) for pair in pairs]
+    return TestClient(create_app(served, ServeConfig(max_chars=100)))
+
+
 SPECIAL_REQUESTS: dict[str, Callable] = {
     "http-body-too-large": lambda c, _: c.post("/v1/translate", json={"text": "x" * 3000}),
     "http-chunked-body": lambda c, _: c.post("/v1/translate", content=iter([b'{"text": ', b'"one"}'])),
@@ -324,6 +352,11 @@ SPECIAL_REQUESTS: dict[str, Callable] = {
     "http-text-too-long": lambda c, _: c.post("/v1/translate", json={"text": "one " * 30}),
     "http-queue-full": queue_full,
     "libre-form-missing-q": lambda c, _: c.post("/translate", data={"source": "en", "target": "it"}),
+    "libre-auto-no-model-from-detected": lambda _, models: serving(models, "en-it", "de-fr").post(
+        "/translate", json={"q": "Zwei Hunde spielen im Schnee.", "source": "auto", "target": "it"}
+    ),
+    "libre-detect-text-too-long": lambda c, _: c.post("/detect", json={"q": "one " * 30}),
+    "libre-detect-unknown-language": lambda _, models: serving(models, "xx-it").post("/detect", json={"q": "one"}),
 }
 
 

@@ -9,11 +9,15 @@ import torch
 from safetensors.torch import load_file
 
 from tnmt.checkpoint import load_checkpoint
+from tnmt.data.batching import collate
 from tnmt.data.corpus import read_lines
 from tnmt.data.prepared import PreparedPairs
 from tnmt.decode.translator import Translation, Translator
 from tnmt.errors import UserError
+from tnmt.model import Transformer
+from tnmt.train import loop
 from tnmt.train.loop import train
+from tnmt.train.loss import GUIDED_HEAD, alignment_loss
 
 
 def weights(path):
@@ -28,10 +32,22 @@ def weights(path):
         ["--data.subword_samples=3", "--data.max_train_pairs=60"],  # short epochs: a resume mid-way through the third
         ["--train.distill_at_step=3", "--data.max_train_pairs=60"],  # distils before the stop at 8, resumes after it
         ["--train.distill_at_step=9", "--data.max_train_pairs=60"],  # distils after the resume
+        # eflomal samples from a seed of its own: both runs read one prepared corpus, so the same alignments
+        ["--train.guided_alignment=0.5", "--data.prepared_dir={tmp}/prepared"],
     ],
-    ids=["weights", "ema", "weight_decay", "rdrop", "subword_samples", "distilled_before_stop", "distilled_after"],
+    ids=[
+        "weights",
+        "ema",
+        "weight_decay",
+        "rdrop",
+        "subword_samples",
+        "distilled_before_stop",
+        "distilled_after",
+        "guided_alignment",
+    ],
 )
 def test_a_resumed_run_ends_with_the_same_weights(tiny_recipe, tmp_path, options):
+    options = [option.format(tmp=tmp_path) for option in options]
     straight = train(tiny_recipe(tmp_path / "a", "--train.max_steps=12", *options), progress=False)
     train(tiny_recipe(tmp_path / "b", "--train.max_steps=8", *options), progress=False)
     assert load_checkpoint(tmp_path / "b" / "last").trainer_state["step"] == 8
@@ -220,3 +236,53 @@ def test_a_validation_pair_longer_than_max_len_is_fitted_not_a_crash(numbers_cor
         "validation: 1 of 21 pairs have a side over the model's max_len (64 positions, EOS included);"
         " validating on their first 63 tokens"
     ]
+
+
+def head_alignment_loss(checkpoint: Path, prepared: PreparedPairs, layer: int) -> float:
+    """The alignment loss per aligned token of head 0 of decoder layer `layer` of `checkpoint`, over a corpus."""
+    loaded, indices = load_checkpoint(checkpoint), range(min(len(prepared), 200))
+    batch = collate(prepared.pairs(indices), **loaded.tokenizer.special_ids, links=prepared.links(indices))
+    with torch.no_grad():
+        _, attention = loaded.model(batch.src, batch.tgt_in, features_only=True, cross_attention_of=layer)
+    loss, aligned = alignment_loss(attention[:, GUIDED_HEAD], batch.alignment)
+    return loss.item() / aligned.item()
+
+
+def test_guided_alignment_trains_head_0_toward_the_links_and_checkpoints_name_it(tiny_recipe, tmp_path):
+    options = ["--train.max_steps=24", "--model.n_decoder_layers=2", "--decode.alignment_layer=5", "--train.seed=3"]
+    guided = train(tiny_recipe(tmp_path / "guided", *options, "--train.guided_alignment=1.0"), progress=False)
+    plain = train(tiny_recipe(tmp_path / "plain", *options), progress=False)
+    decode = load_checkpoint(guided / "last").decode
+    # layer 5 from the top of a 2-layer decoder is its first layer: decode/evidence.py reads what was trained
+    assert (decode.alignment_layer, decode.alignment_head, decode.alignment_shift) == (2, 0, False)
+    assert load_checkpoint(plain / "last").decode.alignment_head == -1  # untouched without guided alignment
+    records = [json.loads(line) for line in (guided / "metrics.jsonl").read_text().splitlines()]
+    align = [r["train_align_loss"] for r in records if "train_loss" in r]
+    assert len(align) == 12 and align[-1] < 0.8 * align[0]
+    assert not any("train_align_loss" in line for line in (plain / "metrics.jsonl").read_text().splitlines())
+    prepared = PreparedPairs(guided / "prepared")
+    first_layer = 0
+    assert head_alignment_loss(guided / "last", prepared, first_layer) < head_alignment_loss(
+        plain / "last", prepared, first_layer
+    )
+
+
+def test_without_guided_alignment_no_batch_carries_an_alignment_and_no_attention_is_returned(
+    tiny_recipe, tmp_path, monkeypatch
+):
+    batches, calls, forward = [], [], Transformer.forward
+
+    def collating(*args, **kwargs):
+        batches.append(collate(*args, **kwargs))
+        return batches[-1]
+
+    def forwarding(self, *args, **kwargs):
+        calls.append(kwargs)
+        return forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "collate", collating)
+    monkeypatch.setattr(Transformer, "forward", forwarding)
+    out = train(tiny_recipe(tmp_path / "off", "--train.max_steps=2", "--train.eval_every=100"), progress=False)
+    assert len(batches) > 2 and all(batch.alignment is None for batch in batches)  # training and validation
+    assert calls and all(k.get("cross_attention_of") is None for k in calls)
+    assert "alignments" not in PreparedPairs(out / "prepared").manifest

@@ -7,7 +7,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import tnmt.train.loss as loss_module
 from tnmt import ModelConfig, Transformer
-from tnmt.train.loss import label_smoothed_loss, model_loss
+from tnmt.decode.evidence import alignment_layer_index
+from tnmt.train.loss import GUIDED_HEAD, alignment_loss, label_smoothed_loss, model_loss
 
 
 class Ops(TorchDispatchMode):
@@ -226,3 +227,74 @@ def test_rdrop_needs_two_passes_of_features():
     features, weight, target = torch.randn(2, 3, 4), torch.randn(6, 4), torch.ones(2, 3, dtype=torch.long)
     with pytest.raises(ValueError, match="2 rows for 2 target rows: 2 pass.es. need 4"):
         label_smoothed_loss(features, weight, target, epsilon=0.1, pad_id=0, rdrop_alpha=1.0)
+
+
+# --- guided alignment ---
+
+ALIGNMENT = torch.tensor(
+    [
+        [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]],  # target 0: two links; 1: one; 2: none (EOS)
+        [[0.0, 1.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]],  # target 0: one link; the rest: no link, padding
+    ]
+)  # (B, T, S)
+
+
+def distributions(logits: torch.Tensor) -> torch.Tensor:
+    return logits.softmax(dim=-1)
+
+
+def test_a_head_attending_where_the_alignment_says_has_the_smallest_loss():
+    attention = ALIGNMENT.clone()
+    attention[ALIGNMENT.sum(-1) == 0] = 1 / 3  # unaligned rows may attend anywhere: they do not count
+    loss, aligned = alignment_loss(attention, ALIGNMENT)
+    assert aligned.item() == 3
+    torch.testing.assert_close(loss, torch.tensor(math.log(2)))  # the entropy of the alignment: 2 links, 1, 1
+    torch.manual_seed(0)
+    for _ in range(20):  # any other head costs more
+        other = distributions(torch.randn(2, 3, 3) * 3)
+        assert alignment_loss(other, ALIGNMENT)[0] > loss
+
+
+def test_the_loss_is_the_hand_computed_cross_entropy_and_ignores_rows_without_links():
+    attention = distributions(torch.randn(2, 3, 3, generator=torch.Generator().manual_seed(1)))
+    expected = -(0.5 * attention[0, 0, 0].log() + 0.5 * attention[0, 0, 1].log())
+    expected = expected - attention[0, 1, 2].log() - attention[1, 0, 1].log()
+    loss, _ = alignment_loss(attention, ALIGNMENT)
+    torch.testing.assert_close(loss, expected)
+    changed = attention.clone()
+    changed[0, 2], changed[1, 1:] = torch.tensor([1.0, 0.0, 0.0]), torch.tensor([0.0, 1.0, 0.0])
+    torch.testing.assert_close(alignment_loss(changed, ALIGNMENT)[0], loss)
+
+
+def test_attention_of_zero_on_a_link_gives_a_finite_loss_and_gradient():
+    attention = torch.tensor([[[1.0, 0.0, 0.0]]], requires_grad=True)
+    loss, _ = alignment_loss(attention, torch.tensor([[[0.0, 1.0, 0.0]]]))
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(attention.grad).all()
+
+
+def test_gradient_of_the_alignment_loss_reaches_only_the_guided_head_and_what_feeds_it():
+    torch.manual_seed(3)
+    config = ModelConfig(
+        src_vocab_size=30, tgt_vocab_size=30, d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=3
+    )
+    model = Transformer(config).eval()
+    src, tgt_in = torch.randint(3, 30, (2, 3)), torch.randint(3, 30, (2, 3))
+    layer = alignment_layer_index(2, config.n_decoder_layers)  # the penultimate: index 1
+    _, attention = model(src, tgt_in, features_only=True, cross_attention_of=layer)
+    loss, _ = alignment_loss(attention[:, GUIDED_HEAD], ALIGNMENT)
+    loss.backward()
+    grads = {name: p.grad for name, p in model.named_parameters()}
+    above = [name for name in grads if name.startswith("decoder_layers.2.")]
+    assert above and all(grads[name] is None for name in above)  # the layer above: not even in the graph
+    guided = model.decoder_layers[layer].cross_attn
+    d, dh = config.d_model, config.d_model // config.n_heads
+    in_proj = guided.in_proj.weight.grad  # rows: [W_Q; W_K; W_V], each head's Dh rows side by side
+    for rows in (slice(0, dh), slice(d, d + dh)):  # head 0's queries and keys
+        assert in_proj[rows].abs().sum() > 0
+    for rows in (slice(dh, d), slice(d + dh, 2 * d), slice(2 * d, 3 * d)):  # head 1's Q and K, every V
+        assert not in_proj[rows].any()
+    assert guided.out_proj.weight.grad is None  # the weights are the loss's input, not the layer's output
+    assert model.decoder_layers[layer].ffn.linear1.weight.grad is None  # after cross-attention in the layer
+    assert model.decoder_layers[0].self_attn.in_proj.weight.grad.abs().sum() > 0  # below: it makes the queries
+    assert model.encoder_layers[0].ffn.linear1.weight.grad.abs().sum() > 0  # the encoder makes the keys

@@ -197,6 +197,17 @@ def test_attention_maps_are_distributions_and_causal():
     assert (maps.cross[0][0, :, :, 5:] == 0).all()  # source padding is never attended
 
 
+@pytest.mark.parametrize("layer", [0, 1])
+def test_forward_can_return_one_layers_cross_attention_at_no_change_of_its_output(layer):
+    model = tiny()
+    src, tgt = batch()
+    _, maps = model.attention_maps(src, tgt)
+    features, weights = model(src, tgt, features_only=True, cross_attention_of=layer)
+    torch.testing.assert_close(features, model(src, tgt, features_only=True))
+    torch.testing.assert_close(weights, maps.cross[layer])  # (B, H, T, S)
+    assert weights.requires_grad  # for a loss on it: train/loss.py `alignment_loss`
+
+
 def test_overfits_a_reverse_task():
     """Learning to reverse random sequences needs attention to route by position: a real end-to-end check."""
     torch.manual_seed(0)

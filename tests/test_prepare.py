@@ -19,6 +19,7 @@ from safetensors.torch import load_file
 
 import tnmt.data.prepare as builder
 from tnmt.config import DataConfig
+from tnmt.data.alignment import split_words, subword_links
 from tnmt.data.dataset import EncodedPairs, encode, read_split, train_tokenizer
 from tnmt.data.prepare import prepare, reservoir_sample
 from tnmt.data.prepared import PreparedPairs
@@ -366,3 +367,81 @@ def test_sampling_a_bpe_tokenizer_is_a_clear_error(corpus: Path):
     tokenizer = train_tokenizer(data, read_split(data, "train"))
     with pytest.raises(UserError, match="subword sampling needs a unigram sentencepiece model"):
         tokenizer.sample_segmentations(["one two"], side="source", samples=1, alpha=0.1, nbest=4, seed=0)
+
+
+# --- word alignments (guided alignment) ---
+
+
+def word_links(prepared: PreparedPairs) -> list[set[tuple[int, int]]]:
+    """Each pair's links lifted back to words: (source word, target word) of every subword link."""
+    tokenizer = prepared.tokenizer()
+    pieces = tokenizer.source_vocabulary(), tokenizer.target_pieces(range(tokenizer.vocab_size))
+    lifted = []
+    for (src, tgt), links in zip(everything(prepared), prepared.links(range(len(prepared))), strict=True):
+        src_words, tgt_words = split_words(src, pieces[0])[1], split_words(tgt, pieces[1])[1]
+        assert links.shape[1] == 2 and (links[:, 0] < len(src)).all() and (links[:, 1] < len(tgt)).all()
+        words = {(int(src_words[s]), int(tgt_words[t])) for s, t in links}
+        expanded = subword_links(words, src_words, tgt_words)  # every subword of both linked words is linked
+        assert sorted(map(tuple, links.tolist())) == sorted(map(tuple, expanded.tolist()))
+        lifted.append(words)
+    return lifted
+
+
+# Every German word has one English translation, at varying positions: eflomal links them all correctly.
+CLEAR = {
+    ("the house", "das haus"): {(0, 0), (1, 1)},
+    ("the car", "das auto"): {(0, 0), (1, 1)},
+    ("a house", "ein haus"): {(0, 0), (1, 1)},
+    ("a big car", "ein grosses auto"): {(0, 0), (1, 1), (2, 2)},
+    ("house", "haus"): {(0, 0)},
+    ("car", "auto"): {(0, 0)},
+    ("big house", "grosses haus"): {(0, 0), (1, 1)},
+}
+
+
+def test_alignments_are_prepared_as_the_subword_links_of_eflomals_word_links(tmp_path: Path):
+    for side, lang in ((0, "en"), (1, "it")):
+        (tmp_path / f"train.{lang}").write_text("".join(pair[side] + "\n" for pair in CLEAR) * 30)
+        (tmp_path / f"valid.{lang}").write_text(next(iter(CLEAR))[side] + "\n")
+    # 280 pieces: most words are several ("▁", "d", "a", "s"), so a word link really becomes many subword links
+    prepared = prepare(config(tmp_path, vocab_size=280), tmp_path / "prepared", max_len=60, alignments=True)
+    entry = prepared.manifest["alignments"]
+    assert entry["aligner"].startswith("eflomal ") and entry["symmetrisation"] == "grow-diag-final-and"
+    assert word_links(prepared) == list(CLEAR.values()) * 30
+    all_links = prepared.links(range(len(prepared)))
+    assert entry["subword_links"] == [sum(map(len, all_links))] and entry["subword_links"][0] > 2 * entry["word_links"]
+    assert entry["word_links"] == 30 * sum(map(len, CLEAR.values()))
+    assert {path.name for path in (tmp_path / "prepared").glob("links*")} == {"links.ids", "links.offsets.npy"}
+
+
+def test_a_corpus_without_alignments_is_rebuilt_when_they_are_asked_for_and_one_with_them_serves_all(
+    corpus: Path, tmp_path: Path, monkeypatch
+):
+    data = config(corpus)
+    without = prepare(data, tmp_path / "prepared", max_len=60)
+    assert "alignments" not in without.manifest and not list((tmp_path / "prepared").glob("links*"))
+    with pytest.raises(ValueError, match="prepared without word alignments"):
+        without.links([0])
+    with_links = prepare(data, tmp_path / "prepared", max_len=60, alignments=True)
+    assert "alignments" in with_links.manifest and everything(with_links) == everything(without)
+    monkeypatch.setattr(builder, "_build", lambda *a, **k: pytest.fail("built again"))
+    assert "alignments" in prepare(data, tmp_path / "prepared", max_len=60).manifest  # reused as it is
+    prepare(data, tmp_path / "prepared", max_len=60, alignments=True)
+
+
+def test_each_subword_sample_gets_the_same_word_links_expanded_over_its_own_pieces(corpus: Path, tmp_path: Path):
+    data = config(corpus, subword_samples=2, subword_alpha=0.1)
+    prepared = prepare(data, tmp_path / "prepared", max_len=60, alignments=True)
+    best = word_links(prepared)
+    for epoch in range(2):
+        sample = prepared.for_epoch(epoch)
+        assert everything(sample) != everything(prepared)  # other pieces ...
+        assert word_links(sample) == best  # ... the same words, linked alike
+    assert prepared.manifest["alignments"]["unaligned_samples"] == 0
+
+
+def test_alignments_without_eflomal_are_refused_before_any_work(corpus: Path, tmp_path: Path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "eflomal", None)
+    with pytest.raises(UserError, match=r"pip install 'tnmt\[align\]'"):
+        prepare(config(corpus), tmp_path / "prepared", max_len=60, alignments=True)
+    assert not (tmp_path / "prepared").exists()

@@ -2,7 +2,6 @@
 client, schemathesis), its answers compared with the offline `Translator` on the same tiny checkpoint."""
 
 import asyncio
-import html
 import os
 import random
 import signal
@@ -11,12 +10,15 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, replace
 from pathlib import Path
 
 import httpx
 import pytest
 import schemathesis
+import torch
+from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from libretranslatepy import LibreTranslateAPI
@@ -25,11 +27,15 @@ from prometheus_client.parser import text_string_to_metric_families
 from schemathesis.checks import not_a_server_error
 
 from tnmt.decode.translator import Translator
+from tnmt.serve.detect import Detector
+from tnmt.serve.markup import parse
 
 SRC = str(Path(__file__).resolve().parent.parent / "src")
 LIMITS = {"max_chars": 50, "max_texts": 4, "max_beam_size": 4, "max_n_best": 3}
 MAX_BODY = 4000
 LIBRE_ERRORS = 400  # LibreTranslate's status for every bad request on its own endpoints
+# The target is listed too: LibreTranslate's page looks every target up in /languages.
+LANGUAGES = [{"code": "en", "name": "English", "targets": ["it"]}, {"code": "it", "name": "Italian", "targets": []}]
 TIMEOUT = 30  # seconds: generous bound on any one request
 
 
@@ -141,11 +147,12 @@ def batches_over_one_sentence(server: Server) -> float:
 
 
 def test_translate_a_text_or_a_list_like_the_offline_translator(server, offline):
+    [result] = offline.translations(["two hundred and five"], evidence=True)
     response = server.post("/v1/translate", {"text": "two hundred and five"})
     assert response.status_code == 200
     assert response.json() == {
         "model": "en-it",
-        "translations": [{"text": offline.translate(["two hundred and five"])[0]}],
+        "translations": [{"text": result.text, "warnings": result.evidence.warnings}],
     }
 
     texts = ["one", "", "seven thousand, three hundred and forty-two"]
@@ -156,6 +163,27 @@ def test_translate_a_text_or_a_list_like_the_offline_translator(server, offline)
     assert [t["text"] for t in response.json()["translations"]] == offline.translate(
         texts, replace(offline.decode, beam_size=1, max_len=2)
     )
+
+
+def test_alignment_confidence_and_warnings_are_the_translators_evidence(server, offline):
+    texts = ["two hundred and five", "", "seven thousand, three hundred and forty-two"]
+    body = {"text": texts, "return_alignment": True, "return_confidence": True}
+    response = server.post("/v1/translate", body)
+    assert response.status_code == 200
+    for answer, result in zip(response.json()["translations"], offline.translations(texts, evidence=True), strict=True):
+        evidence = result.evidence
+        assert answer["alignment"] == [list(pair) for pair in evidence.alignment]
+        assert answer["confidence"]["sentence"] == pytest.approx(evidence.confidence, abs=1e-6)
+        assert answer["confidence"]["words"] == pytest.approx(evidence.word_probs, abs=1e-6)
+        assert answer["warnings"] == evidence.warnings
+    assert response.json()["translations"][1] == {
+        "text": "",
+        "warnings": [],
+        "alignment": [],
+        "confidence": {"sentence": 1.0, "words": []},
+    }
+    plain = server.post("/v1/translate", {"text": texts[0]}).json()["translations"][0]
+    assert set(plain) == {"text", "warnings"}  # alignment and confidence only when asked for
 
 
 def test_n_best_alternatives_are_sorted_by_score_and_the_first_is_the_translation(server, offline):
@@ -252,7 +280,7 @@ def test_health_ready_and_languages(server):
     response = server.get("/ready")
     assert response.status_code == 200
     assert response.json() == {"status": "ready", "models": ["en-it"]}
-    assert server.get("/languages").json() == [{"code": "en", "name": "English", "targets": ["it"]}]
+    assert server.get("/languages").json() == LANGUAGES
 
 
 def test_metrics_count_requests_latency_batches_and_the_queue(server):
@@ -358,31 +386,57 @@ def test_unknown_paths_do_not_grow_the_metrics(server):
 # --- the LibreTranslate API ---
 
 
+def libre(answer: dict, result) -> dict:
+    """A LibreTranslate answer with its `confidence` checked against `result`'s evidence, then left out."""
+    assert answer.pop("confidence") == pytest.approx(result.evidence.confidence, abs=1e-6)
+    return answer
+
+
 def test_libretranslate_json_and_form_bodies(server, offline):
-    expected = {"translatedText": offline.translate(["two hundred"])[0]}
+    [result] = offline.translations(["two hundred"], evidence=True)
+    expected = {"translatedText": result.text, "warnings": result.evidence.warnings}
     fields = {"q": "two hundred", "source": "en", "target": "it"}
-    assert server.post("/translate", fields).json() == expected
-    assert httpx.post(server.url + "/translate", data=fields, timeout=TIMEOUT).json() == expected
+    assert libre(server.post("/translate", fields).json(), result) == expected
+    assert libre(httpx.post(server.url + "/translate", data=fields, timeout=TIMEOUT).json(), result) == expected
     multipart = {name: (None, value) for name, value in fields.items()}
-    assert httpx.post(server.url + "/translate", files=multipart, timeout=TIMEOUT).json() == expected
+    assert libre(httpx.post(server.url + "/translate", files=multipart, timeout=TIMEOUT).json(), result) == expected
 
 
 def test_libretranslate_list_auto_and_alternatives(server, offline):
-    texts = ["one", "eighty"]
+    texts = ["eighty", "Ein Hund läuft.", "42"]
     response = server.post("/translate", {"q": texts, "source": "auto", "target": "it"})
-    detected = {"confidence": 100.0, "language": "en"}
-    assert response.json() == {"translatedText": offline.translate(texts), "detectedLanguage": [detected] * 2}
+    english = Detector(["en"])  # the server's: its one source language, compared with common others
+    detected = [{"confidence": english.detect(text)[0][1], "language": "en"} for text in texts]
+    results = offline.translations(texts, evidence=True)
+    body = response.json()
+    assert body.pop("confidence") == pytest.approx([r.evidence.confidence for r in results], abs=1e-6)
+    assert body == {
+        "translatedText": [r.text for r in results],
+        "warnings": [r.evidence.warnings for r in results],
+        "detectedLanguage": detected,
+    }
+    confidences = [language["confidence"] for language in detected]
+    assert confidences[0] > 50 and confidences[1] < 5 and confidences[2] == 0.0  # English, German, no letters
 
     response = server.post("/translate", {"q": "eighty", "source": "en", "target": "it", "alternatives": 3})
-    nbest = offline.translations(["eighty"], n_best=2)[0].nbest  # alternatives are capped by the beam (2)
-    assert response.json() == {"translatedText": nbest[0].text, "alternatives": [nbest[1].text]}
+    result = offline.translations(["eighty"], n_best=2, evidence=True)[0]  # alternatives are capped by the beam (2)
+    assert libre(response.json(), result) == {
+        "translatedText": result.text,
+        "alternatives": [result.alternatives[0].text],
+        "warnings": result.evidence.warnings,
+    }
 
 
 def test_libretranslate_html_keeps_the_markup(server, offline):
     fragment = '<p class="x">two <b>ten</b> &amp; one<!--c--></p>'  # max_chars 50
     response = server.post("/translate", {"q": fragment, "source": "en", "target": "it", "format": "html"})
-    t = {text: html.escape(offline.translate([text])[0], quote=False) for text in ("two", "ten", "& one")}
-    assert response.json() == {"translatedText": f'<p class="x">{t["two"]} <b>{t["ten"]}</b> {t["& one"]}<!--c--></p>'}
+    document = parse(fragment)
+    assert document.texts == ["two ten & one"]  # one sentence, translated whole: not "two", "ten", "& one"
+    [result] = offline.translations(document.texts, evidence=True)
+    expected = document.render([(result.text, result.evidence.alignment)])
+    assert libre(response.json(), result) == {"translatedText": expected, "warnings": result.evidence.warnings}
+    assert expected.startswith('<p class="x">') and expected.endswith("<!--c--></p>")
+    assert expected.count("<b>") == expected.count("</b>") == 1
 
 
 @pytest.mark.parametrize(
@@ -413,7 +467,121 @@ def test_libretranslate_alternatives_out_of_range_is_400(server):
 def test_the_pypi_libretranslate_client_works_unchanged(server, offline):
     client = LibreTranslateAPI(server.url)
     assert client.translate("two hundred", "en", "it") == offline.translate(["two hundred"])[0]
-    assert client.languages() == [{"code": "en", "name": "English", "targets": ["it"]}]
+    assert client.languages() == LANGUAGES
+    [found] = client.detect("two hundred and five")
+    assert found["language"] == "en" and 50 < found["confidence"] < 100
+
+
+def test_detect_json_and_form_bodies(server):
+    english, german = "Two dogs play in the snow.", "Zwei Hunde spielen im Schnee."
+    [found] = server.post("/detect", {"q": english}).json()
+    assert found == {"confidence": Detector(["en"]).detect(english)[0][1], "language": "en"}
+    assert found["confidence"] > 50
+    assert httpx.post(server.url + "/detect", data={"q": english}, timeout=TIMEOUT).json() == [found]
+    [other] = httpx.post(server.url + "/detect", files={"q": (None, german)}, timeout=TIMEOUT).json()
+    assert other["language"] == "en" and other["confidence"] < 5  # only served languages, with lingua's doubt
+    assert server.post("/detect", {"q": "1, 2, 3"}).json() == [{"confidence": 0.0, "language": "en"}]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{}, {"q": ""}, {"q": 3}, {"q": ["one"]}, {"q": "x" * 51}],  # max_chars 50
+)
+def test_detect_errors_are_400(server, body):
+    assert_error(server.post("/detect", body), LIBRE_ERRORS)
+
+
+def test_frontend_settings_give_the_limit_and_preselect_auto(server):
+    assert server.get("/frontend/settings").json() == {
+        "charLimit": LIMITS["max_chars"],
+        "frontendTimeout": 500,
+        "apiKeys": False,
+        "keyRequired": False,
+        "suggestions": False,
+        "filesTranslation": False,
+        "supportedFilesFormat": [],
+        "language": {"source": {"code": "auto", "name": "Auto Detect"}, "target": {"code": "it", "name": "Italian"}},
+    }
+
+
+@pytest.fixture(scope="module")
+def three_pairs(tiny_checkpoint, tmp_path_factory) -> Iterator[tuple[TestClient, dict[str, Translator]]]:
+    """The real app in this process serving en-it (the tiny checkpoint), de-it and en-fr (other random weights),
+    and an offline `Translator` per pair."""
+    from tnmt.checkpoint import load_checkpoint, save_checkpoint
+    from tnmt.config import ServeConfig
+    from tnmt.model import Transformer
+    from tnmt.serve.app import create_app, load_models
+
+    tiny = load_checkpoint(tiny_checkpoint)
+    paths = {"en-it": tiny_checkpoint}
+    for seed, pair in ((1, "de-it"), (2, "en-fr")):
+        torch.manual_seed(seed)
+        model, languages = Transformer(tiny.model.config), tuple(pair.split("-"))
+        path = tmp_path_factory.mktemp(pair) / "ckpt"
+        paths[pair] = save_checkpoint(path, model, tiny.tokenizer, decode=tiny.decode, languages=languages)
+    config = ServeConfig(threads=1, max_wait_ms=1)
+    with TestClient(create_app(load_models(list(paths.values()), config), config)) as client:
+        yield client, {pair: Translator.from_checkpoint(path) for pair, path in paths.items()}
+
+
+def test_auto_routes_each_text_to_the_model_from_its_language(three_pairs):
+    client, offline = three_pairs
+    texts = ["Two dogs play in the snow.", "Zwei Hunde spielen im Schnee.", "42"]
+    assert offline["en-it"].translate(texts[:2]) != offline["de-it"].translate(texts[:2])  # the route shows
+    response = client.post("/translate", json={"q": texts, "source": "auto", "target": "it"})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    expected = [offline["en-it"].translate(texts[:1])[0], *offline["de-it"].translate(texts[1:])]
+    assert body["translatedText"] == expected  # "42", no letters: the detector's first (by code) with a model to it
+    served = Detector(["de", "en"])
+    confidence = [served.detect(text)[0][1] for text in texts]
+    assert body["detectedLanguage"] == [
+        {"confidence": confidence[0], "language": "en"},
+        {"confidence": confidence[1], "language": "de"},
+        {"confidence": 0.0, "language": "de"},
+    ]
+    assert confidence[0] > 50 and confidence[1] > 50
+    form = client.post("/translate", data={"q": texts[1], "source": "auto", "target": "it"}).json()
+    assert form["translatedText"] == expected[1] and form["detectedLanguage"] == body["detectedLanguage"][1]
+
+
+def test_auto_detects_an_html_fragment_by_its_text_not_its_tags(three_pairs):
+    client, offline = three_pairs
+    fragment = '<p title="Zwei Hunde spielen im Schnee und die Kinder lachen">Two dogs play in the <b>snow</b>.</p>'
+    response = client.post("/translate", json={"q": fragment, "source": "auto", "target": "it", "format": "html"})
+    assert response.status_code == 200, response.text
+    assert response.json()["detectedLanguage"]["language"] == "en"
+
+
+def test_auto_refuses_a_detected_language_without_a_model_to_the_target(three_pairs):
+    client, _ = three_pairs
+    texts = ["Two dogs.", "Zwei Hunde spielen im Schnee."]
+    response = client.post("/translate", json={"q": texts, "source": "auto", "target": "fr"})
+    assert_error(response, LIBRE_ERRORS)
+    assert response.json()["error"].startswith("text 1 was detected as de (")
+    assert "no model translates de -> fr; served: en-it, de-it, en-fr" in response.json()["error"]
+    assert_error(client.post("/translate", json={"q": "Two dogs.", "source": "auto", "target": "cs"}), LIBRE_ERRORS)
+
+
+def test_detect_ranks_every_served_source_language(three_pairs):
+    client, _ = three_pairs
+    found = client.post("/detect", json={"q": "Zwei Hunde spielen im Schnee."}).json()
+    assert [language["language"] for language in found] == ["de", "en"]
+    assert found[0]["confidence"] > 50 > found[1]["confidence"]
+
+
+def test_sources_lingua_does_not_know_are_never_detected(tiny_checkpoint, caplog):
+    from tnmt.config import ServeConfig
+    from tnmt.serve.app import create_app, load_models
+
+    config = ServeConfig()
+    [model] = load_models([tiny_checkpoint], config)
+    with caplog.at_level("WARNING", logger="tnmt"):
+        app = create_app([replace(model, source="xx")], config)
+    assert "language detection does not know ['xx']" in caplog.text
+    response = TestClient(app).post("/detect", json={"q": "Two dogs play in the snow."})
+    assert response.json() == {"error": "language detection knows none of the served source languages (xx)"}
 
 
 # --- load, deadlines, shutdown ---
@@ -465,7 +633,8 @@ def test_sigterm_finishes_the_request_in_flight_then_exits_0(servers, offline):
     request.join(TIMEOUT)
 
     assert [r.status_code for r in answers] == [200]
-    assert answers[0].json()["translations"] == [{"text": offline.translate(["one"])[0]}]
+    [result] = offline.translations(["one"], evidence=True)
+    assert answers[0].json()["translations"] == [{"text": result.text, "warnings": result.evidence.warnings}]
     assert server.process.wait(TIMEOUT) == 0, server.log.read_text()
     with pytest.raises(httpx.ConnectError):
         httpx.get(server.url + "/health", timeout=5)

@@ -83,7 +83,8 @@ def test_a_client_that_hangs_up_has_its_sentences_dropped(servers, offline):
     assert sample(server, "tnmt_batch_sentences_count") == batches_before  # nothing decoded for nobody
     assert sample(server, "tnmt_tasks") == tasks_before  # every request task ended
     answer = server.post("/v1/translate", {"text": "one"})
-    assert answer.status_code == 200 and answer.json()["translations"] == [{"text": offline.translate(["one"])[0]}]
+    assert answer.status_code == 200
+    assert [t["text"] for t in answer.json()["translations"]] == offline.translate(["one"])
 
 
 def test_a_body_sent_too_slowly_gets_408_and_a_timely_one_is_served(servers, offline):
@@ -96,7 +97,7 @@ def test_a_body_sent_too_slowly_gets_408_and_a_timely_one_is_served(servers, off
     time.sleep(0.3)
     timely.sendall(body[5:])
     status, answer = response(timely)
-    assert status == 200 and json.loads(answer)["translations"] == [{"text": offline.translate(["one"])[0]}]
+    assert status == 200 and [t["text"] for t in json.loads(answer)["translations"]] == offline.translate(["one"])
     assert sample(server, "tnmt_requests_total", status="408") == 1
 
 

@@ -1,6 +1,6 @@
 """The page of `tnmt serve` in a real browser (Chromium through Playwright): translate as you type, the
 heat map, a new request when the beam changes, the over-limit state in words, stepping through the search
-with the keyboard; screenshots for people."""
+with the keyboard, every translation's evidence (alignment, confidence, warnings); screenshots for people."""
 
 import contextlib
 import json
@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import torch
 
 pytest.importorskip("playwright")
 from playwright.sync_api import Error as PlaywrightError  # noqa: E402
@@ -42,12 +43,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(tiny_checkpoint) -> Iterator[str]:
-    """`tnmt serve` on the tiny checkpoint, as a subprocess; yields its base URL once /health answers."""
+@contextlib.contextmanager
+def serve(checkpoint: Path) -> Iterator[str]:
+    """`tnmt serve` on `checkpoint`, as a subprocess; yields its base URL once /health answers."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tnmt", "serve", "--checkpoint", str(tiny_checkpoint), "--port", str(port)],
+        [sys.executable, "-m", "tnmt", "serve", "--checkpoint", str(checkpoint), "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         env={**os.environ, "OMP_NUM_THREADS": "1"},
@@ -74,6 +75,38 @@ def server(tiny_checkpoint) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="module")
+def server(tiny_checkpoint) -> Iterator[str]:
+    """The tiny random model: its translations are control characters, no words (str.split() finds none)."""
+    with serve(tiny_checkpoint) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def wordy_checkpoint(tiny_checkpoint, tmp_path_factory) -> Path:
+    """The tiny model able to write only whole-word pieces ("▁tre"): the rows of every other target piece in
+    the output projection are zeroed, so the argmax is a word piece and its translations have words (and
+    alignments, word confidences and warnings) for the page to show."""
+    from tnmt.checkpoint import load_checkpoint, save_checkpoint
+
+    checkpoint = load_checkpoint(tiny_checkpoint)
+    pieces = checkpoint.tokenizer.target_pieces(range(checkpoint.tokenizer.vocab_size))
+    words = torch.tensor([re.fullmatch(r"▁[a-z]+", piece) is not None for piece in pieces])
+    assert words.any()
+    with torch.no_grad():
+        checkpoint.model.output.weight[~words] = 0
+    path = tmp_path_factory.mktemp("wordy") / "ckpt"
+    return save_checkpoint(
+        path, checkpoint.model, checkpoint.tokenizer, decode=checkpoint.decode, languages=checkpoint.languages
+    )
+
+
+@pytest.fixture(scope="module")
+def wordy_server(wordy_checkpoint) -> Iterator[str]:
+    with serve(wordy_checkpoint) as url:
+        yield url
 
 
 @pytest.fixture
@@ -404,4 +437,167 @@ def test_a_stale_trace_never_replaces_a_newer_one(server, page):
     expect(page.locator("#explain-step")).to_contain_text("Step 1 of 2:")
     expect(page.locator("#explain-translation")).to_have_text("tre")
     expect(page.locator("#tree .node.finished")).to_have_attribute("title", re.compile(r"finished \(eos\)"))
+    assert not errors, f"JavaScript errors: {errors}"
+
+
+LOW = 0.5  # app.js's LOW_CONFIDENCE
+WARNING_WORDS = {  # a word of each code's sentence on the page
+    "repetition": "repeats",
+    "copy": "copies the source",
+    "length_ratio": "shorter or longer",
+    "uncovered_source": "may be missing",
+    "truncated": "too long",
+}
+
+
+def marked(page: Page, selector: str) -> list[int]:
+    """The word numbers (data-word) of the elements `selector` finds, in page order."""
+    return page.locator(selector).evaluate_all("nodes => nodes.map((n) => Number(n.dataset.word))")
+
+
+def aligned(pairs: list[list[int]], *, target: int | None = None, source: int | None = None) -> list[int]:
+    """The other side's words of the pairs that name this target (or source) word, sorted."""
+    if target is not None:
+        return sorted({i for i, j in pairs if j == target})
+    return sorted({j for i, j in pairs if i == source})
+
+
+def test_evidence_of_the_real_server(wordy_server, page):
+    """Two lines translated by the real server: each target word, pointed at or focused, outlines exactly the
+    source words of the answer's alignment (and the other way round), the unsure words are marked, each line
+    says its confidence and its warnings in words."""
+    errors = []
+    page.on("pageerror", lambda error: errors.append(error))
+    page.goto(wordy_server)
+    expect(page.locator("#pair")).to_be_enabled()
+    source = ["one hundred and twelve", "three thousand and seven"]
+    with page.expect_response("**/v1/translate") as response:
+        page.locator("#source").fill("\n".join(source))
+    request, answer = response.value.request.post_data_json, response.value.json()["translations"]
+    assert request["return_alignment"] is True and request["return_confidence"] is True
+    expect(page.locator("#status")).to_contain_text("Translated")
+    assert page.locator("#output").evaluate("e => e.textContent") == "\n".join(t["text"] for t in answer)
+    assert any(t["alignment"] for t in answer) and any(t["warnings"] for t in answer), "the test needs evidence"
+
+    for k, (line, translation) in enumerate(zip(source, answer, strict=True)):
+        targets = page.locator(f'#output .word.target[data-line="{k}"]')
+        sources = page.locator(f'#evidence-lines .word.source[data-line="{k}"]')
+        expect(targets).to_have_text(translation["text"].split())
+        expect(sources).to_have_text(line.split())
+        strip = f'#evidence-lines .evidence-line[data-line="{k}"]'
+        for j, p in enumerate(translation["confidence"]["words"]):
+            targets.nth(j).hover()
+            assert marked(page, f"{strip} .word.linked") == aligned(translation["alignment"], target=j)
+            assert marked(page, "#output .word.active") == [j]
+            assert ("low" in targets.nth(j).get_attribute("class").split()) == (p < LOW)
+        for i in range(len(line.split())):
+            sources.nth(i).hover()
+            linked = f'#output .word.linked[data-line="{k}"]'
+            assert marked(page, linked) == aligned(translation["alignment"], source=i)
+            assert page.locator("#output .word.linked").count() == page.locator(linked).count(), "its line only"
+        item = page.locator(strip)
+        expect(item.locator(".line-name")).to_have_text(f"Line {k + 1}")
+        expect(item.locator(".confidence")).to_contain_text(f"{round(translation['confidence']['sentence'] * 100)}%")
+        expect(item.locator(".warnings li")).to_have_count(len(translation["warnings"]))
+        for code in translation["warnings"]:
+            expect(item.locator(".warnings")).to_contain_text(WARNING_WORDS[code])
+
+    # The keyboard: the words are one Tab stop after the Copy button, then the arrow keys; focus highlights too.
+    page.mouse.move(0, 0)
+    page.locator("#copy").focus()
+    page.keyboard.press("Tab")
+    first = page.locator("#output .word").first
+    expect(first).to_be_focused()
+    page.keyboard.press("ArrowDown")  # the nearest word of the next line
+    expect(page.locator('#output .word[data-line="1"]').first).to_be_focused()
+    assert marked(page, '#evidence-lines [data-line="1"] .word.linked') == aligned(answer[1]["alignment"], target=0)
+    expect(page.locator("#evidence-readout")).to_contain_text("Translation word 1 of")
+    assert not errors, f"JavaScript errors: {errors}"
+
+
+def evidence_answer(texts: list[str]) -> dict:
+    """A /v1/translate answer with hand-written evidence for the source lines "the black cat sleeps", "hello"."""
+    assert texts == ["the black cat sleeps", "hello"], texts
+    return {
+        "model": "en-it",
+        "translations": [
+            {
+                "text": "il  gatto nero dorme",  # two spaces: words are runs of non-space, as str.split() sees them
+                "alignment": [[0, 0], [1, 2], [2, 1], [3, 3]],
+                "confidence": {"sentence": 0.42, "words": [0.9, 0.3, 0.8, 0.49]},
+                "warnings": ["uncovered_source", "made_up_code"],
+            },
+            {
+                "text": "ciao",
+                "alignment": [[0, 0]],
+                "confidence": {"sentence": 0.97, "words": [0.97]},
+                "warnings": [],
+            },
+        ],
+    }
+
+
+def test_evidence_rendering_and_phone_width(server, page, repo_root):
+    """/v1/translate answered by the test (page.route) with known evidence: the marks, the legend, the warnings
+    in words (an unknown code as it is), both directions of the alignment, and no sideways scroll at 375 px."""
+    page.route(
+        "**/v1/translate",
+        lambda route: route.fulfill(json=evidence_answer(route.request.post_data_json["text"])),
+    )
+    errors = []
+    page.on("pageerror", lambda error: errors.append(error))
+    page.goto(server)
+    expect(page.locator("#pair")).to_be_enabled()
+    page.locator("#source").fill("the black cat sleeps\n\n  hello ")
+    expect(page.locator("#status")).to_contain_text("Translated")
+
+    words = page.locator("#output .word")
+    expect(words).to_have_text(["il", "gatto", "nero", "dorme", "ciao"])
+    assert page.locator("#output").evaluate("e => e.textContent") == "il  gatto nero dorme\nciao"
+    low = [("low" in (words.nth(j).get_attribute("class") or "").split()) for j in range(5)]
+    assert low == [False, True, False, True, False]
+    style = words.nth(1).evaluate("e => [getComputedStyle(e).textDecorationStyle, getComputedStyle(e).backgroundColor]")
+    assert style[0] == "dotted" and style[1] != "rgba(0, 0, 0, 0)", "marked by shape and tint, not colour alone"
+    expect(words.nth(1)).to_have_attribute("title", "probability 30%: under 50%")
+    expect(page.locator(".evidence-legend")).to_contain_text("less than 50% probability")
+
+    lines = page.locator("#evidence-lines .evidence-line")
+    expect(lines.locator(".line-name")).to_have_text(["Line 1", "Line 3"])  # the source's line numbers
+    expect(lines.locator(".confidence")).to_have_text(["sentence confidence 42%", "sentence confidence 97%"])
+    expect(lines.nth(0).locator(".warnings li")).to_have_text(
+        ["A source word got almost no attention: it may be missing from the translation.", "made_up_code"]
+    )
+    expect(lines.nth(1).locator(".warnings li")).to_have_count(0)
+    expect(lines.nth(1)).to_contain_text("no warnings")
+
+    # "gatto" (target 1) comes from "cat" (source 2); "black" (source 1) became "nero" (target 2).
+    words.nth(1).hover()
+    expect(page.locator("#evidence-lines .word.linked")).to_have_text(["cat"])
+    expect(page.locator("#evidence-readout")).to_have_text(
+        "Translation word 2 of 4 in line 1, “gatto”: probability 30%, under 50%. From the source “cat”."
+    )
+    page.locator('#evidence-lines .word[data-line="0"][data-word="1"]').hover()
+    expect(page.locator("#output .word.linked")).to_have_text(["nero"])
+    expect(page.locator("#evidence-lines .evidence-line.active")).to_have_count(1)
+
+    # The keyboard, in the source strip as in the translation.
+    page.locator("#evidence-lines .word").first.focus()
+    page.keyboard.press("End")
+    expect(page.locator("#evidence-lines .word").last).to_be_focused()
+    expect(page.locator("#output .word.linked")).to_have_text(["ciao"])
+    page.locator("#output .word").first.focus()
+    page.keyboard.press("ArrowRight")
+    expect(words.nth(1)).to_be_focused()
+    expect(page.locator("#evidence-lines .word.linked")).to_have_text(["cat"])
+    (repo_root / "outputs").mkdir(exist_ok=True)
+    page.screenshot(path=str(repo_root / "outputs" / "evidence_page.png"), full_page=True)
+
+    page.set_viewport_size({"width": 375, "height": 800})
+    page.wait_for_timeout(200)  # the heat map redraws after resizing
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    words.nth(3).focus()
+    page.locator("#output").scroll_into_view_if_needed()
+    page.screenshot(path=str(repo_root / "outputs" / "evidence_page_phone.png"), full_page=True)
+    page.emulate_media(color_scheme="dark")
+    page.screenshot(path=str(repo_root / "outputs" / "evidence_page_phone_dark.png"), full_page=True)
     assert not errors, f"JavaScript errors: {errors}"

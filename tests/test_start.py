@@ -148,3 +148,20 @@ def test_no_training_pair_outgrows_the_models_positions(tiny_recipe, long_pairs,
         assert max(kept_sides(PreparedPairs(out / "prepared", segmentation=sample))) <= max_len - 1
     if recipe.train.distill_at_step:
         assert max(kept_sides(PreparedPairs(out / "distilled" / "prepared"))) <= max_len - 1
+
+
+def test_a_run_stores_the_training_pairs_length_ratio_bounds_unless_the_recipe_sets_them(tiny_recipe, tmp_path):
+    from tnmt.checkpoint import load_checkpoint
+    from tnmt.data.prepared import PreparedPairs
+    from tnmt.decode.evidence import length_ratio_bounds
+
+    out = train(tiny_recipe(tmp_path / "r", "--train.max_steps=2"), progress=False)
+    stored = load_checkpoint(out / "last").decode
+    expected = length_ratio_bounds(*PreparedPairs(tmp_path / "r" / "prepared").side_lengths())
+    assert (stored.length_ratio_min, stored.length_ratio_max) == expected
+    assert 0 < expected[0] < 1 < expected[1]
+    own = train(tiny_recipe(tmp_path / "o", "--train.max_steps=2", "--decode.length_ratio_max=3.5"), progress=False)
+    assert (
+        load_checkpoint(own / "last").decode.length_ratio_min,
+        load_checkpoint(own / "last").decode.length_ratio_max,
+    ) == (0.0, 3.5)

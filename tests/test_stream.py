@@ -4,8 +4,9 @@ import logging
 
 import pytest
 
-from tnmt.decode.stream import translate_stream
-from tnmt.decode.translator import Translator
+from tnmt.decode.evidence import Evidence
+from tnmt.decode.stream import AnnotatedLines, translate_stream
+from tnmt.decode.translator import EMPTY, Translation, Translator
 
 
 class Recorder:
@@ -57,3 +58,34 @@ def test_chunked_translation_equals_translating_everything_at_once(tiny_checkpoi
     assert chunked == whole
     [warning] = [r.getMessage() for r in caplog.records if "exceed" in r.getMessage()]
     assert warning.startswith("line 4: ")  # the over-long line, numbered in the whole input
+
+
+class Evidenced:
+    """A translator whose translations carry a fixed evidence, remembering what it was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[list[str], bool, int]] = []
+
+    def translations(self, texts, settings=None, *, evidence=False, first_line=1):
+        self.asked.append((list(texts), evidence, first_line))
+        proof = Evidence([(0, 1), (2, 0)], [0.5, 0.25], 0.125, ["repetition", "copy"])
+        return [Translation(text.upper(), [1], 0.0, 0.0, evidence=proof) if text else EMPTY for text in texts]
+
+
+@pytest.mark.parametrize(
+    ("flags", "line"),
+    [
+        ({"alignment": True}, "A B\t0-1 2-0"),
+        ({"scores": True}, "A B\t0.1250\t0.5000 0.2500"),
+        ({"warnings": True}, "A B\trepetition,copy"),
+        ({"alignment": True, "scores": True, "warnings": True}, "A B\t0-1 2-0\t0.1250\t0.5000 0.2500\trepetition,copy"),
+    ],
+)
+def test_annotated_lines_append_the_columns_asked_for_in_a_fixed_order(flags, line):
+    translator = Evidenced()
+    options = {"alignment": False, "scores": False, "warnings": False, **flags}
+    chunks = list(translate_stream(AnnotatedLines(translator, **options), ["a b", ""], chunk_lines=5))
+    empty = "\t".join(["", *([""] if flags.get("alignment") else []), *(["1.0000", ""] if flags.get("scores") else [])])
+    empty += "\t" if flags.get("warnings") else ""
+    assert chunks == [[line, empty]]
+    assert translator.asked == [(["a b", ""], True, 1)]

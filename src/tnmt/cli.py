@@ -91,7 +91,8 @@ def _add_training_commands(sub: argparse._SubParsersAction) -> None:
         "prepare",
         help="encode a recipe's training corpus for training (tnmt train does it when needed)",
         description="Train the tokenizer and encode the training corpus into <train.out_dir>/prepared (or "
-        "data.prepared_dir); nothing is done if it is up to date. Override any key with --section.key=value.",
+        "data.prepared_dir), and with train.guided_alignment > 0 align its words (eflomal); nothing is done if it "
+        "is up to date. Override any key with --section.key=value.",
     )
     p.add_argument("config", type=_path_text, help="TOML recipe, e.g. configs/multi30k_en_de.toml")
     p.set_defaults(run=_prepare)
@@ -128,6 +129,12 @@ def _add_decoding_commands(sub: argparse._SubParsersAction) -> None:
         default="tnmt",
         help="ctranslate2: --checkpoint is a directory written by `tnmt export ctranslate2`",
     )
+    evidence = p.add_argument_group("evidence: tab-separated columns after each translation, in this order")
+    evidence.add_argument("--alignment", action="store_true", help="word alignment as Pharaoh i-j pairs")
+    evidence.add_argument(
+        "--scores", action="store_true", help="sentence confidence, then each word's probability (space-separated)"
+    )
+    evidence.add_argument("--warnings", action="store_true", help="warning codes (comma-separated; empty when clean)")
     p.set_defaults(run=_translate)
 
     p = sub.add_parser("evaluate", help="translate a source file and score it with sacreBLEU")
@@ -355,9 +362,14 @@ def _prepare(args: argparse.Namespace, overrides: list[str]) -> int:
 
 def _translate(args: argparse.Namespace, _: list[str]) -> int:
     from tnmt.data.corpus import iter_lines, iter_stream
-    from tnmt.decode.stream import translate_stream
+    from tnmt.decode.stream import AnnotatedLines, translate_stream
 
+    annotate = {"alignment": args.alignment, "scores": args.scores, "warnings": args.warnings}
+    if any(annotate.values()) and args.engine != "tnmt":
+        raise UserError("--alignment, --scores and --warnings are for --engine tnmt (they read its attention)")
     translator, settings = _translator(args)
+    if any(annotate.values()):
+        translator = AnnotatedLines(translator, **annotate)
     _check_output(args.output)
     lines = iter_lines(args.input) if args.input else iter_stream(sys.stdin.buffer, name="<stdin>")
     with _output(args.output) as out, _progress_bar() as bar:

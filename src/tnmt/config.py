@@ -194,6 +194,9 @@ class TrainConfig:
     adam_eps: float = 1e-9
     label_smoothing: float = 0.1  # epsilon_ls (section 5.4)
     rdrop_alpha: float = 0.0  # R-Drop: each batch passes twice, + alpha x the passes' symmetric KL (loss.py); 0 = off
+    # Guided alignment (Garg et al., 2019): head 0 of the decoder layer [decode] alignment_layer learns eflomal's word
+    # alignments of the training corpus (aligned when it is prepared); the weight of that cross-entropy. 0 = off.
+    guided_alignment: float = 0.0
     clip_norm: float = 0.0  # gradient-norm clipping (not in the paper); 0 = none
     weight_decay: float = 0.0  # decoupled (AdamW) decay of matrices and embeddings (not in the paper); 0 = none
     ema_decay: float = 0.0  # validate, save and translate an EMA of the weights (train/ema.py); 0 = off, e.g. 0.999
@@ -223,6 +226,10 @@ class TrainConfig:
             _check(self, name, getattr(self, name) > 0, "positive")
         _check(self, "label_smoothing", 0.0 <= self.label_smoothing < 1.0, "in [0, 1)")
         _check(self, "rdrop_alpha", self.rdrop_alpha >= 0, ">= 0")
+        _check(self, "guided_alignment", self.guided_alignment >= 0, ">= 0")
+        if self.guided_alignment:
+            no_links = "0 with guided_alignment (translations have no word alignments)"
+            _check(self, "distill_at_step", not self.distill_at_step, no_links)
         _check(self, "lr_factor", self.lr_factor > 0, "positive")
         _check(self, "clip_norm", self.clip_norm >= 0, ">= 0")
         _check(self, "weight_decay", self.weight_decay >= 0, ">= 0")
@@ -258,8 +265,26 @@ class DecodeConfig:
     max_len_b: int = field(default=50, metadata=_help("see max_len_a"))
     min_len: int = field(default=0, metadata=_help("output tokens before EOS is allowed"))
     batch_size: int = field(default=64, metadata=_help("sentences decoded together"))
+    # Word alignment from cross-attention (decode/evidence.py); the defaults were chosen on validation.
+    alignment_layer: int = field(
+        default=2, metadata=_help("decoder layer whose cross-attention aligns words, from the top: 1 = the last")
+    )
+    alignment_head: int = field(default=-1, metadata=_help("head of that layer that aligns words; -1 = their mean"))
+    alignment_shift: bool = field(
+        default=False, metadata=_help("align a target word by the step that reads it, not the one that writes it")
+    )
+
+    # Bounds of (output tokens + 1) / (source tokens + 1) past which a translation is flagged "length_ratio";
+    # `tnmt train` learns them from the prepared corpus when the recipe leaves them 0.
+    length_ratio_min: float = field(default=0.0, metadata=_help("flag outputs shorter than this ratio; 0 = none"))
+    length_ratio_max: float = field(default=0.0, metadata=_help("flag outputs longer than this ratio; 0 = none"))
 
     def __post_init__(self) -> None:
+        for name in ("length_ratio_min", "length_ratio_max"):
+            value = getattr(self, name)
+            _check(self, name, math.isfinite(value) and value >= 0, "a finite number >= 0")
+        _check(self, "alignment_layer", _is_int(self.alignment_layer) and self.alignment_layer >= 1, ">= 1")
+        _check(self, "alignment_head", _is_int(self.alignment_head) and self.alignment_head >= -1, ">= -1")
         for name in ("beam_size", "batch_size"):
             _check(self, name, _is_int(getattr(self, name)) and getattr(self, name) >= 1, ">= 1")
         for name in ("max_len", "max_len_b", "min_len"):

@@ -93,4 +93,5 @@ def to_device(batch: Batch, device: torch.device) -> Batch:
         tgt_in=move(batch.tgt_in),
         tgt_out=move(batch.tgt_out),
         n_tgt_tokens=batch.n_tgt_tokens,
+        alignment=None if batch.alignment is None else move(batch.alignment),
     )

@@ -120,15 +120,28 @@ class Transformer(nn.Module):
         src_mask: Tensor | None = None,
         tgt_mask: Tensor | None = None,
         features_only: bool = False,
-    ) -> Tensor:
+        cross_attention_of: int | None = None,
+    ) -> Tensor | tuple[Tensor, Tensor]:
         """Teacher-forced logits (B, T, V) for target inputs (B, T) given source ids (B, S).
 
         `features_only`: the decoder's output (B, T, D) before the output projection, for a loss that
         applies the projection itself (train/loss.py never builds the (B, T, V) logits).
+        `cross_attention_of`: a decoder layer (0 = the first) whose cross-attention weights (B, H, T, S) are
+        returned too, differentiable, for a loss on them (guided alignment, train/loss.py); only that layer
+        pays for writing them out. A keyword of `forward` rather than a method of its own, so that it passes
+        through DistributedDataParallel, which synchronises gradients only of what its forward computed.
         """
         src_mask = padding_mask(src_ids, self.config.pad_id) if src_mask is None else src_mask
         memory = self.encode(src_ids, src_mask)
-        return self._decode(tgt_ids, memory, memory_mask=src_mask, tgt_mask=tgt_mask, features_only=features_only)[0]
+        out, _, cross = self._decode(
+            tgt_ids,
+            memory,
+            memory_mask=src_mask,
+            tgt_mask=tgt_mask,
+            features_only=features_only,
+            weights_of=cross_attention_of,
+        )
+        return out if cross_attention_of is None else (out, cross[0])
 
     @torch.no_grad()
     def attention_maps(self, src_ids: Tensor, tgt_ids: Tensor) -> tuple[Tensor, AttentionMaps]:
@@ -167,7 +180,10 @@ class Transformer(nn.Module):
         cache: KVCache | None = None,
         need_weights: bool = False,
         features_only: bool = False,
+        weights_of: int | None = None,
     ):
+        """Logits (or features), and the attention weights of every layer (`need_weights`) or of layer
+        `weights_of` alone."""
         start = 0  # positions already decoded: the offset of positional encodings and of the causal mask
         if cache is not None:
             start, memory_mask = cache.length, cache.memory_mask  # read before the layers append to it
@@ -186,7 +202,7 @@ class Transformer(nn.Module):
                 self_mask=tgt_mask,
                 memory_mask=memory_mask,
                 cache=None if cache is None else cache.layers[i],
-                need_weights=need_weights,
+                need_weights=need_weights or i == weights_of,
             )
             if w is not None:
                 self_w.append(w[0])

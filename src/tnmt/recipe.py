@@ -40,6 +40,8 @@ class Recipe:
                 "[model] share_embeddings = true needs [data] joint_vocabulary = true: "
                 "separate vocabularies number their pieces independently"
             )
+        if self.train.guided_alignment and not self.model.n_decoder_layers:
+            raise ValueError("[train] guided_alignment needs a decoder layer: [model] n_decoder_layers = 0 has none")
 
     def model_config(self, tokenizer: "Tokenizer") -> ModelConfig:
         """The model's config for `tokenizer`'s vocabularies and special ids."""

@@ -7,6 +7,9 @@ use swing with sentence length; grouping similar lengths under a token budget av
 
 The batches of an epoch are a pure function of (lengths, max_tokens, seed, epoch), so resuming a run
 needs only the epoch and the index of the next batch; the sampler holds no iteration state.
+
+With guided alignment a batch also carries its pairs' word alignments as one distribution over the source
+per target token (`alignment_matrix`); without it, nothing is built.
 """
 
 import hashlib
@@ -26,6 +29,7 @@ class Batch:
     tgt_in: Tensor  # (B, T) BOS + target ids: what the decoder reads
     tgt_out: Tensor  # (B, T) target ids + EOS: what it must predict, position by position
     n_tgt_tokens: int  # non-pad positions of tgt_out, to normalise the loss per token
+    alignment: Tensor | None = None  # (B, T, S) guided alignment's target, by tgt_out position (`alignment_matrix`)
 
 
 class TokenBatchSampler:
@@ -100,8 +104,15 @@ class TokenBatchSampler:
         return cuts
 
 
-def collate(pairs: Sequence[tuple[list[int], list[int]]], *, pad_id: int, bos_id: int, eos_id: int) -> Batch:
-    """Pad (source ids, target ids) pairs into a `Batch`.
+def collate(
+    pairs: Sequence[tuple[list[int], list[int]]],
+    *,
+    pad_id: int,
+    bos_id: int,
+    eos_id: int,
+    links: Sequence[np.ndarray] | None = None,
+) -> Batch:
+    """Pad (source ids, target ids) pairs into a `Batch`, with each pair's `links` (`alignment_matrix`) if given.
 
     The source gets EOS and no BOS (the encoder needs no start symbol, as in fairseq and MarianMT).
     The target is shifted: the decoder reads BOS + y and predicts y + EOS, so position t learns
@@ -112,7 +123,27 @@ def collate(pairs: Sequence[tuple[list[int], list[int]]], *, pad_id: int, bos_id
     src = _pad([s + [eos_id] for s, _ in pairs], pad_id)  # (B, S)
     tgt_in = _pad([[bos_id] + t for _, t in pairs], pad_id)  # (B, T)
     tgt_out = _pad([t + [eos_id] for _, t in pairs], pad_id)  # (B, T)
-    return Batch(src=src, tgt_in=tgt_in, tgt_out=tgt_out, n_tgt_tokens=int((tgt_out != pad_id).sum()))
+    alignment = None if links is None else alignment_matrix(links, tgt_len=tgt_out.size(1), src_len=src.size(1))
+    n_tgt_tokens = int((tgt_out != pad_id).sum())
+    return Batch(src=src, tgt_in=tgt_in, tgt_out=tgt_out, n_tgt_tokens=n_tgt_tokens, alignment=alignment)
+
+
+def alignment_matrix(links: Sequence[np.ndarray], *, tgt_len: int, src_len: int) -> Tensor:
+    """(B, T, S): row t of pair b spreads 1 evenly over the source positions target token t is linked to.
+
+    `links[b]` (L, 2) holds pair b's (source position, target position) links, positions of its ids without
+    BOS/EOS (`PreparedPairs.links`). Row t belongs to the position that *predicts* target token t (tgt_out's),
+    so the attention trained is the one that writes the word, not the one that reads it. A row without a link
+    (an unaligned word, EOS, padding) stays zero: the loss ignores it.
+    """
+    # numpy, not torch: these small ops cost microseconds, where torch's thread pool took milliseconds on a busy host
+    matrix = np.zeros((len(links), tgt_len, src_len), dtype=np.float32)  # (B, T, S)
+    rows = np.repeat(np.arange(len(links)), [len(pair) for pair in links])
+    if len(rows):
+        src, tgt = np.concatenate(links).T
+        matrix[rows, tgt, src] = 1.0
+    matrix /= np.maximum(matrix.sum(axis=2, keepdims=True), 1.0)
+    return torch.from_numpy(matrix)
 
 
 def _pad(rows: list[list[int]], pad_id: int) -> Tensor:

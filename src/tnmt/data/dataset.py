@@ -44,6 +44,10 @@ class EncodedPairs:
         """Per-pair cost for token-budget batching: the longer side, plus its BOS/EOS."""
         return [max(len(s), len(t)) + 1 for s, t in zip(self.src, self.tgt, strict=True)]
 
+    def side_lengths(self) -> tuple[np.ndarray, np.ndarray]:
+        """(N,) source and (N,) target tokens per pair, without BOS/EOS."""
+        return np.array([len(s) for s in self.src]), np.array([len(t) for t in self.tgt])
+
     def pairs(self, indices: list[int]) -> list[tuple[list[int], list[int]]]:
         return [(self.src[i], self.tgt[i]) for i in indices]
 

@@ -13,6 +13,10 @@ so the model sees many ways a word splits: a regulariser for small corpora. Samp
 put sentencepiece in the training loop; here N samples are drawn once, each chunk's from its own seed
 (so any number of workers writes the same files), and an epoch reads one of them. Samples are drawn for
 the pairs the best segmentation kept; a sampled side longer than the limit keeps the best one.
+
+Guided alignment (`alignments=True`) adds the pairs' word alignments (alignment.py), computed once the ids
+are written. A corpus prepared without them is not current for a run that asks for them and is rebuilt; one
+with them serves a run that does not.
 """
 
 import fcntl
@@ -37,6 +41,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from tnmt.config import DataConfig
+from tnmt.data.alignment import align_prepared, require_eflomal
 from tnmt.data.corpus import ParallelCorpus, chunked, filter_pairs
 from tnmt.data.dataset import corpus_files, train_tokenizer, training_pairs
 from tnmt.data.prepared import A_PREPARED_CORPUS, MANIFEST, SIDES, TOKENIZER_DIR, PreparedPairs, file_stem, is_prepared
@@ -54,7 +59,12 @@ log = logging.getLogger("tnmt")
 
 
 def prepare(
-    data: DataConfig, directory: str | Path, *, max_len: int, tokenizer: Tokenizer | None = None
+    data: DataConfig,
+    directory: str | Path,
+    *,
+    max_len: int,
+    tokenizer: Tokenizer | None = None,
+    alignments: bool = False,
 ) -> PreparedPairs:
     """The training corpus of `data` encoded in `directory`: reused if current, else (re)built.
 
@@ -65,19 +75,20 @@ def prepare(
         max_len: Longest side kept, in subword tokens.
         tokenizer: Encode with this one (a checkpoint's, when resuming or fine-tuning); None trains one
             on a random sample of `data.tokenizer_sample` pairs.
+        alignments: Also align the pairs' words, for guided alignment (`PreparedPairs.links`).
 
     Raises:
-        UserError: The text is unreadable or misaligned, no pair survives the length filter, or `directory`
-            holds something other than a prepared corpus.
+        UserError: The text is unreadable or misaligned, no pair survives the length filter, `directory`
+            holds something other than a prepared corpus, or alignments are asked for without eflomal.
     """
     directory = Path(directory)
     key = _key(data, max_len)
     with _exclusive(directory):
-        if _is_current(directory, key, tokenizer):
+        if _is_current(directory, key, tokenizer, alignments=alignments):
             prepared = PreparedPairs(directory)
             log.info(f"{directory}: prepared corpus is up to date ({len(prepared)} pairs)")
             return prepared
-        return _build(data, directory, key, max_len=max_len, tokenizer=tokenizer)
+        return _build(data, directory, key, max_len=max_len, tokenizer=tokenizer, alignments=alignments)
 
 
 @contextmanager
@@ -96,7 +107,13 @@ def _exclusive(directory: Path) -> Iterator[None]:
 
 
 def _build(
-    data: DataConfig, directory: Path, key: dict[str, Any], *, max_len: int, tokenizer: Tokenizer | None
+    data: DataConfig,
+    directory: Path,
+    key: dict[str, Any],
+    *,
+    max_len: int,
+    tokenizer: Tokenizer | None,
+    alignments: bool,
 ) -> PreparedPairs:
     """Train the tokenizer if none is given, encode, and rename the result into place.
 
@@ -105,6 +122,8 @@ def _build(
     passes would cost the memory this module exists to save.
     """
     started = time.monotonic()
+    if alignments:
+        require_eflomal()  # before any work
     with atomic_directory(directory, is_own=is_prepared, what=A_PREPARED_CORPUS) as tmp:
         if tokenizer is None:
             sample = reservoir_sample(training_pairs(data), data.tokenizer_sample, seed=SAMPLE_SEED)
@@ -122,6 +141,11 @@ def _build(
         )
         if not counts["pairs"]:
             raise UserError(f"{key['sources'][0]['path']}: no sentence pair has both sides of 1 to {max_len} tokens")
+        if alignments:
+            segmentations = 1 + data.subword_samples
+            counts["alignments"] = align_prepared(
+                tmp, tokenizer, segmentations=segmentations, dtype=dtype, max_len=max_len
+            )
         tokenizer_entry = {"fingerprint": tokenizer.fingerprint(), "trained": trained, "sample_pairs": sampled}
         manifest = {**key, "tokenizer": tokenizer_entry, "dtype": dtype.name, **counts}
         atomic_write_text(tmp / MANIFEST, _json(manifest))
@@ -176,14 +200,16 @@ def _describe(path: Path) -> dict[str, Any]:
     return {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256_first_mb": head}
 
 
-def _is_current(directory: Path, key: dict[str, Any], tokenizer: Tokenizer | None) -> bool:
-    """Whether `directory` holds what `prepare` would build now: same key, and the given tokenizer or
-    (none given) one prepare trained itself."""
+def _is_current(directory: Path, key: dict[str, Any], tokenizer: Tokenizer | None, *, alignments: bool) -> bool:
+    """Whether `directory` holds what `prepare` would build now: same key, word alignments if asked for, and
+    the given tokenizer or (none given) one prepare trained itself."""
     if not (directory / MANIFEST).is_file():
         return False
     try:
         manifest = read_json(directory / MANIFEST)
         if any(manifest.get(name) != value for name, value in key.items()):
+            return False
+        if alignments and "alignments" not in manifest:
             return False
         fingerprint = manifest["tokenizer"]["fingerprint"]
         if tokenizer is not None:

@@ -10,6 +10,8 @@ so its memory stays flat as the corpus grows. A prepared directory holds:
     src.offsets.npy, tgt.offsets.npy   int64, one more than the pairs: sentence i is ids[off[i]:off[i + 1]]
     src.sample<k>.ids, ...        with `data.subword_samples` = N > 0: the k-th sampled segmentation (1..N) of
                                   the same pairs, one set of four files each (`PreparedPairs.for_epoch`)
+    links.ids, links.offsets.npy  prepared for guided alignment (`alignment.py`): each pair's subword links as
+                                  (source position, target position) values back to back; links.sample<k>.* too
 
 This module reads one; `prepare.py` builds it (`tnmt prepare`).
 """
@@ -27,6 +29,7 @@ from tnmt.io import read_json
 
 MANIFEST, TOKENIZER_DIR = "manifest.json", "tokenizer"
 SIDES = ("src", "tgt")
+LINKS = "links"  # the word alignments' files, "alignments" in the manifest
 A_PREPARED_CORPUS = "a prepared corpus"  # what `prepare` replaces, in its refusal of anything else
 
 
@@ -39,6 +42,9 @@ class PreparedPairs:
         self.manifest = read_json(self.directory / MANIFEST)
         dtype = np.dtype(self.manifest["dtype"])
         self._sides = [SentenceFile(self.directory / file_stem(side, segmentation), dtype) for side in SIDES]
+        self._links = None
+        if alignments := self.manifest.get("alignments"):
+            self._links = SentenceFile(self.directory / file_stem(LINKS, segmentation), np.dtype(alignments["dtype"]))
 
     def for_epoch(self, epoch: int) -> "PreparedPairs":
         """The pairs epoch `epoch` trains on: the best segmentation, or with N subword samples the
@@ -58,9 +64,25 @@ class PreparedPairs:
         src, tgt = (side.lengths() for side in self._sides)
         return np.maximum(src, tgt) + 1
 
+    def side_lengths(self) -> tuple[np.ndarray, np.ndarray]:
+        """(N,) source and (N,) target tokens per pair, without BOS/EOS."""
+        src, tgt = (side.lengths() for side in self._sides)
+        return src, tgt
+
     def pairs(self, indices: Iterable[int]) -> list[tuple[list[int], list[int]]]:
         src, tgt = self._sides
         return [(src.sentence(i), tgt.sentence(i)) for i in indices]
+
+    def links(self, indices: Iterable[int]) -> list[np.ndarray]:
+        """Per pair its word alignment as subword links (L, 2): (source position, target position), 0-based over
+        the ids `pairs` gives (no BOS/EOS).
+
+        Raises:
+            ValueError: The corpus was prepared without alignments (`prepare(..., alignments=True)` adds them).
+        """
+        if self._links is None:
+            raise ValueError(f"{self.directory}: prepared without word alignments")
+        return [np.array(self._links.sentence(i), dtype=np.int64).reshape(-1, 2) for i in indices]
 
 
 class SentenceFile:

@@ -5,13 +5,19 @@ hand; a 1,000,000-line file would then sit in memory (with its ids and outputs) 
 came out. So a file is cut into chunks of `chunk_lines` lines: each chunk is sorted, decoded and written
 in its own input order before the next is read. Memory stays that of one chunk, the first lines come out
 early, and a chunk of a few thousand lines still sorts well enough for full batches.
+
+`AnnotatedLines` adds the evidence of each translation to its line, in tab-separated columns
+(`tnmt translate --alignment --scores --warnings`).
 """
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from tnmt.config import DecodeConfig
 from tnmt.data.corpus import chunked
+
+if TYPE_CHECKING:
+    from tnmt.decode.translator import Translator
 
 CHUNK_LINES = 2048
 
@@ -42,3 +48,29 @@ def translate_stream(
     for chunk in chunked(lines, chunk_lines):
         yield translator.translate(chunk, settings, first_line=first_line)
         first_line += len(chunk)
+
+
+class AnnotatedLines:
+    """A `LinesTranslator` whose lines are the translation and, after a tab each and in this order: the word
+    alignment as Pharaoh `i-j` pairs (source word i, target word j, 0-based over whitespace words); the
+    sentence confidence and the words' probabilities (space-separated); the warnings (comma-separated).
+    A column asked for is always there, empty when it has nothing (an empty line, a clean translation)."""
+
+    def __init__(self, translator: "Translator", *, alignment: bool, scores: bool, warnings: bool) -> None:
+        self.translator = translator
+        self.alignment, self.scores, self.warnings = alignment, scores, warnings
+
+    def translate(
+        self, texts: Sequence[str], settings: DecodeConfig | None = None, *, first_line: int = 1
+    ) -> list[str]:
+        lines = []
+        for translation in self.translator.translations(texts, settings, evidence=True, first_line=first_line):
+            evidence, columns = translation.evidence, [translation.text]
+            if self.alignment:
+                columns.append(" ".join(f"{i}-{j}" for i, j in evidence.alignment))
+            if self.scores:
+                columns += [f"{evidence.confidence:.4f}", " ".join(f"{p:.4f}" for p in evidence.word_probs)]
+            if self.warnings:
+                columns.append(",".join(evidence.warnings))
+            lines.append("\t".join(columns))
+        return lines

@@ -14,16 +14,17 @@ server's batcher to the HTTP answer, and the CTranslate2 engine returns it too. 
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple, Protocol
 
 import torch
 
 from tnmt.checkpoint import load_checkpoint
 from tnmt.config import DecodeConfig
+from tnmt.decode.evidence import Evidence, Sentence, gather_evidence
 from tnmt.decode.quantize import quantize_int8
 from tnmt.decode.search import search
-from tnmt.decode.step import Hypothesis, fit_source
+from tnmt.decode.step import Hypothesis, fit_source, output_limits
 from tnmt.decode.trace import SearchRecorder, Trace
 from tnmt.model import AttentionMaps, Transformer
 
@@ -60,8 +61,9 @@ class TokenAttention(NamedTuple):
 class Translation:
     """One source's translation: text, ids (no BOS/EOS), length-penalised score and log-probability.
 
-    `alternatives` holds the next best translations (best first) when an n-best list was asked for, and
-    `attention` the weights that explain this translation when they were asked for.
+    `alternatives` holds the next best translations (best first) when an n-best list was asked for,
+    `attention` the weights that explain this translation and `evidence` its word alignment, confidence and
+    warnings (decode/evidence.py), each when asked for.
     """
 
     text: str
@@ -70,6 +72,7 @@ class Translation:
     log_prob: float
     alternatives: tuple["Translation", ...] = ()
     attention: TokenAttention | None = field(default=None, compare=False)
+    evidence: Evidence | None = field(default=None, compare=False)
 
     @property
     def nbest(self) -> list["Translation"]:
@@ -77,7 +80,7 @@ class Translation:
         return [self, *self.alternatives]
 
 
-EMPTY = Translation(text="", tokens=[], score=0.0, log_prob=0.0)
+EMPTY = Translation(text="", tokens=[], score=0.0, log_prob=0.0, evidence=Evidence([], [], 1.0, []))
 
 
 class Translator:
@@ -126,6 +129,7 @@ class Translator:
         *,
         n_best: int = 1,
         attention: bool = False,
+        evidence: bool = False,
         first_line: int = 1,
         sources: Sequence[list[int] | None] | None = None,
     ) -> list[Translation]:
@@ -137,6 +141,8 @@ class Translator:
                 which gives the same result as beam search with one beam.
             n_best: With n_best > 1, each translation carries its next n_best - 1 alternatives (at most
                 the beam size in all).
+            evidence: Also return each best translation's word alignment, confidence and warnings: one
+                teacher-forced forward pass per batch (decode/evidence.py).
             attention: Also return the attention weights behind each (non-empty) translation: one more
                 forward pass per sentence.
             first_line: The line number of `texts[0]` in warnings (a file translated chunk by chunk names
@@ -154,9 +160,11 @@ class Translator:
             width = lengths[chunk[0]] + 1  # the longest, with EOS: sorted by decreasing length
             rows = [[*sources[i], eos_id] + [pad_id] * (width - 1 - len(sources[i])) for i in chunk]
             found = search(self.model, torch.tensor(rows, device=self.device), settings, n_best=n_best)
-            for i, hypotheses in zip(chunk, found, strict=True):
-                maps = self._attention(texts[i], sources[i], hypotheses[0].tokens) if attention else None
-                results[i] = self._translation(hypotheses, maps)
+            translations = [self._translation(hypotheses) for hypotheses in found]
+            proofs = self._evidence(chunk, texts, sources, translations, settings) if evidence else [None] * len(chunk)
+            for i, translation, proof in zip(chunk, translations, proofs, strict=True):
+                maps = self._attention(texts[i], sources[i], translation.tokens) if attention else None
+                results[i] = replace(translation, attention=maps, evidence=proof)
         return results
 
     def attention(self, text: str, settings: DecodeConfig | None = None) -> TokenAttention:
@@ -214,11 +222,38 @@ class Translator:
         """
         return _length_batches(_lengths(texts, sources), batch_size)
 
-    def _translation(self, hypotheses: list[Hypothesis], attention: TokenAttention | None) -> Translation:
+    def _translation(self, hypotheses: list[Hypothesis]) -> Translation:
         """A search's hypotheses, best first, as one `Translation` carrying the others as alternatives."""
         decode = self.tokenizer.decode_target
         best, *others = (Translation(decode(h.tokens), h.tokens, h.score, h.log_prob) for h in hypotheses)
-        return Translation(best.text, best.tokens, best.score, best.log_prob, tuple(others), attention)
+        return replace(best, alternatives=tuple(others))
+
+    def _evidence(
+        self,
+        chunk: list[int],
+        texts: Sequence[str],
+        sources: Sequence[list[int] | None],
+        translations: list[Translation],
+        settings: DecodeConfig,
+    ) -> list[Evidence]:
+        """The evidence of one batch's best translations (`chunk`: their indices in `texts`)."""
+        lengths = torch.tensor([len(sources[i]) + 1 for i in chunk])  # with EOS, as the search counted them
+        limits = output_limits(lengths, model_max_len=self.model.config.max_len, decode=settings).tolist()
+        sentences = [
+            Sentence(
+                source_text=texts[i],
+                source_ids=sources[i],
+                source_pieces=self.tokenizer.source_pieces(texts[i]),
+                output_text=translation.text,
+                output_ids=translation.tokens,
+                output_pieces=self.tokenizer.target_pieces(translation.tokens),
+                ended=len(translation.tokens) < limit,  # a search stopped by its limit wrote no EOS
+            )
+            for i, translation, limit in zip(chunk, translations, limits, strict=True)
+        ]
+        return gather_evidence(
+            self.model, sentences, settings, bos_id=self.tokenizer.bos_id, eos_id=self.tokenizer.eos_id
+        )
 
     def _attention(self, text: str, ids: list[int], output: list[int]) -> TokenAttention:
         """The maps of one teacher-forced forward pass over `output`, which the search found for `ids`."""

@@ -1,4 +1,5 @@
-"""The HTTP API: a native `/v1` API, LibreTranslate's `/translate` and `/languages`, probes, metrics, the page.
+"""The HTTP API: a native `/v1` API, LibreTranslate's (`/translate`, `/detect`, `/languages`, `/frontend/settings`),
+probes, metrics, the page.
 
 Every sentence goes through its model's `Batcher`, so concurrent requests share decoder batches. Errors
 are JSON `{"error": "..."}` with the status that says what happened: 413 over a size limit, 422 over a
@@ -9,6 +10,7 @@ up before its answer has its sentences dropped from the queue (499 in the metric
 """
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -30,17 +32,20 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tnmt.checkpoint import load_checkpoint
 from tnmt.config import DecodeConfig, ServeConfig
+from tnmt.decode.evidence import WARNINGS
 from tnmt.decode.trace import Trace, explanation
 from tnmt.decode.translator import Translation, Translator
 from tnmt.errors import UserError
 from tnmt.serve.batcher import Batcher, QueueFull
 from tnmt.serve.body_deadline import BodyDeadline
-from tnmt.serve.html_text import replace_text_nodes, text_nodes
+from tnmt.serve.detect import Detector, supported
+from tnmt.serve.markup import parse
 
 STATIC = Path(str(files("tnmt"))) / "serve" / "static"
 PROBE = "Hello."  # what /ready translates
 CLIENT_GONE = 499  # nginx's "client closed request": nobody reads it, the metrics count it
 LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech", "it": "Italian", "es": "Spanish"}
+FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: how long its page waits after a keystroke to translate
 
 
 @dataclass
@@ -76,6 +81,8 @@ class TranslateRequest(BaseModel):
     n_best: int = Field(default=1, ge=1)
     max_len: int | None = Field(default=None, ge=1)
     return_attention: bool = False
+    return_alignment: bool = False
+    return_confidence: bool = False
 
 
 class ExplainRequest(BaseModel):
@@ -245,8 +252,11 @@ def _add_native_api(app: FastAPI, models: list[ServedModel], config: ServeConfig
 
     @app.post("/v1/translate")
     async def translate(request: TranslateRequest, http: Request) -> dict[str, Any]:
-        """Translate a text or a list of texts; with `n_best` > 1 alternatives with scores, with
-        `return_attention` (one text) the cross-attention weights and subword pieces."""
+        """Translate a text or a list of texts. Each translation has `warnings` (codes, empty when clean); with
+        `return_alignment` its word alignment as [source word, target word] pairs (0-based over the whitespace
+        words of the text and of the translation), with `return_confidence` the sentence's and each word's
+        probability, with `n_best` > 1 alternatives with scores, with `return_attention` (one text) the
+        cross-attention weights and subword pieces."""
         texts = [request.text] if isinstance(request.text, str) else request.text
         if request.return_attention and not isinstance(request.text, str):
             raise ApiError(422, "return_attention needs a single text, not a list")
@@ -259,7 +269,7 @@ def _add_native_api(app: FastAPI, models: list[ServedModel], config: ServeConfig
         results = await _translate(
             model, texts, settings, request.n_best, request.return_attention, timeout=config.timeout_s, client=http
         )
-        return {"model": model.id, "translations": [_translation(result, request.n_best) for result in results]}
+        return {"model": model.id, "translations": [_translation(result, request) for result in results]}
 
 
 def _add_explain_api(app: FastAPI, models: list[ServedModel], config: ServeConfig) -> None:
@@ -290,10 +300,12 @@ def _add_explain_api(app: FastAPI, models: list[ServedModel], config: ServeConfi
 
 
 def _add_libretranslate_api(app: FastAPI, models: list[ServedModel], config: ServeConfig) -> None:
+    detector = _detector(models)  # built once; lingua loads its models on the first detection
+
     @app.post("/translate")
     async def libretranslate(request: Request) -> dict[str, Any]:
-        """LibreTranslate's translate: JSON or form body with q (text or list), source ("auto" too), target,
-        format ("text" or "html") and alternatives."""
+        """LibreTranslate's translate: JSON or form body with q (text or list), source ("auto" too: each text goes
+        to the model from its detected language), target, format ("text" or "html") and alternatives."""
         fields = await _body(request)
         q, source, target = fields.get("q"), fields.get("source"), fields.get("target")
         if q is None or (not isinstance(q, str) and not (isinstance(q, list) and all(isinstance(t, str) for t in q))):
@@ -307,42 +319,183 @@ def _add_libretranslate_api(app: FastAPI, models: list[ServedModel], config: Ser
             alternatives = int(fields.get("alternatives", 0))
         except (TypeError, ValueError, OverflowError):
             raise ApiError(400, "Invalid request: alternatives must be an integer") from None
-        model = _pick(models, None if source == "auto" else source, target, status=400)
         texts = [q] if isinstance(q, str) else q
-        settings = model.translator.decode
-        n_best = min(alternatives + 1, settings.beam_size) if alternatives > 0 else 1
-        _check_limits(texts, settings.beam_size, n_best, config, size_status=400)
-        if text_format == "html":
-            outputs = [
-                await _translate_markup(model, text, settings, timeout=config.timeout_s, client=request)
-                for text in texts
-            ]
-            answers: list[dict[str, Any]] = [{"translatedText": text} for text in outputs]
-        else:
-            results = await _translate(model, texts, settings, n_best, False, timeout=config.timeout_s, client=request)
-            answers = [{"translatedText": result.text} for result in results]
-            if alternatives:
-                for answer, result in zip(answers, results, strict=True):
-                    answer["alternatives"] = [alternative.text for alternative in result.alternatives]
         if source == "auto":
-            for answer in answers:
-                answer["detectedLanguage"] = {"confidence": 100.0, "language": model.source}
+            routes, detected = await _route_auto(detector, models, texts, target, config, html=text_format == "html")
+        else:
+            routes, detected = [_pick(models, source, target, status=400)] * len(texts), None
+        answers = await _libre_answers(routes, texts, text_format, alternatives, config=config, client=request)
+        if detected is not None:
+            for answer, language in zip(answers, detected, strict=True):
+                answer["detectedLanguage"] = language
         if isinstance(q, str):
             return answers[0]
         return {key: [a[key] for a in answers] for key in answers[0]} if answers else {"translatedText": []}
 
+    @app.post("/detect")
+    async def detect(request: Request) -> list[dict[str, Any]]:
+        """LibreTranslate's detect: JSON or form body with q (a text); every served source language lingua knows,
+        best first, with its confidence (0-100; all 0 for a text without letters). serve/detect.py says why."""
+        q = (await _body(request)).get("q")
+        if not isinstance(q, str) or not q:
+            raise ApiError(400, "Invalid request: missing q parameter (a non-empty text)")
+        _check_limits([q], 1, 1, config, size_status=400)
+        [found] = await _detect(detector, [q])
+        if not found:
+            sources = ", ".join(sorted({model.source for model in models}))
+            raise ApiError(400, f"language detection knows none of the served source languages ({sources})")
+        return [{"confidence": confidence, "language": code} for code, confidence in found]
+
     @app.get("/languages")
     async def languages() -> list[dict[str, Any]]:
-        """LibreTranslate's language list: every source language and the targets it can be translated to."""
-        sources = sorted({model.source for model in models})
+        """LibreTranslate's language list: every language served (source or target) and the targets it can be
+        translated to. Target-only languages are listed too: LibreTranslate's page looks every target up here."""
+        codes = sorted({model.source for model in models} | {model.target for model in models})
         return [
             {
                 "code": code,
                 "name": LANGUAGE_NAMES.get(code, code),
                 "targets": sorted(m.target for m in models if m.source == code),
             }
-            for code in sources
+            for code in codes
         ]
+
+    @app.get("/frontend/settings")
+    async def frontend_settings() -> dict[str, Any]:
+        """LibreTranslate's settings for its web page: this server's character limit, no API keys, suggestions or
+        files, and the languages preselected (source "auto", the first model's target)."""
+        target = models[0].target
+        return {
+            "charLimit": config.max_chars,
+            "frontendTimeout": FRONTEND_TIMEOUT_MS,
+            "apiKeys": False,
+            "keyRequired": False,
+            "suggestions": False,
+            "filesTranslation": False,
+            "supportedFilesFormat": [],
+            "language": {
+                "source": {"code": "auto", "name": "Auto Detect"},
+                "target": {"code": target, "name": LANGUAGE_NAMES.get(target, target)},
+            },
+        }
+
+
+def _detector(models: list[ServedModel]) -> Detector | None:
+    """The detector of the served source languages lingua knows; None when it knows none of them. A source it
+    does not know (a code of one's own, "xx") is never detected: only a request naming it reaches its model."""
+    sources = {model.source for model in models}
+    known = sorted(sources & supported())
+    if unknown := sorted(sources - set(known)):
+        logging.getLogger("tnmt").warning(f"language detection does not know {unknown}: source 'auto' never picks them")
+    return Detector(known) if known else None
+
+
+async def _detect(detector: Detector | None, texts: list[str]) -> list[list[tuple[str, float]]]:
+    """Each text's served languages, best first, detected in a worker thread: lingua's first call loads its
+    models (about a second) and max_texts long texts take tens of milliseconds, which the event loop must not
+    wait for."""
+    if detector is None or not texts:
+        return [[] for _ in texts]
+    return await asyncio.to_thread(lambda: [detector.detect(text) for text in texts])
+
+
+async def _route_auto(
+    detector: Detector | None,
+    models: list[ServedModel],
+    texts: list[str],
+    target: str,
+    config: ServeConfig,
+    *,
+    html: bool,
+) -> tuple[list[ServedModel], list[dict[str, Any]]]:
+    """Each text's model for `source: "auto"` and its `detectedLanguage`: the model from the detected language to
+    `target`. A detected language without a model to `target` is a 400, not another model's translation: German
+    through an English model is garbage that looks like an answer. With nothing detected (confidence 0: no
+    letters, or lingua's rules ruled out every served language) a text goes to the first language in the
+    detector's order that has a model to `target`, else to the first model to `target` by source code. An `html`
+    fragment is detected by the text of its sentences, without its tags."""
+    to_target = sorted((model for model in models if model.target == target), key=lambda model: model.source)
+    if not to_target:
+        raise ApiError(400, f"no model translates to {target}; served: {', '.join(m.id for m in models)}")
+    _check_limits(texts, 1, 1, config, size_status=400)  # sizes and Unicode before detecting; search limits later
+    by_source = {model.source: model for model in to_target}
+    routes, detected = [], []
+    readable = [" ".join(parse(text).texts) for text in texts] if html else texts  # the words, not the tags
+    for i, found in enumerate(await _detect(detector, readable)):
+        best, confidence = found[0] if found else (None, 0.0)
+        if confidence > 0:
+            if best not in by_source:
+                raise ApiError(
+                    400,
+                    f"text {i} was detected as {best} ({confidence:g}% confident) and no model translates {best} -> "
+                    f"{target}; served: {', '.join(m.id for m in models)}; name the source language instead of auto",
+                )
+            model = by_source[best]
+        else:
+            model = next((by_source[code] for code, _ in found if code in by_source), to_target[0])
+        routes.append(model)
+        detected.append({"confidence": confidence, "language": model.source})
+    return routes, detected
+
+
+async def _libre_answers(
+    routes: list[ServedModel],
+    texts: list[str],
+    text_format: str,
+    alternatives: int,
+    *,
+    config: ServeConfig,
+    client: Request,
+) -> list[dict[str, Any]]:
+    """LibreTranslate's answer for each text, translated by its model in `routes`. Every model's texts are checked
+    against the limits before any is queued; then one model after another, each within the deadline."""
+    groups: dict[str, list[int]] = {}
+    for i, model in enumerate(routes):
+        groups.setdefault(model.id, []).append(i)
+    served = {model.id: model for model in routes}
+    for id_, indices in groups.items():
+        settings = served[id_].translator.decode
+        n_best = _libre_n_best(alternatives, settings)
+        _check_limits([texts[i] for i in indices], settings.beam_size, n_best, config, size_status=400)
+    answers: list[dict[str, Any]] = [{} for _ in texts]
+    for id_, indices in groups.items():
+        group = [texts[i] for i in indices]
+        translated = await _libre_translate(served[id_], group, text_format, alternatives, config=config, client=client)
+        for i, answer in zip(indices, translated, strict=True):
+            answers[i] = answer
+    return answers
+
+
+async def _libre_translate(
+    model: ServedModel, texts: list[str], text_format: str, alternatives: int, *, config: ServeConfig, client: Request
+) -> list[dict[str, Any]]:
+    """`{"translatedText": ...}` (and `"alternatives"` when asked for) for each text, by one model, with two fields
+    of tnmt's own that LibreTranslate clients ignore: `confidence` (0-1, `/v1/translate`'s sentence confidence)
+    and `warnings`."""
+    settings = model.translator.decode
+    if text_format == "html":  # a fragment is as sure as its least sure sentence, and has all their warnings
+        answers = []
+        for text in texts:
+            output, sentences = await _translate_markup(model, text, settings, timeout=config.timeout_s, client=client)
+            confidence = min((r.evidence.confidence for r in sentences), default=1.0)
+            warnings = [code for code in WARNINGS if any(code in r.evidence.warnings for r in sentences)]
+            answers.append({"translatedText": output, "confidence": confidence, "warnings": warnings})
+        return answers
+    n_best = _libre_n_best(alternatives, settings)
+    results = await _translate(model, texts, settings, n_best, False, timeout=config.timeout_s, client=client)
+    answers: list[dict[str, Any]] = [
+        {"translatedText": result.text, "confidence": result.evidence.confidence, "warnings": result.evidence.warnings}
+        for result in results
+    ]
+    if alternatives:
+        for answer, result in zip(answers, results, strict=True):
+            answer["alternatives"] = [alternative.text for alternative in result.alternatives]
+    return answers
+
+
+def _libre_n_best(alternatives: int, settings: DecodeConfig) -> int:
+    """Hypotheses to search for LibreTranslate's `alternatives`: as many as asked, capped by the model's beam."""
+    return min(alternatives + 1, settings.beam_size) if alternatives > 0 else 1
 
 
 def _add_probes(app: FastAPI, models: list[ServedModel], config: ServeConfig) -> None:
@@ -410,10 +563,13 @@ async def _hang_up(client: Request) -> None:
 
 async def _translate_markup(
     model: ServedModel, fragment: str, settings: DecodeConfig, *, timeout: float, client: Request
-) -> str:
-    nodes = text_nodes(fragment)
-    results = await _translate(model, nodes, settings, 1, False, timeout=timeout, client=client) if nodes else []
-    return replace_text_nodes(fragment, [result.text for result in results])
+) -> tuple[str, list[Translation]]:
+    """The translated fragment (serve/markup.py: each sentence whole, its inline tags carried by the word
+    alignment) and the translations of its sentences."""
+    document = parse(fragment)
+    texts = document.texts
+    results = await _translate(model, texts, settings, 1, False, timeout=timeout, client=client) if texts else []
+    return document.render([(result.text, result.evidence.alignment) for result in results]), results
 
 
 def _pick(models: list[ServedModel], source: str | None, target: str | None, *, status: int = 400) -> ServedModel:
@@ -446,10 +602,15 @@ def _check_limits(texts: list[str], beam_size: int, n_best: int, config: ServeCo
         raise ApiError(search_status, f"n_best {n_best}: over {limit}")
 
 
-def _translation(result: Translation, n_best: int) -> dict[str, Any]:
-    """A `Translation` as the JSON of /v1/translate: the n-best list (best first) with scores when asked for."""
-    answer: dict[str, Any] = {"text": result.text}
-    if n_best > 1:
+def _translation(result: Translation, request: TranslateRequest) -> dict[str, Any]:
+    """A `Translation` as the JSON of /v1/translate: its warnings, and what the request asked for."""
+    evidence = result.evidence
+    answer: dict[str, Any] = {"text": result.text, "warnings": evidence.warnings}
+    if request.return_alignment:
+        answer["alignment"] = [[i, j] for i, j in evidence.alignment]
+    if request.return_confidence:
+        answer["confidence"] = {"sentence": evidence.confidence, "words": evidence.word_probs}
+    if request.n_best > 1:
         answer["alternatives"] = [{"text": t.text, "score": t.score} for t in result.nbest]
     if result.attention is not None:
         source_pieces, target_pieces, maps = result.attention

@@ -148,8 +148,8 @@ class Batcher:
             self._decode([job for job in batch if job.future.set_running_or_notify_cancel()])
 
     def _decode(self, jobs: list[Job]) -> None:
-        """Decode jobs that share settings together; every job's future gets a `Translation` (a traced job's a
-        `Trace`) or the error."""
+        """Decode jobs that share settings together; every job's future gets a `Translation` with its evidence
+        (the server answers every translation with its warnings) or, for a traced job, a `Trace`; or the error."""
         groups: dict[tuple, list[Job]] = {}
         for job in jobs:
             groups.setdefault((job.settings, job.n_best, job.attention, job.trace), []).append(job)
@@ -164,6 +164,7 @@ class Batcher:
                         replace(settings, batch_size=len(group)),  # one decoder batch; sorted by length
                         n_best=n_best,
                         attention=attention,
+                        evidence=True,
                         sources=[job.source for job in group],
                     )
             except Exception as error:  # the request reports it; the worker lives on

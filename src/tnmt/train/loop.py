@@ -3,7 +3,8 @@
 Teacher forcing: the decoder reads BOS + y and is trained to predict y + EOS at every position at
 once, with label-smoothed cross-entropy, Adam(0.9, 0.98, 1e-9) and the warm-up schedule of Eq. 3.
 Batches hold about `max_tokens` tokens (the paper: ~25k source + ~25k target tokens per batch);
-gradient accumulation makes a larger effective batch from several smaller ones.
+gradient accumulation makes a larger effective batch from several smaller ones. With guided alignment
+(`train.guided_alignment`) one cross-attention head is also trained toward word alignments (loss.py).
 
 Everything the loop needs to continue is in its checkpoints: weights, Adam moments, the step (which
 determines the learning rate), the data position (epoch, batch index: batches are a pure function of
@@ -22,12 +23,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch import Tensor
 
 from tnmt.checkpoint import average_checkpoints, remove_checkpoint, save_checkpoint, update_link
 from tnmt.config import TrainConfig
 from tnmt.data.batching import Batch, TokenBatchSampler, collate
 from tnmt.data.dataset import ConcatPairs, EncodedPairs, TrainingPairs
 from tnmt.data.tokenizer import Tokenizer
+from tnmt.decode.evidence import alignment_layer_index
 from tnmt.decode.translator import Translator
 from tnmt.device import mixed_precision, resolve_device, to_device
 from tnmt.evaluate import score
@@ -36,7 +39,7 @@ from tnmt.model import Transformer
 from tnmt.recipe import Recipe
 from tnmt.train.distill import prepare_distilled, write_translations
 from tnmt.train.distributed import World, collective, env_world, process_group, translate_across
-from tnmt.train.loss import model_loss
+from tnmt.train.loss import GUIDED_HEAD, alignment_loss, model_loss
 from tnmt.train.progress import Window
 from tnmt.train.schedule import inverse_sqrt_lr
 from tnmt.train.start import Run, TrainState, start_run
@@ -108,11 +111,15 @@ def _train_epoch(run: Run, window: Window, *, clock: float, stop: StopRequest | 
     return False
 
 
-def _update_on(run: Run, data: TrainingPairs, group: list[np.ndarray]) -> tuple[float, float, int]:
+def _update_on(run: Run, data: TrainingPairs, group: list[np.ndarray]) -> tuple[float, float, int, float, int]:
     """One update on a group of global batches (indices into `data`): the j-th goes to rank j mod N."""
     world, ids, device = run.world, run.tokenizer.special_ids, next(run.model.parameters()).device
     mine = group[world.rank :: world.size]
-    batches = [to_device(collate(data.pairs(indices), **ids), device) for indices in mine or group[:1]]
+    guided = bool(run.recipe.train.guided_alignment)
+    batches = [
+        to_device(collate(data.pairs(indices), **ids, links=data.links(indices) if guided else None), device)
+        for indices in mine or group[:1]
+    ]
     with collective(world):
         return _update(run, batches, real=len(mine), steps=-(-len(group) // world.size))
 
@@ -134,35 +141,32 @@ def out_of_budget(cfg: TrainConfig, state: TrainState) -> bool:
     )
 
 
-def _update(run: Run, batches: list[Batch], *, real: int, steps: int) -> tuple[float, float, int]:
+def _update(run: Run, batches: list[Batch], *, real: int, steps: int) -> tuple[float, float, int, float, int]:
     """One optimizer update over this rank's `real` batches (of `batches`), accumulated; returns the summed
-    loss, NLL and target tokens of all ranks.
+    label-smoothed loss, NLL, target tokens, alignment loss and aligned target tokens of all ranks.
 
     Every rank runs `steps` forward/backward passes so DDP's collectives stay in step: a rank short of data
     at the end of an epoch repeats its first batch with weight 0 (fairseq's dummy batch). The loss is divided
     by the target tokens of all ranks, times world.size because DDP averages gradients over ranks: the
     update equals one process accumulating every rank's batches. Gradients are all-reduced once, in the
-    backward pass of the last micro-batch (`no_sync` before it).
+    backward pass of the last micro-batch (`no_sync` before it). The alignment loss, weighted, joins the
+    label-smoothed one before that division, as in Marian: summed over aligned tokens, divided by all tokens.
     """
     cfg, world, net, model, scaler = run.recipe.train, run.world, run.net, run.model, run.scaler
-    dtype = run.precision.dtype
     (n_tokens,) = world.sum(sum(b.n_tgt_tokens for b in batches[:real]))
-    total_loss = total_nll = 0.0
+    total_loss = total_nll = total_align = 0.0
+    n_aligned = 0
     for i in range(steps):
         batch, weight = (batches[i], world.size) if i < real else (batches[0], 0)
         last = i == steps - 1
         with nullcontext() if last or world.size == 1 else net.no_sync():
-            src, tgt_in = batch.src, batch.tgt_in
-            if cfg.rdrop_alpha:  # R-Drop: the batch twice in one pass, each copy with its own dropout masks
-                src, tgt_in = src.repeat(2, 1), tgt_in.repeat(2, 1)
-            with torch.autocast(src.device.type, dtype=dtype, enabled=dtype is not None):
-                features = net(src, tgt_in, features_only=True)  # (B, T, D), (2B, T, D) with R-Drop
-            loss, nll = model_loss(
-                model, features, batch.tgt_out, epsilon=cfg.label_smoothing, dtype=dtype, rdrop_alpha=cfg.rdrop_alpha
-            )
-            scaler.scale(loss * weight / n_tokens).backward()  # every token of the update weighs the same
+            loss, nll, align, aligned = _batch_losses(run, batch)
+            objective = loss if align is None else loss + cfg.guided_alignment * align
+            scaler.scale(objective * weight / n_tokens).backward()  # every token of the update weighs the same
         if i < real:
             total_loss, total_nll = total_loss + loss.item(), total_nll + nll.item()
+            if align is not None:
+                total_align, n_aligned = total_align + align.item(), n_aligned + int(aligned)
     scaler.unscale_(run.optimizer)
     if cfg.clip_norm:
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
@@ -175,8 +179,33 @@ def _update(run: Run, batches: list[Batch], *, real: int, steps: int) -> tuple[f
     if run.ema:
         run.ema.update(step)
     run.optimizer.zero_grad(set_to_none=True)
-    total_loss, total_nll = world.sum(total_loss, total_nll)
-    return total_loss, total_nll, int(n_tokens)
+    total_loss, total_nll, total_align, n_aligned = world.sum(total_loss, total_nll, total_align, n_aligned)
+    return total_loss, total_nll, int(n_tokens), total_align, int(n_aligned)
+
+
+def _batch_losses(run: Run, batch: Batch) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
+    """One batch's summed label-smoothed loss and NLL (`model_loss`), and with guided alignment its summed
+    alignment loss and aligned target tokens (`alignment_loss`, from the same forward pass), else None twice."""
+    cfg, model, dtype = run.recipe.train, run.model, run.precision.dtype
+    src, tgt_in, alignment = batch.src, batch.tgt_in, batch.alignment
+    passes = 2 if cfg.rdrop_alpha else 1
+    if cfg.rdrop_alpha:  # R-Drop: the batch twice in one pass, each copy with its own dropout masks
+        src, tgt_in = src.repeat(2, 1), tgt_in.repeat(2, 1)
+        alignment = None if alignment is None else alignment.repeat(2, 1, 1)
+    # features (B, T, D), (2B, T, D) with R-Drop; guided: also the guided layer's cross-attention (B, H, T, S)
+    with torch.autocast(src.device.type, dtype=dtype, enabled=dtype is not None):
+        if cfg.guided_alignment:
+            layer = alignment_layer_index(run.recipe.decode.alignment_layer, model.config.n_decoder_layers)
+            features, attention = run.net(src, tgt_in, features_only=True, cross_attention_of=layer)
+        else:
+            features, attention = run.net(src, tgt_in, features_only=True), None
+    loss, nll = model_loss(
+        model, features, batch.tgt_out, epsilon=cfg.label_smoothing, dtype=dtype, rdrop_alpha=cfg.rdrop_alpha
+    )
+    if attention is None:
+        return loss, nll, None, None
+    align, aligned = alignment_loss(attention[:, GUIDED_HEAD], alignment)  # R-Drop: the passes' mean, as `loss`
+    return loss, nll, align / passes, aligned // passes
 
 
 @torch.no_grad()
@@ -274,10 +303,13 @@ def _log_window(run: Run, window: Window) -> None:
     rate = window.tokens / max(time.monotonic() - window.start, 1e-9)
     lr = run.optimizer.param_groups[0]["lr"]
     loss, nll = window.loss / window.tokens, window.nll / window.tokens
+    # guided alignment: the cross-entropy per aligned target token, beside (not inside) the label-smoothed loss
+    align = {"train_align_loss": window.align / max(window.aligned, 1)} if run.recipe.train.guided_alignment else {}
     run.log.write(
         step=state.step,
         epoch=state.epoch,
         train_loss=loss,
+        **align,
         train_ppl=math.exp(min(nll, 50)),
         lr=lr,
         tokens_per_s=rate,

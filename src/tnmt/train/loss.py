@@ -16,6 +16,12 @@ features and the output matrix instead of logits, and works through the position
 each block's logits (a few MB, cache-sized) become its loss and its gradient at once, and only the
 (N, D) and (V, D) gradients are kept for the backward pass. The full logits never exist. The same
 matrix products are done, in the same precision (`dtype`, as autocast would); the softmax is in fp32.
+
+Guided alignment (Garg et al., 2019, "Jointly Learning to Align and Translate with Transformer Models";
+Marian's `--guided-alignment`) adds, weighted, the cross-entropy between one cross-attention head and the
+training corpus's word alignments (`alignment_loss`):
+the head learns to point at the source words of the word being written, so alignments read from it
+(decode/evidence.py) follow the statistical aligner instead of whatever the heads happened to learn.
 """
 
 import torch
@@ -26,6 +32,8 @@ from tnmt.model import Transformer
 
 BLOCK_BYTES = 4 << 20  # fp32 logits of one block of positions: about a core's L2 cache
 GROUP_BYTES = 16 << 20  # gradient logits gathered for one (V, D) weight-gradient product
+GUIDED_HEAD = 0  # the cross-attention head guided alignment trains: heads are interchangeable, so the first
+MIN_PROBABILITY = 1e-9  # attention below this counts as this in the alignment loss: log 0 would be -inf
 
 
 def label_smoothed_loss(
@@ -82,6 +90,23 @@ def model_loss(
     return label_smoothed_loss(
         features, weight, target, bias=bias, epsilon=epsilon, pad_id=pad_id, dtype=dtype, rdrop_alpha=rdrop_alpha
     )
+
+
+def alignment_loss(attention: Tensor, alignment: Tensor) -> tuple[Tensor, Tensor]:
+    """Guided alignment's cross-entropy -sum_s q[t, s] log p[t, s], summed over the target tokens with a
+    link, and the number of those tokens.
+
+    Args:
+        attention: (B, T, S) one head's cross-attention p, each row a distribution over the source.
+        alignment: (B, T, S) q, rows that sum to 1 where the target token has links and to 0 where it has
+            none (`Batch.alignment`): those rows add nothing. For a row, the loss is smallest, the entropy
+            of q, where p = q.
+
+    Returns:
+        The summed loss (differentiable, fp32) and the count of rows with links, both scalars.
+    """
+    log_p = attention.float().clamp_min(MIN_PROBABILITY).log()  # (B, T, S)
+    return -(alignment * log_p).sum(), (alignment.sum(dim=2) > 0).sum()
 
 
 class _FusedSmoothedCrossEntropy(torch.autograd.Function):

@@ -21,9 +21,11 @@ class Window:
     def reset(self) -> None:
         """Start a new window: the next log line covers the updates from now on."""
         self.start, self.loss, self.nll, self.tokens = time.monotonic(), 0.0, 0.0, 0
+        self.align, self.aligned = 0.0, 0  # guided alignment's loss and the target tokens it covers
 
-    def add(self, loss: float, nll: float, tokens: int) -> None:
+    def add(self, loss: float, nll: float, tokens: int, align: float = 0.0, aligned: int = 0) -> None:
         self.loss, self.nll, self.tokens = self.loss + loss, self.nll + nll, self.tokens + tokens
+        self.align, self.aligned = self.align + align, self.aligned + aligned
 
 
 class Progress:

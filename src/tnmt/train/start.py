@@ -21,6 +21,7 @@ from tnmt.data.dataset import ConcatPairs, EncodedPairs, TrainingPairs, encode, 
 from tnmt.data.prepare import prepare
 from tnmt.data.prepared import PreparedPairs
 from tnmt.data.tokenizer import Tokenizer
+from tnmt.decode.evidence import length_ratio_bounds
 from tnmt.device import MixedPrecision
 from tnmt.errors import UserError
 from tnmt.io import atomic_write_text, check_output_directory
@@ -29,6 +30,7 @@ from tnmt.recipe import Recipe
 from tnmt.train.distill import prepare_distilled
 from tnmt.train.distributed import World
 from tnmt.train.ema import WeightAverage
+from tnmt.train.loss import GUIDED_HEAD
 from tnmt.train.progress import MetricsLog, Progress
 
 log = logging.getLogger("tnmt")
@@ -91,12 +93,14 @@ def start_run(
     valid_text = read_split(recipe.data, "val", limit=recipe.data.max_valid_pairs)
     state, checkpoint = _starting_point(recipe, resume=resume)
     train_data = _prepared(recipe, world, checkpoint)
+    recipe = _with_length_ratio(recipe, train_data)
     if checkpoint is not None:
         model, recipe = _checkpoint_model(checkpoint, recipe, resume=resume)
         tokenizer = checkpoint.tokenizer
     else:
         tokenizer = train_data.tokenizer()
         model = Transformer(recipe.model_config(tokenizer))
+    recipe = _guided_decode(recipe, model.config.n_decoder_layers)
     if state.distilled_pairs > 0:  # resuming after self-distillation: the translations written then
         train_data = ConcatPairs(train_data, prepare_distilled(recipe, tokenizer, model.config.max_len))
     model.to(device).activation_checkpointing = cfg.activation_checkpointing
@@ -133,6 +137,16 @@ def start_run(
     )
 
 
+def _with_length_ratio(recipe: Recipe, train_data: PreparedPairs | EncodedPairs) -> Recipe:
+    """The recipe with the bounds of the training pairs' length ratios in its [decode] table (what the checkpoints
+    carry, to flag translations far outside them: decode/evidence.py), unless the recipe sets either."""
+    decode = recipe.decode
+    if decode.length_ratio_min or decode.length_ratio_max:
+        return recipe
+    low, high = length_ratio_bounds(*train_data.side_lengths())
+    return replace(recipe, decode=replace(decode, length_ratio_min=low, length_ratio_max=high))
+
+
 def _validation_pairs(corpus: ParallelCorpus, tokenizer: Tokenizer, model_max_len: int, world: World) -> EncodedPairs:
     """The validation set as ids, each pair fitted to the model's positions (as decoding fits a long source),
     said once in the log: one long line must not stop training at its first validation."""
@@ -143,6 +157,17 @@ def _validation_pairs(corpus: ParallelCorpus, tokenizer: Tokenizer, model_max_le
             f" EOS included); validating on their first {model_max_len - 1} tokens"
         )
     return pairs
+
+
+def _guided_decode(recipe: Recipe, n_decoder_layers: int) -> Recipe:
+    """With guided alignment, the [decode] table every checkpoint stores names the head trained to align, so
+    alignments are read from it (decode/evidence.py): the recipe's layer (clamped to the decoder's depth), head
+    `GUIDED_HEAD`, and the step that writes a word (not shifted: that is the step the loss trains)."""
+    if not recipe.train.guided_alignment:
+        return recipe
+    layer = min(recipe.decode.alignment_layer, n_decoder_layers)
+    decode = replace(recipe.decode, alignment_layer=layer, alignment_head=GUIDED_HEAD, alignment_shift=False)
+    return replace(recipe, decode=decode)
 
 
 def _starting_point(recipe: Recipe, *, resume: bool) -> tuple[TrainState, Checkpoint | None]:
@@ -245,9 +270,11 @@ def prepare_training_corpus(recipe: Recipe, checkpoint: Checkpoint | None) -> Pr
 
 def prepare_recipe(recipe: Recipe, *, tokenizer: Tokenizer | None, model_max_len: int) -> PreparedPairs:
     """`prepare` for a training run: in `data.prepared_dir`, else `<train.out_dir>/prepared`, keeping pairs
-    whose sides fit both `data.max_tokens_per_sentence` and the model's positions (EOS/BOS included)."""
+    whose sides fit both `data.max_tokens_per_sentence` and the model's positions (EOS/BOS included), with
+    their word alignments when the run trains with guided alignment."""
     directory = Path(recipe.data.prepared_dir or Path(recipe.train.out_dir) / "prepared")
-    return prepare(recipe.data, directory, max_len=recipe.longest_side(model_max_len), tokenizer=tokenizer)
+    max_len, alignments = recipe.longest_side(model_max_len), recipe.train.guided_alignment > 0
+    return prepare(recipe.data, directory, max_len=max_len, tokenizer=tokenizer, alignments=alignments)
 
 
 def _prepared(recipe: Recipe, world: World, checkpoint: Checkpoint | None) -> PreparedPairs:

@@ -1,0 +1,275 @@
+"""The evidence behind a translation: which source words each target word came from, how sure the model
+was, and what looks wrong.
+
+Everything here is read off one teacher-forced forward pass over the search's output, batched like the
+search: the pass gives every output token's probability (the model's own, from the full softmax) and
+every layer's cross-attention. Nothing is trained for it, except where a recipe trained one head toward
+statistical alignments (guided alignment, Garg et al. 2019); the `DecodeConfig` names the layer and head
+to read.
+
+Words are the whitespace-separated tokens of the text as sent and as returned (what a client can index
+without knowing the tokenizer); subword pieces are mapped onto them by their characters (`piece_words`).
+
+- Alignment: each target subword is linked to the source subword its attention row weighs most, and
+  words are linked when any of their subwords are. A subword whose strongest row entry is the source's
+  EOS, where attention rests when it has nowhere better to go, is left unaligned. The row of a target
+  token is the step that writes it; `alignment_shift` takes the step that reads it as the decoder's
+  input instead (Chen et al. 2020), which their models favoured. On the Multi30k model the step that
+  writes aligns far better (AER 0.41 against 0.91 on test: that step already looks at what comes next),
+  and the mean of the penultimate layer's heads best of all layers and heads (benchmarks/evidence.py).
+- Confidence: a word's probability is the product of its subwords' (the probability the model gave to
+  writing that word there); the sentence's is the geometric mean of its tokens' probabilities, EOS
+  included, so a long sentence is not less sure for being long.
+- Warnings (`WARNINGS`): short codes, empty for a clean translation. They are tuned to stay quiet on
+  clean translations (the references of validation, benchmarks/evidence.py): each flags a symptom of
+  a broken output, not every weak one.
+"""
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from tnmt.config import DecodeConfig
+from tnmt.errors import UserError
+from tnmt.model import Transformer
+
+WARNINGS = {
+    "repetition": "the output repeats a word, a phrase or a piece of a word in a loop",
+    "copy": "the output copies the source instead of translating it",
+    "length_ratio": "the output is much shorter or longer than the training data's translations of such a source",
+    "uncovered_source": "a source word received almost no attention: it may be missing from the output",
+    "truncated": "the source was longer than the model's max_len and only its beginning was translated",
+}
+LOOP_REPEATS = 3  # the same n-gram (n <= LOOP_MAX_N) this many times back to back is a loop
+LOOP_MAX_N = 4
+COPY_SHARE = 0.75  # this share of the output's words found verbatim in the source (and at least COPY_MIN_WORDS)
+COPY_MIN_WORDS = 3
+LENGTH_RATIO_QUANTILES = (0.001, 0.999)  # of the training pairs: outside them, a translation is flagged
+COVERAGE_MIN = 0.05  # attention a source word with letters must receive, summed over the output's tokens
+_LETTER = re.compile(r"[^\W\d_]")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What supports one translation (see the module docstring for how each part is read).
+
+    alignment: (source word i, target word j) pairs, 0-based over `source.split()` and `translation.split()`.
+    word_probs: the probability of each target word, in [0, 1].
+    confidence: the geometric mean of the output tokens' probabilities (EOS included), in [0, 1].
+    warnings: codes of `WARNINGS`, in that order; empty when nothing looks wrong.
+    """
+
+    alignment: list[tuple[int, int]]
+    word_probs: list[float]
+    confidence: float
+    warnings: list[str]
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """One translated sentence as the evidence pass sees it."""
+
+    source_text: str
+    source_ids: list[int]  # what was decoded, without EOS
+    source_pieces: list[str]  # the pieces of the whole text: more than the ids when the source was truncated
+    output_text: str
+    output_ids: list[int]  # without BOS and EOS
+    output_pieces: list[str]
+    ended: bool  # the search wrote EOS (it did not stop at its length limit)
+
+
+def piece_words(pieces: Sequence[str], text: str) -> list[int]:
+    """The index of the word of `text.split()` that each sentencepiece piece belongs to.
+
+    Pieces are matched to the text by their non-space characters in order ("▁" marks a space, `<0xNN>`
+    byte pieces spell characters the vocabulary lacks, " ⁇ " is an unknown piece in decoded text). A piece
+    with no character of its own (a lone "▁", a byte continuing a character) joins the word of the piece
+    after it when it starts a word, else the word before it.
+    """
+    char_word = [i for i, word in enumerate(text.split()) for _ in word]  # word of each non-space character
+    if not char_word:
+        return [0] * len(pieces)
+    surfaces = _surfaces(pieces)
+    words: list[int | None] = []
+    position = 0
+    for surface in surfaces:
+        visible = sum(1 for char in surface if not char.isspace())
+        words.append(char_word[min(position, len(char_word) - 1)] if visible else None)
+        position += visible
+    result, previous = [], 0
+    for k, word in enumerate(words):
+        if word is None:
+            later = next((w for w in words[k + 1 :] if w is not None), previous)
+            word = later if pieces[k].startswith("▁") else previous
+        result.append(word)
+        previous = word
+    return result
+
+
+def _surfaces(pieces: Sequence[str]) -> list[str]:
+    """The text each piece stands for; a run of byte pieces is decoded together and given to its first piece."""
+    surfaces, run, run_start = [], b"", 0
+    for k, piece in enumerate(pieces):
+        if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):
+            if not run:
+                run_start = k
+            run += bytes([int(piece[3:5], 16)])
+            surfaces.append("")
+            continue
+        if run:
+            surfaces[run_start], run = run.decode("utf-8", errors="replace"), b""
+        surfaces.append(" ⁇ " if piece == "<unk>" else piece.replace("▁", " "))
+    if run:
+        surfaces[run_start] = run.decode("utf-8", errors="replace")
+    return surfaces
+
+
+@torch.inference_mode()
+def gather_evidence(
+    model: Transformer,
+    sentences: Sequence[Sentence],
+    settings: DecodeConfig,
+    *,
+    bos_id: int,
+    eos_id: int,
+) -> list[Evidence]:
+    """The `Evidence` of a batch of translations, from one teacher-forced forward pass."""
+    device = next(model.parameters()).device
+    pad = model.config.pad_id
+    width_s = max(len(s.source_ids) for s in sentences) + 1
+    width_t = max(len(s.output_ids) for s in sentences) + 1
+    src = torch.tensor([[*s.source_ids, eos_id] + [pad] * (width_s - 1 - len(s.source_ids)) for s in sentences])
+    tgt = torch.tensor([[bos_id, *s.output_ids] + [pad] * (width_t - 1 - len(s.output_ids)) for s in sentences])
+    layer = alignment_layer_index(settings.alignment_layer, model.config.n_decoder_layers)
+    # one forward pass; only the aligning layer writes out its weights
+    logits, cross = model(src.to(device), tgt.to(device), cross_attention_of=layer)  # (B, T, V), (B, H, T, S)
+    # the probability of each output token and of EOS after it: row t writes token t + 1
+    written = torch.cat([tgt[:, 1:], torch.full((len(sentences), 1), pad)], dim=1)  # (B, T)
+    for b, s in enumerate(sentences):
+        written[b, len(s.output_ids)] = eos_id
+    log_probs = logits.float().log_softmax(dim=-1).gather(2, written.to(device)[:, :, None])[:, :, 0].cpu()  # (B, T)
+    rows = alignment_rows(cross, settings.alignment_head).float().cpu()  # (B, T, S)
+    return [_evidence(s, log_probs[b], rows[b], settings) for b, s in enumerate(sentences)]
+
+
+def alignment_layer_index(alignment_layer: int, n_decoder_layers: int) -> int:
+    """The decoder layer (0 = the first) that `DecodeConfig.alignment_layer` names: counted from the top (1 = the
+    last), clamped to the decoder's depth. Guided alignment trains this layer (train/loss.py)."""
+    return max(n_decoder_layers - alignment_layer, 0)
+
+
+def alignment_rows(layer: Tensor, head: int) -> Tensor:
+    """The aligning attention of one layer's cross-attention (B, H, T, S): head `head`, or the heads' mean for -1."""
+    if head >= layer.size(1):
+        raise UserError(f"DecodeConfig.alignment_head = {head}: the model has {layer.size(1)} heads")
+    return layer.mean(dim=1) if head < 0 else layer[:, head]
+
+
+def _evidence(s: Sentence, log_probs: Tensor, rows: Tensor, settings: DecodeConfig) -> Evidence:
+    n_out, n_src = len(s.output_ids), len(s.source_ids)
+    token_log_probs = log_probs[: n_out + int(s.ended)]  # the output's tokens, and EOS when it was written
+    confidence = float(token_log_probs.mean().exp()) if len(token_log_probs) else 0.0
+    target_words = piece_words(s.output_pieces, s.output_text)
+    source_words = piece_words(s.source_pieces, s.source_text)[:n_src]
+    n_target_words = len(s.output_text.split())
+    word_log_probs = [0.0] * n_target_words
+    for k, word in enumerate(target_words if n_target_words else []):
+        word_log_probs[word] += float(log_probs[k])
+    attention = _output_rows(rows, n_out, n_src, shift=settings.alignment_shift)  # (n_out, n_src + 1)
+    alignment = _alignment(attention, source_words, target_words) if n_out and n_src and n_target_words else []
+    return Evidence(
+        alignment=alignment,
+        word_probs=[min(1.0, math.exp(x)) for x in word_log_probs],
+        confidence=min(1.0, confidence),
+        warnings=_warnings(s, attention[:, :n_src], source_words, settings),
+    )
+
+
+def word_alignment(
+    rows: Tensor, source_words: list[int], target_words: list[int], *, shift: bool
+) -> list[tuple[int, int]]:
+    """One sentence's word links from its aligning attention `rows` (T, S) of a teacher-forced pass over BOS +
+    the output (`alignment_rows`), given the word of each source subword (without EOS) and of each output
+    subword (`piece_words`)."""
+    attention = _output_rows(rows, len(target_words), len(source_words), shift=shift)
+    return _alignment(attention, source_words, target_words) if target_words and source_words else []
+
+
+def _output_rows(rows: Tensor, n_out: int, n_src: int, *, shift: bool) -> Tensor:
+    """The row of each output token (n_out, n_src + 1), over the source and its EOS: row t writes output token t,
+    row t + 1 reads it."""
+    start = 1 if shift else 0
+    return rows[start : start + n_out, : n_src + 1]
+
+
+def _alignment(attention: Tensor, source_words: list[int], target_words: list[int]) -> list[tuple[int, int]]:
+    """Word links from subword attention (n_out, n_src + 1, the source EOS last): each target subword's
+    strongest source subword, none where that is EOS."""
+    strongest = attention.argmax(dim=1).tolist()  # (n_out,)
+    eos = attention.size(1) - 1
+    return sorted({(source_words[s], target_words[t]) for t, s in enumerate(strongest) if s != eos})
+
+
+def _warnings(s: Sentence, attention: Tensor, source_words: list[int], settings: DecodeConfig) -> list[str]:
+    """The codes of what looks wrong with one translation (see `WARNINGS`)."""
+    found = set()
+    words = s.output_text.lower().split()
+    if _has_loop(words) or _has_loop(s.output_ids):  # a loop of words, or of pieces inside one ("Allammmmmm")
+        found.add("repetition")
+    source_set = set(s.source_text.lower().split())
+    lettered = [w for w in words if _LETTER.search(w)]
+    if len(lettered) >= COPY_MIN_WORDS and sum(w in source_set for w in lettered) >= COPY_SHARE * len(lettered):
+        found.add("copy")
+    if s.output_ids and not _length_ratio_fits(len(s.source_ids), len(s.output_ids), settings):
+        found.add("length_ratio")
+    if s.output_ids and _uncovered(s.source_text.split(), source_words, attention.sum(dim=0)):
+        found.add("uncovered_source")
+    if len(s.source_pieces) > len(s.source_ids):
+        found.add("truncated")
+    return [code for code in WARNINGS if code in found]
+
+
+def length_ratio(source_tokens: int, output_tokens: int) -> float:
+    """(output tokens + 1) / (source tokens + 1): the ratio the training data's bounds are learned on (the
+    + 1 counts EOS and keeps one-word sentences from swinging the ratio by whole multiples)."""
+    return (output_tokens + 1) / (source_tokens + 1)
+
+
+def length_ratio_bounds(source_tokens: np.ndarray, target_tokens: np.ndarray) -> tuple[float, float]:
+    """The `LENGTH_RATIO_QUANTILES` of a training corpus's `length_ratio`s: (N,) tokens per side -> (low, high),
+    what `tnmt train` stores in the checkpoint's decoding settings."""
+    ratios = (target_tokens.astype(np.float64) + 1) / (source_tokens.astype(np.float64) + 1)
+    low, high = np.quantile(ratios, LENGTH_RATIO_QUANTILES)
+    return round(float(low), 4), round(float(high), 4)
+
+
+def _length_ratio_fits(source_tokens: int, output_tokens: int, settings: DecodeConfig) -> bool:
+    """Within the settings' bounds, each 0 meaning no bound on that side."""
+    ratio = length_ratio(source_tokens, output_tokens)
+    low, high = settings.length_ratio_min, settings.length_ratio_max
+    return (not low or ratio >= low) and (not high or ratio <= high)
+
+
+def _has_loop(words: Sequence[str | int]) -> bool:
+    """Whether some n-gram (n <= LOOP_MAX_N) of words or ids occurs LOOP_REPEATS times back to back."""
+    for n in range(1, LOOP_MAX_N + 1):
+        for i in range(len(words) - n * LOOP_REPEATS + 1):
+            gram = words[i : i + n]
+            if all(words[i + r * n : i + (r + 1) * n] == gram for r in range(1, LOOP_REPEATS)):
+                return True
+    return False
+
+
+def _uncovered(words: list[str], source_words: list[int], coverage: Tensor) -> bool:
+    """Whether a source word with letters received less than COVERAGE_MIN attention in all (coverage: (n_src,)
+    summed over the output's tokens, per source subword)."""
+    per_word = [0.0] * len(words)
+    for k, word in enumerate(source_words):
+        per_word[word] += float(coverage[k])
+    seen = set(source_words)  # words past a truncation were not decoded: "truncated" says so
+    return any(i in seen and _LETTER.search(w) and per_word[i] < COVERAGE_MIN for i, w in enumerate(words))

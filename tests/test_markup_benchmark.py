@@ -1,0 +1,79 @@
+"""benchmarks/markup.py with a scripted translator: the markup it inserts, the node-by-node baseline, and the
+checks and scores it reports. The real run: `python benchmarks/markup.py --checkpoint CKPT`."""
+
+import importlib.util
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "markup.py"
+_SPEC = importlib.util.spec_from_file_location("markup_benchmark", _PATH)
+bench = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(bench)
+
+
+@dataclass
+class _Evidence:
+    alignment: list[tuple[int, int]]
+
+
+@dataclass
+class _Translation:
+    text: str
+    evidence: _Evidence | None
+
+
+class ReversingTranslator:
+    """Translates by writing the words upper-cased in reverse order, aligned accordingly."""
+
+    def translations(self, texts, evidence=False):
+        results = []
+        for text in texts:
+            words = text.split()
+            alignment = [(i, len(words) - 1 - i) for i in range(len(words))]
+            results.append(_Translation(" ".join(reversed(words)).upper(), _Evidence(alignment) if evidence else None))
+        return results
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_mark_up_puts_one_or_two_elements_over_short_spans_of_the_escaped_words(seed):
+    words = ["A", "man", "&", "a", "<dog>", "run", "on", "the", "beach", "."]
+    fragment = bench.mark_up(words, random.Random(seed))
+    found = bench.Elements(fragment)
+    assert found.balanced and not found.repeated
+    assert found.text == " ".join(words)
+    assert 1 <= len(found.parents) <= 2
+    assert all(1 <= len(text.split()) <= 3 for text in found.words.values())
+
+
+def test_node_by_node_translates_each_text_node_alone():
+    fragment = 'A <b id="t0">red &amp; blue</b> car'
+    assert bench.node_by_node(fragment, str.upper) == 'A <b id="t0">RED &amp; BLUE</b> CAR'
+
+
+def test_judge_tells_a_misnested_or_lost_element():
+    source = '<b id="t0">a <i id="t1">b</i></b> c'
+    parser = bench.strict_parser()
+    assert bench.judge(source, '<b id="t0">x <i id="t1">y</i></b> z', parser)["well_formed"]
+    assert not bench.judge(source, '<b id="t0">x <i id="t1">y</b></i> z', parser)["well_formed"]
+    moved_out = bench.judge(source, '<b id="t0">x</b> <i id="t1">y</i> z', parser)
+    assert moved_out["well_formed"] and not moved_out["kept"]
+    lost = bench.judge(source, '<b id="t0">x y</b> z', parser)
+    assert lost["well_formed"] and not lost["kept"]
+    assert bench.judge(source, '<b id="t0"><i id="t1"></i></b>x y z', parser)["empty"] == 2
+
+
+def test_run_scores_the_carried_markup_as_the_plain_translation():
+    sources = ["a red car drives fast", "two dogs play on the grass", "a man & a woman"]
+    translator = ReversingTranslator()
+    references = [t.text for t in translator.translations(sources)]
+    report = bench.run(translator, sources, references, seed=1)
+    assert report["plain"]["bleu_13a"] == 100.0
+    assert report["markup"]["bleu_13a"] == 100.0 and report["markup"]["bleu_13a_minus_plain"] == 0.0
+    assert report["markup"]["well_formed_share"] == 1.0
+    assert report["markup"]["every_element_once_nested_as_given_share"] == 1.0
+    assert report["markup"]["texts_as_plain_share"] == 1.0
+    assert report["node_by_node"]["bleu_13a"] < 100.0  # reversed piece by piece, not as a sentence
+    assert report["node_by_node"]["segments_translated"] > len(sources)
