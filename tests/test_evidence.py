@@ -217,3 +217,13 @@ def test_length_ratio_bounds_are_the_training_pairs_quantiles():
     target = np.arange(1000) % 20  # ratios (t + 1) / 10 from 0.1 to 2.0, 50 pairs each
     low, high = length_ratio_bounds(source, target)
     assert (low, high) == (0.1, 2.0)
+
+
+def test_coverage_reads_the_heads_mean_when_one_head_aligns():
+    s = _sentence("Hunde laufen", "x y")
+    peaked = torch.zeros(3, 3)
+    peaked[:, 0] = 1.0  # the aligning head reads only "Hunde"
+    spread = torch.full((3, 3), 1 / 3)  # all heads together read both words
+    settings = DecodeConfig(alignment_head=0)
+    assert _evidence(s, torch.zeros(3), peaked, settings).warnings == ["uncovered_source"]
+    assert _evidence(s, torch.zeros(3), peaked, settings, coverage=spread).warnings == []

@@ -154,7 +154,9 @@ def gather_evidence(
         written[b, len(s.output_ids)] = eos_id
     log_probs = logits.float().log_softmax(dim=-1).gather(2, written.to(device)[:, :, None])[:, :, 0].cpu()  # (B, T)
     rows = alignment_rows(cross, settings.alignment_head).float().cpu()  # (B, T, S)
-    return [_evidence(s, log_probs[b], rows[b], settings) for b, s in enumerate(sentences)]
+    # coverage reads all heads: one guided head is peaked on single words and leaves the others at ~0
+    mean = rows if settings.alignment_head < 0 else cross.mean(dim=1).float().cpu()  # (B, T, S)
+    return [_evidence(s, log_probs[b], rows[b], settings, coverage=mean[b]) for b, s in enumerate(sentences)]
 
 
 def alignment_layer_index(alignment_layer: int, n_decoder_layers: int) -> int:
@@ -170,7 +172,11 @@ def alignment_rows(layer: Tensor, head: int) -> Tensor:
     return layer.mean(dim=1) if head < 0 else layer[:, head]
 
 
-def _evidence(s: Sentence, log_probs: Tensor, rows: Tensor, settings: DecodeConfig) -> Evidence:
+def _evidence(
+    s: Sentence, log_probs: Tensor, rows: Tensor, settings: DecodeConfig, *, coverage: Tensor | None = None
+) -> Evidence:
+    """One sentence's evidence from its token log-probs (T,), its aligning attention rows (T, S) and the rows
+    whose sums tell what was read (the heads' mean; default: `rows`)."""
     n_out, n_src = len(s.output_ids), len(s.source_ids)
     token_log_probs = log_probs[: n_out + int(s.ended)]  # the output's tokens, and EOS when it was written
     confidence = float(token_log_probs.mean().exp()) if len(token_log_probs) else 0.0
@@ -182,11 +188,12 @@ def _evidence(s: Sentence, log_probs: Tensor, rows: Tensor, settings: DecodeConf
         word_log_probs[word] += float(log_probs[k])
     attention = _output_rows(rows, n_out, n_src, shift=settings.alignment_shift)  # (n_out, n_src + 1)
     alignment = _alignment(attention, source_words, target_words) if n_out and n_src and n_target_words else []
+    read = attention if coverage is None else _output_rows(coverage, n_out, n_src, shift=settings.alignment_shift)
     return Evidence(
         alignment=alignment,
         word_probs=[min(1.0, math.exp(x)) for x in word_log_probs],
         confidence=min(1.0, confidence),
-        warnings=_warnings(s, attention[:, :n_src], source_words, settings),
+        warnings=_warnings(s, read[:, :n_src], source_words, settings),
     )
 
 
