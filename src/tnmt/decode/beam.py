@@ -26,6 +26,7 @@ from torch import Tensor
 
 from tnmt.blocks.kv_cache import KVCache
 from tnmt.config import DecodeConfig
+from tnmt.decode.fast_step import StaticCache
 from tnmt.decode.step import (
     Hypothesis,
     TokenRules,
@@ -79,6 +80,7 @@ def beam_search_nbest(
     *,
     n_best: int = 1,
     recorder: SearchRecorder | None = None,
+    fast: bool = True,
 ) -> list[list[Hypothesis]]:
     """The `n_best` best hypotheses of every sentence of a batch, best first.
 
@@ -90,6 +92,7 @@ def beam_search_nbest(
             `min_len` tokens were generated. None = `DecodeConfig()`.
         n_best: How many hypotheses to return per sentence (1 <= n_best <= beam_size).
         recorder: Told what every step did (decode/trace.py); for a batch of one sentence.
+        fast: Decode with the fast step (decode/fast_step.py) unless a recorder needs the modules' attention.
 
     Raises:
         ValueError: n_best outside [1, beam_size].
@@ -103,7 +106,7 @@ def beam_search_nbest(
         raise ValueError(f"a recorder follows one sentence, got a batch of {batch}")
     limits = output_limits((src_ids != c.pad_id).sum(dim=1), model_max_len=c.max_len, decode=decode)  # (B,)
     rules = TokenRules.of(model, min_len=decode.min_len, device=device)
-    state, cache = _init(model, src_ids, limits.tolist(), beam_size=k)
+    state, cache = _init(model, src_ids, limits.tolist(), beam_size=k, fast=fast and recorder is None)
     inputs = torch.full((batch * k,), c.bos_id, dtype=torch.long, device=device)  # (Ba * K,)
     while True:
         log_probs = next_token_logits(model, inputs, cache, recorder).log_softmax(dim=-1)  # (Ba * K, V)
@@ -128,10 +131,12 @@ def beam_search(model: Transformer, src_ids: Tensor, decode: DecodeConfig | None
     return [hyps[0].tokens for hyps in beam_search_nbest(model, src_ids, decode)]
 
 
-def _init(model: Transformer, src_ids: Tensor, limits: list[int], *, beam_size: int) -> tuple[BeamState, KVCache]:
+def _init(
+    model: Transformer, src_ids: Tensor, limits: list[int], *, beam_size: int, fast: bool
+) -> tuple[BeamState, KVCache | StaticCache]:
     """Encode the sources and start K beams per sentence, of which only the first is alive."""
     batch, k, device = src_ids.size(0), beam_size, src_ids.device
-    cache = start_decoding(model, src_ids)
+    cache = start_decoding(model, src_ids, fast_capacity=max(limits) if fast else 0)
     cache.start_beams(k)  # (B * K) rows
     log_probs = torch.full((batch, k), float("-inf"), device=device)
     log_probs[:, 0] = 0.0  # so the first step expands one beam per sentence, not K copies of it

@@ -30,7 +30,12 @@ def greedy_search(model: Transformer, src_ids: Tensor, decode: DecodeConfig | No
 
 @torch.inference_mode()
 def greedy_hypotheses(
-    model: Transformer, src_ids: Tensor, decode: DecodeConfig | None = None, *, recorder: SearchRecorder | None = None
+    model: Transformer,
+    src_ids: Tensor,
+    decode: DecodeConfig | None = None,
+    *,
+    recorder: SearchRecorder | None = None,
+    fast: bool = True,
 ) -> list[Hypothesis]:
     """The greedy translation of every sentence of a batch, with its log-probability and score.
 
@@ -41,6 +46,7 @@ def greedy_hypotheses(
             tokens were generated); `length_penalty` scores the result as beam search would; the beam size
             is ignored. None = `DecodeConfig()`.
         recorder: Told what every step did (decode/trace.py); for a batch of one sentence.
+        fast: Decode with the fast step (decode/fast_step.py) unless a recorder needs the modules' attention.
 
     Returns:
         Per sentence the output ids (without BOS and EOS), the sum of their log-probabilities (EOS's
@@ -55,11 +61,12 @@ def greedy_hypotheses(
         raise ValueError(f"a recorder follows one sentence, got a batch of {batch}")
     limits = output_limits((src_ids != c.pad_id).sum(dim=1), model_max_len=c.max_len, decode=decode)  # (B,)
     rules = TokenRules.of(model, min_len=decode.min_len, device=device)
-    cache = start_decoding(model, src_ids)
+    longest = int(limits.max())
+    cache = start_decoding(model, src_ids, fast_capacity=longest if fast and recorder is None else 0)
     rows = torch.arange(batch, device=device)  # (N,) sentence of each open cache row
     tokens = torch.full((batch,), c.bos_id, dtype=torch.long, device=device)  # (N,)
     history = []  # (rows, tokens, log-probs) of every step; read once at the end, so a step costs no copy
-    for step in range(int(limits.max())):
+    for step in range(longest):
         logits = next_token_logits(model, tokens, cache, recorder)  # (N, V)
         normaliser = logits.logsumexp(dim=1)  # (N,) log of the softmax's denominator, over every token
         best, picked = top_k(rules.apply_(logits, step), 1)  # (N, 1) the argmax and its logit

@@ -23,9 +23,11 @@ def search(
     *,
     n_best: int = 1,
     recorder: SearchRecorder | None = None,
+    fast: bool = True,
 ) -> list[list[Hypothesis]]:
     """The `n_best` best hypotheses of every sentence of a right-padded (B, S) batch, best first; a `recorder`
-    (decode/trace.py, a batch of one) is told what every step did.
+    (decode/trace.py, a batch of one) is told what every step did. `fast=False` decodes through the model's
+    modules instead of the fast step (decode/fast_step.py), which gives the same hypotheses.
 
     Raises:
         ValueError: n_best outside [1, settings.beam_size].
@@ -37,5 +39,6 @@ def search(
     if settings.beam_size == 1:
         if n_best != 1:
             raise ValueError(f"need 1 <= n_best <= beam_size, got n_best {n_best} and beam_size 1")
-        return [[hypothesis] for hypothesis in greedy_hypotheses(model, src_ids, settings, recorder=recorder)]
-    return beam_search_nbest(model, src_ids, settings, n_best=n_best, recorder=recorder)
+        found = greedy_hypotheses(model, src_ids, settings, recorder=recorder, fast=fast)
+        return [[hypothesis] for hypothesis in found]
+    return beam_search_nbest(model, src_ids, settings, n_best=n_best, recorder=recorder, fast=fast)

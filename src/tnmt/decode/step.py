@@ -19,6 +19,7 @@ from torch import Tensor
 from tnmt.blocks.kv_cache import KVCache
 from tnmt.blocks.masks import padding_mask
 from tnmt.config import DecodeConfig, ModelConfig
+from tnmt.decode.fast_step import FastDecoder, StaticCache
 from tnmt.model import Transformer
 
 if TYPE_CHECKING:
@@ -76,8 +77,14 @@ def banned_ids(config: ModelConfig) -> list[int]:
     return sorted({config.pad_id, config.bos_id} - {config.eos_id})
 
 
-def start_decoding(model: Transformer, src_ids: Tensor) -> KVCache:
-    """Encode a right-padded (B, S) source batch and return a KV cache holding its cross-attention K/V."""
+def start_decoding(model: Transformer, src_ids: Tensor, *, fast_capacity: int = 0) -> "KVCache | StaticCache":
+    """Encode a right-padded (B, S) source batch and return a KV cache holding its cross-attention K/V.
+
+    `fast_capacity` > 0 asks for the fast step (decode/fast_step.py) with room for that many target
+    positions (the search's length limit); a model it does not cover gets the module path's cache.
+    """
+    if fast_capacity and FastDecoder.supports(model):
+        return FastDecoder.of(model).start(model, src_ids, capacity=fast_capacity)
     pad_id = model.config.pad_id
     src_mask = padding_mask(src_ids, pad_id)  # (B, 1, 1, S)
     memory = model.encode(src_ids, src_mask)  # (B, S, D)
@@ -86,13 +93,15 @@ def start_decoding(model: Transformer, src_ids: Tensor) -> KVCache:
 
 
 def next_token_logits(
-    model: Transformer, tokens: Tensor, cache: KVCache, recorder: "SearchRecorder | None" = None
+    model: Transformer, tokens: Tensor, cache: "KVCache | StaticCache", recorder: "SearchRecorder | None" = None
 ) -> Tensor:
     """Feed each row's newest token (N,) and return its next-token logits (N, V); the cache grows by one.
 
     With a `recorder` (a traced search, decode/trace.py) the step's cross-attention goes to it as well;
-    without one the step costs what it always did.
+    without one the step costs what it always did. A `StaticCache` steps itself (the fast step).
     """
+    if isinstance(cache, StaticCache):
+        return cache.step(tokens)
     if recorder is None:
         return model.decode(tokens[:, None], None, cache=cache)[:, -1]  # (N, 1, V) -> (N, V)
     logits, cross = model.decode_with_attention(tokens[:, None], cache)
