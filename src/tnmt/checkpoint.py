@@ -147,8 +147,12 @@ def read_model_json(path: Path) -> tuple[ModelConfig, DecodeConfig, tuple[str, s
     return model, decode, _languages(described.get("languages"), path)
 
 
-def load_checkpoint(path: str | os.PathLike[str], *, map_location: str = "cpu") -> Checkpoint:
-    """Load a checkpoint directory (or a `last`/`best` link to one); errors name the bad file."""
+def load_checkpoint(path: str | os.PathLike[str], *, map_location: str = "cpu", training: bool = True) -> Checkpoint:
+    """Load a checkpoint directory (or a `last`/`best` link to one); errors name the bad file.
+
+    `training=False` skips the trainer's state (optimizer moments, the weights being trained): translating
+    needs none of it, and it is three times the model's size on disk.
+    """
     path = Path(path)
     if not path.is_dir():
         what = "a file, not a checkpoint directory" if path.exists() else "no such checkpoint directory"
@@ -170,7 +174,7 @@ def load_checkpoint(path: str | os.PathLike[str], *, map_location: str = "cpu") 
         )
     model.eval()
     checkpoint = Checkpoint(model=model, tokenizer=Tokenizer.load(path), path=path, decode=decode, languages=languages)
-    if (path / "trainer_state.json").exists():
+    if training and (path / "trainer_state.json").exists():
         state = read_json(path / "trainer_state.json")
         tensors = _read_tensors(path / "optimizer.safetensors", map_location)
         checkpoint.trainer_state = state

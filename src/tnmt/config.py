@@ -325,6 +325,9 @@ class ServeConfig:
     batching: bool = field(
         default=True, metadata=_help("batch sentences across requests (false: one request = one batch)")
     )
+    fast_step: bool = field(
+        default=True, metadata=_help("decode with the fast decoder step (false: through the model's modules)")
+    )
 
     def __post_init__(self) -> None:
         _check(self, "host", bool(self.host.strip()), "an address or host name (0.0.0.0: every interface)")
@@ -348,12 +351,14 @@ def parse(cls: type[T], values: Mapping[str, Any], *, where: str) -> T:
     Raises:
         UserError: an unknown key (listing the valid ones), a wrong type or an invalid value, naming `where`.
     """
-    from pydantic import TypeAdapter, ValidationError  # here: `tnmt --help` must not pay for pydantic
-
     types = {f.name: f.type for f in fields(cls)}
     if unknown := sorted(set(values) - set(types)):
         listed = repr(unknown[0]) if len(unknown) == 1 else unknown
         raise UserError(f"{where}: unknown key {listed}; valid keys: {sorted(types)}")
+    if (plain := _plain(cls, values, types)) is not None:
+        return plain
+    from pydantic import TypeAdapter, ValidationError  # here: `tnmt --help` must not pay for pydantic
+
     try:
         return TypeAdapter(cls).validate_json(json.dumps(dict(values), default=str), strict=True)
     except ValidationError as e:
@@ -364,6 +369,32 @@ def parse(cls: type[T], values: Mapping[str, Any], *, where: str) -> T:
             key = error["loc"][0]
             raise UserError(f"{where} {key} = {values[key]!r}: expected {_type_name(types[key])}") from None
         raise UserError(f"{where}: {error['msg'].removeprefix('Value error, ')}") from None
+
+
+def _plain(cls: type[T], values: Mapping[str, Any], types: dict[str, Any]) -> T | None:
+    """`cls(**values)` when every value is a JSON scalar of exactly its field's type (what tnmt writes into
+    config.json), else None: pydantic then checks them and words the error. Why: importing pydantic costs
+    0.25-0.3 s, a tenth of translating a test set from the command line (benchmarks/translate_wall.py)."""
+    converted = {}
+    for key, value in values.items():
+        annotation = types[key]
+        if annotation is float and type(value) in (int, float):
+            converted[key] = float(value)  # JSON has one number type; pydantic's strict JSON mode allows this too
+        elif _exactly(value, annotation):
+            converted[key] = value
+        else:
+            return None
+    try:
+        return cls(**converted)
+    except (TypeError, ValueError):  # a missing key or a value out of range: pydantic says which, as always
+        return None
+
+
+def _exactly(value: Any, annotation: Any) -> bool:
+    """Whether `value` is an int, bool or str of exactly that type (True is no int), or one of a Literal's strings."""
+    if get_origin(annotation) is Literal:
+        return type(value) is str and value in get_args(annotation)
+    return annotation in (int, bool, str) and type(value) is annotation
 
 
 def _type_name(annotation: Any) -> str:

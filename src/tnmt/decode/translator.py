@@ -93,9 +93,12 @@ class Translator:
         decode: DecodeConfig | None = None,
         *,
         quantize: str = "none",
+        fast_step: bool = True,
     ) -> None:
         """`decode` (default `DecodeConfig()`) is every call's default settings; `quantize="int8"` quantises the
-        model now (`tnmt.decode.quantize`): a property of the loaded model, not of a call."""
+        model now (`tnmt.decode.quantize`): a property of the loaded model, not of a call. `fast_step=False`
+        decodes through the model's modules instead of the fast step (decode/fast_step.py), which finds the
+        same translations: for comparing, or for a model changed in ways the fast step does not know."""
         if quantize not in QUANTIZE:
             raise ValueError(f"quantize must be one of {QUANTIZE}, got {quantize!r}")
         self.decode = decode or DecodeConfig()
@@ -103,18 +106,20 @@ class Translator:
         if quantize == "int8" and self.device.type != "cpu":
             raise ValueError(f"quantize='int8' runs on the CPU only, not on {self.device}")
         self.quantize = quantize
+        self.fast_step = fast_step
         self.model = quantize_int8(model) if quantize == "int8" else model.eval()
         self.tokenizer = tokenizer
 
     @classmethod
     def from_checkpoint(
-        cls, path: str | os.PathLike[str], *, device: str = "cpu", quantize: str = "none"
+        cls, path: str | os.PathLike[str], *, device: str = "cpu", quantize: str = "none", fast_step: bool = True
     ) -> "Translator":
         """Load a checkpoint directory (or a `best`/`last` link to one); its decoding settings become the default."""
         if quantize not in QUANTIZE:  # before the slower load
             raise ValueError(f"quantize must be one of {QUANTIZE}, got {quantize!r}")
-        checkpoint = load_checkpoint(path, map_location=device)
-        return cls(checkpoint.model.to(device), checkpoint.tokenizer, checkpoint.decode, quantize=quantize)
+        checkpoint = load_checkpoint(path, map_location=device, training=False)
+        model = checkpoint.model.to(device)
+        return cls(model, checkpoint.tokenizer, checkpoint.decode, quantize=quantize, fast_step=fast_step)
 
     def translate(
         self, texts: Sequence[str], settings: DecodeConfig | None = None, *, first_line: int = 1
@@ -159,7 +164,8 @@ class Translator:
         for chunk in _length_batches(lengths, settings.batch_size):
             width = lengths[chunk[0]] + 1  # the longest, with EOS: sorted by decreasing length
             rows = [[*sources[i], eos_id] + [pad_id] * (width - 1 - len(sources[i])) for i in chunk]
-            found = search(self.model, torch.tensor(rows, device=self.device), settings, n_best=n_best)
+            src = torch.tensor(rows, device=self.device)
+            found = search(self.model, src, settings, n_best=n_best, fast=self.fast_step)
             translations = [self._translation(hypotheses) for hypotheses in found]
             proofs = self._evidence(chunk, texts, sources, translations, settings) if evidence else [None] * len(chunk)
             for i, translation, proof in zip(chunk, translations, proofs, strict=True):

@@ -100,10 +100,11 @@ def load_models(paths: list[Path], config: ServeConfig, *, device: str = "cpu") 
     """A `ServedModel` per checkpoint, each known by the languages stored in it (one model per pair), on `device`."""
     models: dict[str, ServedModel] = {}
     for path in paths:
-        checkpoint = load_checkpoint(path, map_location=device)
+        checkpoint = load_checkpoint(path, map_location=device, training=False)
         if checkpoint.languages is None:
             raise UserError(f'{path}: the checkpoint does not name its languages (config.json has no "languages")')
-        translator = Translator(checkpoint.model.to(device), checkpoint.tokenizer, checkpoint.decode)
+        model = checkpoint.model.to(device)
+        translator = Translator(model, checkpoint.tokenizer, checkpoint.decode, fast_step=config.fast_step)
         batcher = Batcher(
             translator,
             max_queue=config.max_queue,
