@@ -160,3 +160,14 @@ def test_the_step_follows_weights_changed_in_place_as_training_changes_them():
         module = model.decode(tokens[:, None], None, cache=start_decoding(model, SOURCES))[:, 0]
     assert not torch.allclose(before, after)
     torch.testing.assert_close(after, module, atol=1e-5, rtol=0)
+
+
+def test_a_translator_without_the_fast_step_decodes_through_the_modules_to_the_same_text(tiny_checkpoint, monkeypatch):
+    from tnmt.decode.translator import Translator
+
+    texts = ["three hundred and twelve", "", "forty two"]
+    fast = Translator.from_checkpoint(tiny_checkpoint).translations(texts)
+    monkeypatch.setattr(StaticCache, "step", lambda self, tokens: pytest.fail("the fast step ran"))
+    slow = Translator.from_checkpoint(tiny_checkpoint, fast_step=False).translations(texts)
+    assert [t.text for t in slow] == [t.text for t in fast]
+    assert [t.score for t in slow] == pytest.approx([t.score for t in fast], abs=1e-5)
