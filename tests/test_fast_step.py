@@ -171,3 +171,15 @@ def test_a_translator_without_the_fast_step_decodes_through_the_modules_to_the_s
     slow = Translator.from_checkpoint(tiny_checkpoint, fast_step=False).translations(texts)
     assert [t.text for t in slow] == [t.text for t in fast]
     assert [t.score for t in slow] == pytest.approx([t.score for t in fast], abs=1e-5)
+
+
+@torch.inference_mode()
+def test_a_model_converted_after_a_search_is_decoded_as_it_is_now():
+    """Nothing of a model is kept between searches: converted to float64, it decodes in float64."""
+    model = make_model()
+    start_decoding(model, SOURCES, fast_capacity=4).step(torch.tensor([4, 5, 6]))
+    model.double()
+    step = start_decoding(model, SOURCES, fast_capacity=4).step(torch.tensor([4, 5, 6]))
+    module = model.decode(torch.tensor([[4], [5], [6]]), None, cache=start_decoding(model, SOURCES))[:, 0]
+    assert step.dtype == torch.float64
+    torch.testing.assert_close(step, module, atol=1e-9, rtol=0)

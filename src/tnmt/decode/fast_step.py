@@ -2,25 +2,27 @@
 few dozen tensor calls.
 
 Why: at translation sizes a decoder step is tiny (d_model 128, batch 1: about 2 MFLOP, ~0.1 ms of
-arithmetic on one core), so its time is the cost of calling operators, not of computing them. Through the
+arithmetic on one core), so its time goes to calling operators rather than computing them. Through the
 modules a step makes ~650 ATen calls (module dispatch, `linear` -> `t` + `addmm`, per-layer views, masks,
 cache appends; `benchmarks/profile_step.py`), each a few microseconds. This step reads the model's own
-parameter tensors (no copy: it stays valid while training updates them in place) and writes the arithmetic
-out directly:
+parameter tensors and writes the arithmetic out directly:
 
-- one static cache tensor for all layers' self-attention keys and values, (N, L, 2, H, capacity, Dh),
+- one static cache tensor for all layers' self-attention keys and values, (L, 2, N, H, capacity, Dh),
   preallocated to the search's length limit: a step writes its new K and V with one copy per layer, and a
   beam reorder or a shrinking batch is one `index_select` for all layers at once (into a spare buffer, so a
   step allocates nothing);
-- the cross-attention K/V of every layer in one (B, L, 2, H, S, Dh) tensor, computed once per batch and
+- the cross-attention K/V of every layer in one (L, 2, B, H, S, Dh) tensor, computed once per batch and
   read by a sentence's beams together, as `KVCache` does;
 - Q/K/V of self-attention in one matrix product (the stacked in_proj), the embedding scale folded into the
-  positional add, no masks where no position is padding.
+  positional add, no mask where no position is padding, attention as batched products where there are
+  many groups (`_attend`), and the output projection from copies of its weights laid out for the product
+  (`_output_weights`).
 
 `StaticCache` answers to what the searches ask of a `KVCache` (`length`, `beams`, `batch_size`, `reorder`,
 `start_beams`) and `step` replaces `Transformer.decode`, so greedy and beam search run either unchanged
-(`decode/step.py` picks). Models it does not cover (no decoder layers) and traced searches, which need
-attention weights, keep the module path. Tests pin it to the module path and to recomputing the prefix.
+(`decode/step.py` picks). Models it does not cover (no decoder layers, or not a `Transformer`) and traced
+searches, which need attention weights, keep the module path. Tests pin it to the module path and to
+recomputing the prefix.
 """
 
 import weakref
@@ -54,6 +56,8 @@ def _slice_linear(weight: Tensor, bias: Tensor, rows: slice) -> Linear:
 
 @dataclass(frozen=True)
 class _Norm:
+    """A LayerNorm's parameters, applied without module dispatch."""
+
     weight: Tensor
     bias: Tensor
     eps: float
@@ -90,64 +94,70 @@ def _attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None) -> Tensor:
     if q.size(0) < BMM_GROUPS:  # as (1, G, ., Dh): the fused CPU kernel takes 4-d inputs only (else a slow path)
         mask = None if bias is None else bias[None]
         return F.scaled_dot_product_attention(q[None], k[None], v[None], attn_mask=mask)[0]
-    scores = torch.baddbmm(_ZERO if bias is None else bias, q, k.transpose(1, 2), alpha=q.size(-1) ** -0.5)
+    scale = q.size(-1) ** -0.5
+    if bias is None:
+        scores = torch.bmm(q, k.transpose(1, 2)).mul_(scale)  # (G, Q, T)
+    else:
+        scores = torch.baddbmm(bias, q, k.transpose(1, 2), alpha=scale)
     return torch.bmm(scores.softmax(dim=-1), v)  # (G, Q, Dh)
 
 
 BMM_GROUPS = 16  # groups (hypotheses x heads) from which `_attend` takes the batched products
-_ZERO = torch.zeros(1, 1, 1)
-PACKED_MIN_ROWS = 2  # rows from which the output projection takes oneDNN's packed weights (see `_Output`)
+PACKED_MIN_ROWS = 2  # rows from which the output projection takes oneDNN's packed weights (`_output_weights`)
 
 
-class _Output:
-    """The (V, D) output projection, from copies of its weights laid out for the product at hand.
+# Per output Linear: (what its weights were, the (D, V) transpose, oneDNN's packed copy). Weak keys: a model that
+# goes takes its copies along (the values hold no reference to the module).
+_WEIGHT_COPIES: "weakref.WeakKeyDictionary[nn.Module, tuple[tuple, Tensor, Tensor]]" = weakref.WeakKeyDictionary()
 
-    Why: it is the largest product of a step, and MKL's on the weights as stored is the slowest way to it on
-    the hosts measured (AMD EPYC, 8000 x 128, benchmarks/BENCHMARKS.md). At one row the weights come from
-    memory, not cache, and MKL streams a contiguous (D, V) transpose 3x faster than the (V, D) matrix (221
-    against 657 us); from 2 rows oneDNN's product on a prepacked copy is 1.3-2.4x faster than MKL's (4 rows
-    459 against 1113 us, 64 rows 4329 against 5624 us). The copies cost 8 bytes per weight and are made
-    again only when the weights changed (their version counter moved: training between validations).
+
+def _output_weights(module: nn.Module) -> tuple[Tensor, Tensor] | None:
+    """A float CPU Linear's weights as a contiguous (D, V) transpose and as oneDNN's packed copy; None for
+    anything else (int8, another device or dtype, no oneDNN, or an inference tensor, which has no version
+    counter to tell a change by).
+
+    Why: the (V, D) output projection is the largest product of a step, and MKL's on the weights as stored is
+    the slowest way to it on the hosts measured (AMD EPYC, 8000 x 128, benchmarks/BENCHMARKS.md). At one row
+    the weights come from memory, not cache, and MKL streams the contiguous transpose 3x faster than the
+    (V, D) matrix (221 against 657 us); from 2 rows oneDNN's product on a prepacked copy is 1.3-2.4x faster
+    than MKL's (4 rows 459 against 1113 us, 64 rows 4329 against 5624 us). The copies cost 8 bytes per
+    weight, kept per module and made again only when the weights changed: their version counter moved
+    (training between validations) or they are other tensors now (`.to()`, a loaded state dict).
     """
+    weight = getattr(module, "weight", None)
+    usable = type(module) is nn.Linear and weight.device.type == "cpu" and weight.dtype == torch.float32
+    if not usable or not torch.backends.mkldnn.is_available() or weight.is_inference():
+        return None
+    what = (weight.data_ptr(), weight._version, weight.shape)
+    copies = _WEIGHT_COPIES.get(module)
+    if copies is None or copies[0] != what:
+        w = weight.detach()
+        copies = _WEIGHT_COPIES[module] = (what, w.t().contiguous(), torch.ops.mkldnn._reorder_linear_weight(w, 64))
+    return copies[1], copies[2]
 
-    def __init__(self, module: nn.Module) -> None:
-        self.module = module
-        self.plain = _linear(module)
-        self.can_copy = (
-            type(module) is nn.Linear
-            and module.weight.device.type == "cpu"
-            and module.weight.dtype == torch.float32
-            and torch.backends.mkldnn.is_available()
-        )
-        self.transposed: Tensor | None = None  # (D, V) contiguous
-        self.packed: Tensor | None = None  # oneDNN's layout of the (V, D) weights
-        self.version = -1
 
-    def __call__(self, x: Tensor) -> Tensor:
-        """(N, D) -> (N, V)."""
-        weight, bias = self.module.weight, self.module.bias
-        if not self.can_copy or weight.is_inference():  # an inference tensor has no version counter to follow
-            return self.plain(x)
-        if self.version != weight._version:
-            self.transposed = weight.detach().t().contiguous()
-            self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), 64)
-            self.version = weight._version
+def _output(module: nn.Module) -> Linear:
+    """The output projection (N, D) -> (N, V), from the copies of `_output_weights` where there are some."""
+    if (copies := _output_weights(module)) is None:
+        return _linear(module)
+    transposed, packed = copies
+    bias = module.bias
+
+    def project(x: Tensor) -> Tensor:
         if x.size(0) < PACKED_MIN_ROWS:
-            return torch.mm(x, self.transposed) if bias is None else torch.addmm(bias, x, self.transposed)
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed, bias, "none", [], "")
+            return torch.mm(x, transposed) if bias is None else torch.addmm(bias, x, transposed)
+        return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+
+    return project
 
 
 class FastDecoder:
-    """A model's decoder as plain functions of its parameters; `of(model)` gives each model's one instance.
-
-    It holds no reference to the model itself (only to its tensors and submodules), so the memo that maps a
-    model to its decoder lets both go when the model goes.
-    """
-
-    _memo: "weakref.WeakKeyDictionary[Transformer, FastDecoder]" = weakref.WeakKeyDictionary()
+    """A model's decoder as plain functions of its tensors, built per search (a fraction of a millisecond), so it
+    always sees the model as it is now: trained further, moved, converted or quantised."""
 
     def __init__(self, model: Transformer) -> None:
         c = model.config
+        self.model = model
         self.d, self.heads, self.pad_id = c.d_model, c.n_heads, c.pad_id
         self.norm_first = c.norm_first
         self.activation = ACTIVATIONS[c.activation]
@@ -157,15 +167,8 @@ class FastDecoder:
         self.positions = positions.learned.weight if positions.learned is not None else positions.table  # (P, D)
         self.layers = [self._layer(layer) for layer in model.decoder_layers]
         self.final_norm = _Norm.of(model.decoder_norm) if isinstance(model.decoder_norm, nn.LayerNorm) else None
-        self.output = _Output(model.output)
+        self.output = _output(model.output)
         self.logits_bias = model.logits_bias
-
-    @classmethod
-    def of(cls, model: Transformer) -> "FastDecoder":
-        """The model's decoder, built on first use (it reads the model's tensors, so it follows their updates)."""
-        if (decoder := cls._memo.get(model)) is None:
-            decoder = cls._memo[model] = cls(model)
-        return decoder
 
     @staticmethod
     def supports(model: Transformer) -> bool:
@@ -193,12 +196,12 @@ class FastDecoder:
             ),
         )
 
-    def start(self, model: Transformer, src_ids: Tensor, *, capacity: int) -> "StaticCache":
+    def start(self, src_ids: Tensor, *, capacity: int) -> "StaticCache":
         """Encode a right-padded (B, S) batch and return a cache for up to `capacity` target positions."""
         src_mask = (src_ids != self.pad_id)[:, None, None, :]  # (B, 1, 1, S)
-        memory = model.encode(src_ids, src_mask)  # (B, S, D)
+        memory = self.model.encode(src_ids, src_mask)  # (B, S, D)
         cross = torch.stack(  # L x 2 x (B, H, S, Dh) -> (L, 2, B, H, S, Dh)
-            [torch.stack(layer.cross_attn.project_kv(memory)) for layer in model.decoder_layers]
+            [torch.stack(layer.cross_attn.project_kv(memory)) for layer in self.model.decoder_layers]
         )
         bias = None  # without padding nothing is masked, and no bias is added at every step
         if bool((~src_mask).any()):  # (B, H, 1, S): 0 where a key is a token, -inf where it is padding

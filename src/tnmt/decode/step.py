@@ -84,7 +84,7 @@ def start_decoding(model: Transformer, src_ids: Tensor, *, fast_capacity: int = 
     positions (the search's length limit); a model it does not cover gets the module path's cache.
     """
     if fast_capacity and FastDecoder.supports(model):
-        return FastDecoder.of(model).start(model, src_ids, capacity=fast_capacity)
+        return FastDecoder(model).start(src_ids, capacity=fast_capacity)
     pad_id = model.config.pad_id
     src_mask = padding_mask(src_ids, pad_id)  # (B, 1, 1, S)
     memory = model.encode(src_ids, src_mask)  # (B, S, D)
