@@ -84,22 +84,23 @@ class _Layer:
 
 
 def _attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None) -> Tensor:
-    """Attention of G = B x H groups: q (G, Q, Dh), k and v (G, T, Dh), additive bias (G, 1, T) or None.
+    """Attention of G = B x H groups: q (1, G, Q, Dh), k and v (1, G, T, Dh), additive bias (1, G, 1, T) or
+    None -> (1, G, Q, Dh). One leading dimension because the fused CPU kernel takes 4-d inputs only (given
+    3-d ones it takes a slow composite path).
 
     Why not always `scaled_dot_product_attention`: its CPU kernel is tiled for long sequences, and with one
     or a few queries per group it costs 1.6x two batched products and a softmax at batch 64 (215 against
     133 us, 4 heads, 20 keys, benchmarks/BENCHMARKS.md); with a handful of groups (batch 1) its single call
     is cheaper than three.
     """
-    if q.size(0) < BMM_GROUPS:  # as (1, G, ., Dh): the fused CPU kernel takes 4-d inputs only (else a slow path)
-        mask = None if bias is None else bias[None]
-        return F.scaled_dot_product_attention(q[None], k[None], v[None], attn_mask=mask)[0]
-    scale = q.size(-1) ** -0.5
+    if q.size(1) < BMM_GROUPS:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+    q, k, v, scale = q[0], k[0], v[0], q.size(-1) ** -0.5
     if bias is None:
         scores = torch.bmm(q, k.transpose(1, 2)).mul_(scale)  # (G, Q, T)
     else:
-        scores = torch.baddbmm(bias, q, k.transpose(1, 2), alpha=scale)
-    return torch.bmm(scores.softmax(dim=-1), v)  # (G, Q, Dh)
+        scores = torch.baddbmm(bias[0], q, k.transpose(1, 2), alpha=scale)
+    return torch.bmm(scores.softmax(dim=-1), v)[None]  # (1, G, Q, Dh)
 
 
 BMM_GROUPS = 16  # groups (hypotheses x heads) from which `_attend` takes the batched products
@@ -229,14 +230,15 @@ class StaticCache:
 
     def _set_kv(self, kv: Tensor) -> None:
         self.kv = kv  # (L, 2, N, H, capacity, Dh)
-        # per layer: (2, N, H, capacity, Dh) to write a position into, (N * H, capacity, Dh) K and V to read
-        self.self_views = [(layer, layer[0].flatten(0, 1), layer[1].flatten(0, 1)) for layer in kv.unbind(0)]
+        # per layer: (2, N, H, capacity, Dh) to write a position into, (1, N * H, capacity, Dh) K and V to read
+        self.self_views = [(layer, *layer.flatten(1, 2)[:, None].unbind(0)) for layer in kv.unbind(0)]
 
     def _set_cross(self, cross: Tensor, memory_bias: Tensor | None) -> None:
         self.cross = cross  # (L, 2, B, H, S, Dh)
         self.memory_bias = memory_bias  # (B, H, 1, S) additive, or None
-        self.cross_views = [tuple(layer.flatten(1, 2).unbind(0)) for layer in cross.unbind(0)]  # 2 x (B * H, S, Dh)
-        self.bias = None if memory_bias is None else memory_bias.flatten(0, 1)  # (B * H, 1, S)
+        # per layer: K and V as (1, B * H, S, Dh)
+        self.cross_views = [tuple(layer.flatten(1, 2)[:, None].unbind(0)) for layer in cross.unbind(0)]
+        self.bias = None if memory_bias is None else memory_bias.flatten(0, 1)[None]  # (1, B * H, 1, S)
 
     @property
     def batch_size(self) -> int:
@@ -287,14 +289,19 @@ class StaticCache:
             h = layer.norms[0](x) if dec.norm_first else x
             qkv = layer.self_qkv(h)  # (N, 3D)
             kv.select(3, pos).copy_(qkv[:, d:].view(n, 2, heads, dh).transpose(0, 1))
-            q = qkv[:, :d].reshape(n * heads, 1, dh)
-            a = _attend(q, k.narrow(1, 0, pos + 1), v.narrow(1, 0, pos + 1), None)  # (N * H, 1, Dh)
+            q = qkv[:, :d].reshape(1, n * heads, 1, dh)
+            a = _attend(q, k.narrow(2, 0, pos + 1), v.narrow(2, 0, pos + 1), None)  # (1, N * H, 1, Dh)
             x = self._residual(x, layer.self_out(a.view(n, d)), layer.norms[0])
             # cross-attention: a sentence's beams query its keys/values together
             h = layer.norms[1](x) if dec.norm_first else x
-            q = layer.cross_q(h).view(b, beams, heads, dh).transpose(1, 2).reshape(b * heads, beams, dh)
-            a = _attend(q, cross_k, cross_v, self.bias)  # (B * H, beams, Dh)
-            a = a.view(b, heads, beams, dh).transpose(1, 2).reshape(n, d)
+            q = layer.cross_q(h)  # (N, D) -> (1, B * H, beams, Dh)
+            q = (
+                q.view(1, n * heads, 1, dh)
+                if beams == 1
+                else q.view(b, beams, heads, dh).transpose(1, 2).reshape(1, -1, beams, dh)
+            )
+            a = _attend(q, cross_k, cross_v, self.bias)  # (1, B * H, beams, Dh)
+            a = a.view(n, d) if beams == 1 else a.view(b, heads, beams, dh).transpose(1, 2).reshape(n, d)
             x = self._residual(x, layer.cross_out(a), layer.norms[1])
             # feed-forward
             h = layer.norms[2](x) if dec.norm_first else x
