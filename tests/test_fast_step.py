@@ -146,31 +146,43 @@ def test_a_decoder_without_layers_is_not_supported_and_keeps_the_module_path():
         start_decoding(model, SOURCES, fast_capacity=8)  # the module path's own refusal, unchanged
 
 
-def test_the_step_follows_weights_changed_in_place_as_training_changes_them():
-    """The packed copy of the output projection is made again when the weights' version moves."""
-    model = make_model()  # outside inference mode, as training makes it: its tensors count their versions
-    tokens = torch.tensor([4, 5, 6])
-    with torch.inference_mode():
-        before = start_decoding(model, SOURCES, fast_capacity=4).step(tokens)
+@pytest.mark.parametrize("frozen", [False, True])
+@pytest.mark.parametrize("rows", [1, 3])  # the output projection's transposed copy, then its packed copy
+def test_the_step_follows_weights_changed_between_searches(frozen, rows):
+    """Changed in place (the version counter moves) or replaced: the next search sees the weights as they are.
+    Trainable weights also when swapped in and out as the moving average does (`.data`, which keeps the
+    counter): their copies last one search. Frozen ones are a `Translator`'s own, which nothing swaps."""
+    model = make_model().requires_grad_(not frozen)
+    src, tokens = SOURCES[:rows], torch.tensor([4, 5, 6])[:rows]
+
+    def fast_and_module():
+        with torch.inference_mode():
+            step = start_decoding(model, src, fast_capacity=4).step(tokens)
+            module = model.decode(tokens[:, None], None, cache=start_decoding(model, src))[:, 0]
+        torch.testing.assert_close(step, module, atol=1e-5, rtol=1e-5)  # logits grow with the weights
+        return step
+
+    before = fast_and_module()
     with torch.no_grad():
         for p in model.parameters():
             p.mul_(1.5)
-    with torch.inference_mode():
-        after = start_decoding(model, SOURCES, fast_capacity=4).step(tokens)
-        module = model.decode(tokens[:, None], None, cache=start_decoding(model, SOURCES))[:, 0]
-    assert not torch.allclose(before, after)
-    torch.testing.assert_close(after, module, atol=1e-5, rtol=0)
-
-
-def test_a_translator_without_the_fast_step_decodes_through_the_modules_to_the_same_text(tiny_checkpoint, monkeypatch):
-    from tnmt.decode.translator import Translator
-
-    texts = ["three hundred and twelve", "", "forty two"]
-    fast = Translator.from_checkpoint(tiny_checkpoint).translations(texts)
-    monkeypatch.setattr(StaticCache, "step", lambda self, tokens: pytest.fail("the fast step ran"))
-    slow = Translator.from_checkpoint(tiny_checkpoint, fast_step=False).translations(texts)
-    assert [t.text for t in slow] == [t.text for t in fast]
-    assert [t.score for t in slow] == pytest.approx([t.score for t in fast], abs=1e-5)
+    changed = fast_and_module()
+    assert not torch.allclose(before, changed)
+    if frozen:  # replaced by other tensors, as `.to()` or `.double()` would
+        for p in model.parameters():
+            p.data = p.data.clone() * 2.0
+        assert not torch.allclose(changed, fast_and_module())
+        return
+    shadow = [p.detach().clone() * 0.5 for p in model.parameters()]
+    for p, s in zip(model.parameters(), shadow, strict=True):
+        p.data, s.data = s.data, p.data
+    swapped = fast_and_module()
+    for p, s in zip(model.parameters(), shadow, strict=True):
+        p.data, s.data = s.data, p.data
+        s.mul_(2.0)  # the average moves while it is out
+    for p, s in zip(model.parameters(), shadow, strict=True):
+        p.data, s.data = s.data, p.data
+    assert not torch.allclose(swapped, fast_and_module())
 
 
 @torch.inference_mode()

@@ -16,7 +16,7 @@ parameter tensors and writes the arithmetic out directly:
 - Q/K/V of self-attention in one matrix product (the stacked in_proj), the embedding scale folded into the
   positional add, no mask where no position is padding, attention as batched products where there are
   many groups (`_attend`), and the output projection from copies of its weights laid out for the product
-  (`_output_weights`).
+  (`_output`).
 
 `StaticCache` answers to what the searches ask of a `KVCache` (`length`, `beams`, `batch_size`, `reorder`,
 `start_beams`) and `step` replaces `Transformer.decode`, so greedy and beam search run either unchanged
@@ -104,50 +104,49 @@ def _attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None) -> Tensor:
 
 
 BMM_GROUPS = 16  # groups (hypotheses x heads) from which `_attend` takes the batched products
-PACKED_MIN_ROWS = 2  # rows from which the output projection takes oneDNN's packed weights (`_output_weights`)
+PACKED_MIN_ROWS = 2  # rows from which the output projection takes oneDNN's packed weights (`_output`)
 
 
-# Per output Linear: (what its weights were, the (D, V) transpose, oneDNN's packed copy). Weak keys: a model that
+# Per frozen output Linear: kind -> ((storage, version) of the weights copied, the copy). Weak keys: a model that
 # goes takes its copies along (the values hold no reference to the module).
-_WEIGHT_COPIES: "weakref.WeakKeyDictionary[nn.Module, tuple[tuple, Tensor, Tensor]]" = weakref.WeakKeyDictionary()
-
-
-def _output_weights(module: nn.Module) -> tuple[Tensor, Tensor] | None:
-    """A float CPU Linear's weights as a contiguous (D, V) transpose and as oneDNN's packed copy; None for
-    anything else (int8, another device or dtype, no oneDNN, or an inference tensor, which has no version
-    counter to tell a change by).
-
-    Why: the (V, D) output projection is the largest product of a step, and MKL's on the weights as stored is
-    the slowest way to it on the hosts measured (AMD EPYC, 8000 x 128, benchmarks/BENCHMARKS.md). At one row
-    the weights come from memory, not cache, and MKL streams the contiguous transpose 3x faster than the
-    (V, D) matrix (221 against 657 us); from 2 rows oneDNN's product on a prepacked copy is 1.3-2.4x faster
-    than MKL's (4 rows 459 against 1113 us, 64 rows 4329 against 5624 us). The copies cost 8 bytes per
-    weight, kept per module and made again only when the weights changed: their version counter moved
-    (training between validations) or they are other tensors now (`.to()`, a loaded state dict).
-    """
-    weight = getattr(module, "weight", None)
-    usable = type(module) is nn.Linear and weight.device.type == "cpu" and weight.dtype == torch.float32
-    if not usable or not torch.backends.mkldnn.is_available() or weight.is_inference():
-        return None
-    what = (weight.data_ptr(), weight._version, weight.shape)
-    copies = _WEIGHT_COPIES.get(module)
-    if copies is None or copies[0] != what:
-        w = weight.detach()
-        copies = _WEIGHT_COPIES[module] = (what, w.t().contiguous(), torch.ops.mkldnn._reorder_linear_weight(w, 64))
-    return copies[1], copies[2]
+_FROZEN_COPIES: "weakref.WeakKeyDictionary[nn.Module, dict[str, tuple[tuple, Tensor]]]" = weakref.WeakKeyDictionary()
 
 
 def _output(module: nn.Module) -> Linear:
-    """The output projection (N, D) -> (N, V), from the copies of `_output_weights` where there are some."""
-    if (copies := _output_weights(module)) is None:
+    """The output projection (N, D) -> (N, V): for a float CPU Linear from copies of its weights laid out for
+    the product at hand, for anything else (int8, another device or dtype, no oneDNN) as it is.
+
+    Why: the (V, D) output projection is the largest product of a step, and MKL's on the weights as stored is
+    the slowest way to it on the hosts measured (AMD EPYC, 8000 x 128, benchmarks/BENCHMARKS.md). At one row
+    the weights come from memory, not cache, and MKL streams a contiguous (D, V) transpose 3x faster than the
+    (V, D) matrix; from 2 rows oneDNN's product on a prepacked copy is 1.3-2.4x faster than MKL's. Each copy
+    is 4 bytes per weight, made on first use. Frozen weights (requires_grad False: a `Translator` that loaded
+    its own model) keep their copies across searches, made again only if the weights change (other storage
+    or a moved version counter: in place, `.to()`, a loaded state dict); trainable ones get fresh copies per
+    search, because training changes them in ways neither tells (the moving average swaps `.data` in and
+    out, train/ema.py, which brings back earlier storage under an unchanged counter).
+    """
+    weight, bias = module.weight, module.bias
+    usable = type(module) is nn.Linear and weight.device.type == "cpu" and weight.dtype == torch.float32
+    if not usable or not torch.backends.mkldnn.is_available():
         return _linear(module)
-    transposed, packed = copies
-    bias = module.bias
+    searched: dict[str, tuple[tuple, Tensor]] = {}  # this search's copies
+
+    def copy(kind: str) -> Tensor:
+        frozen = not weight.requires_grad and not weight.is_inference()  # (an inference tensor has no version)
+        store = _FROZEN_COPIES.setdefault(module, {}) if frozen else searched
+        what = (weight.data_ptr(), weight._version if frozen else 0)
+        if (entry := store.get(kind)) is None or entry[0] != what:
+            w = weight.detach()
+            made = w.t().contiguous() if kind == "transposed" else torch.ops.mkldnn._reorder_linear_weight(w, 64)
+            entry = store[kind] = (what, made)
+        return entry[1]
 
     def project(x: Tensor) -> Tensor:
         if x.size(0) < PACKED_MIN_ROWS:
+            transposed = copy("transposed")  # (D, V)
             return torch.mm(x, transposed) if bias is None else torch.addmm(bias, x, transposed)
-        return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+        return torch.ops.mkldnn._linear_pointwise(x, copy("packed"), bias, "none", [], "")
 
     return project
 

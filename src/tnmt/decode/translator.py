@@ -118,7 +118,7 @@ class Translator:
         if quantize not in QUANTIZE:  # before the slower load
             raise ValueError(f"quantize must be one of {QUANTIZE}, got {quantize!r}")
         checkpoint = load_checkpoint(path, map_location=device, training=False)
-        model = checkpoint.model.to(device)
+        model = checkpoint.model.to(device).requires_grad_(False)  # ours alone, never trained: frozen (fast_step.py)
         return cls(model, checkpoint.tokenizer, checkpoint.decode, quantize=quantize, fast_step=fast_step)
 
     def translate(
