@@ -89,9 +89,9 @@ def _attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None) -> Tensor:
     3-d ones it takes a slow composite path).
 
     Why not always `scaled_dot_product_attention`: its CPU kernel is tiled for long sequences, and with one
-    or a few queries per group it costs 1.6x two batched products and a softmax at batch 64 (215 against
-    133 us, 4 heads, 20 keys, benchmarks/BENCHMARKS.md); with a handful of groups (batch 1) its single call
-    is cheaper than three.
+    or a few queries per group it costs 1.3x two batched products and a softmax at batch 64 (198 against
+    154 us, 4 heads, 20 keys; `benchmarks/step_ops.py`); with a handful of groups (batch 1) its single call
+    is cheaper than three (14 against 33 us).
     """
     if q.size(1) < BMM_GROUPS:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
@@ -117,10 +117,10 @@ def _output(module: nn.Module) -> Linear:
     the product at hand, for anything else (int8, another device or dtype, no oneDNN) as it is.
 
     Why: the (V, D) output projection is the largest product of a step, and MKL's on the weights as stored is
-    the slowest way to it on the hosts measured (AMD EPYC, 8000 x 128, benchmarks/BENCHMARKS.md). At one row
+    the slowest way to it on the host measured (AMD EPYC, 8000 x 128, `benchmarks/step_ops.py`). At one row
     the weights come from memory, not cache, and MKL streams a contiguous (D, V) transpose 3x faster than the
-    (V, D) matrix; from 2 rows oneDNN's product on a prepacked copy is 1.3-2.4x faster than MKL's. Each copy
-    is 4 bytes per weight, made on first use. Frozen weights (requires_grad False: a `Translator` that loaded
+    (V, D) matrix (180 against 568 us); from 2 rows oneDNN's product on a prepacked copy is 1.5-2.3x faster
+    than MKL's (64 rows: 3772 against 5513 us). Each copy is 4 bytes per weight, made on first use. Frozen weights (requires_grad False: a `Translator` that loaded
     its own model) keep their copies across searches, made again only if the weights change (other storage
     or a moved version counter: in place, `.to()`, a loaded state dict); trainable ones get fresh copies per
     search, because training changes them in ways neither tells (the moving average swaps `.data` in and
@@ -215,7 +215,7 @@ class StaticCache:
 
     Rows are hypotheses: N = B * beams, the `beams` consecutive rows of a sentence sharing its cross K/V.
     Each layer's views into the tensors are made once per (re)allocation, not at every step: indexing a
-    6-d tensor from Python costs ~20 us a time, about what a layer's matrix product costs at batch 1.
+    6-d tensor from Python costs ~15 us a time, more than a layer's matrix product at batch 1 (12 us).
     """
 
     def __init__(self, decoder: FastDecoder, cross: Tensor, memory_bias: Tensor | None, *, capacity: int) -> None:
