@@ -120,11 +120,13 @@ def _output(module: nn.Module) -> Linear:
     the slowest way to it on the host measured (AMD EPYC, 8000 x 128, `benchmarks/step_ops.py`). At one row
     the weights come from memory, not cache, and MKL streams a contiguous (D, V) transpose 3x faster than the
     (V, D) matrix (180 against 568 us); from 2 rows oneDNN's product on a prepacked copy is 1.5-2.3x faster
-    than MKL's (64 rows: 3772 against 5513 us). Each copy is 4 bytes per weight, made on first use. Frozen weights (requires_grad False: a `Translator` that loaded
-    its own model) keep their copies across searches, made again only if the weights change (other storage
-    or a moved version counter: in place, `.to()`, a loaded state dict); trainable ones get fresh copies per
-    search, because training changes them in ways neither tells (the moving average swaps `.data` in and
-    out, train/ema.py, which brings back earlier storage under an unchanged counter).
+    than MKL's (64 rows: 3772 against 5513 us). Each copy is 4 bytes per weight, made on first use.
+
+    Frozen weights (requires_grad False: a `Translator` that loaded its own model) keep their copies across
+    searches, made again only if the weights change (other storage or a moved version counter: in place,
+    `.to()`, a loaded state dict). Trainable ones get fresh copies per search, because training changes them
+    in ways neither tells: the moving average swaps `.data` in and out (train/ema.py), which brings back
+    earlier storage under an unchanged counter.
     """
     weight, bias = module.weight, module.bias
     usable = type(module) is nn.Linear and weight.device.type == "cpu" and weight.dtype == torch.float32
