@@ -124,7 +124,8 @@ def _output(module: nn.Module) -> Linear:
 
     Frozen weights (requires_grad False: a `Translator` that loaded its own model) keep their copies across
     searches, made again only if the weights change (other storage or a moved version counter: in place,
-    `.to()`, a loaded state dict). Trainable ones get fresh copies per search, because training changes them
+    `.to()`, a loaded state dict; not a `.data` swap back to earlier storage, so freeze only weights that
+    nothing swaps). Trainable ones get fresh copies per search, because training changes them
     in ways neither tells: the moving average swaps `.data` in and out (train/ema.py), which brings back
     earlier storage under an unchanged counter.
     """
