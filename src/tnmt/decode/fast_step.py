@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tnmt.blocks.feed_forward import ACTIVATIONS
+from tnmt.blocks.masks import padding_mask
 from tnmt.model import Transformer
 
 Linear = Callable[[Tensor], Tensor]  # (..., in) -> (..., out)
@@ -201,7 +202,7 @@ class FastDecoder:
 
     def start(self, src_ids: Tensor, *, capacity: int) -> "StaticCache":
         """Encode a right-padded (B, S) batch and return a cache for up to `capacity` target positions."""
-        src_mask = (src_ids != self.pad_id)[:, None, None, :]  # (B, 1, 1, S)
+        src_mask = padding_mask(src_ids, self.pad_id)  # (B, 1, 1, S)
         memory = self.model.encode(src_ids, src_mask)  # (B, S, D)
         cross = torch.stack(  # L x 2 x (B, H, S, Dh) -> (L, 2, B, H, S, Dh)
             [torch.stack(layer.cross_attn.project_kv(memory)) for layer in self.model.decoder_layers]
