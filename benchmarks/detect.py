@@ -35,7 +35,7 @@ from pathlib import Path
 from host import describe
 
 from tnmt.data.corpus import read_lines
-from tnmt.serve.detect import COMMON, Detector
+from tnmt.serve.libretranslate.detect import COMMON, Detector
 
 RESULTS = Path(__file__).resolve().parent / "results" / "detect.json"
 LANGS = ("en", "de", "fr", "cs")
@@ -119,7 +119,7 @@ def server_memory_mb(sentences: dict[str, list[str]]) -> dict:
     """RSS of a fresh process before and after the server's detector has detected 100 captions per language."""
     code = (
         "import json, sys\n"
-        "from tnmt.serve.detect import Detector\n"
+        "from tnmt.serve.libretranslate.detect import Detector\n"
         "def rss(): return int(open('/proc/self/status').read().split('VmRSS:')[1].split()[0]) / 1024\n"
         "texts = json.load(sys.stdin); before = rss(); detector = Detector(['en', 'de', 'fr', 'cs'])\n"
         "for text in texts: detector.detect(text)\n"

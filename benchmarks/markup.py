@@ -34,7 +34,7 @@ from pathlib import Path
 
 import sacrebleu
 
-from tnmt.serve.markup import VOID, parse
+from tnmt.serve.libretranslate.markup import VOID, parse
 
 TAGS = ["b", "i", "em", 'a href="#x"', 'span class="k"']  # what an element opens with; its id is added
 

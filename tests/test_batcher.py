@@ -19,9 +19,10 @@ SETTINGS = DecodeConfig(beam_size=1, max_len=5)
 class ScriptedTranslator:
     """Translates a text to its upper case; a text costs one token per word (+ EOS in the batcher).
 
-    Records every call as (texts, settings, n_best, attention, sources). With `hold=True` its first call blocks
-    until `release` is set (`busy` tells that the worker is inside it), so the test can queue requests meanwhile.
-    Texts listed in `fail_on` make their call raise.
+    Records every call as (texts, settings, n_best, attention, sources), and every trace as (text, settings, top_k,
+    source); a trace is a tuple saying what it traced. With `hold=True` its first call blocks until `release` is
+    set (`busy` tells that the worker is inside it), so the test can queue requests meanwhile. Texts listed in
+    `fail_on` make their call or trace raise.
     """
 
     def __init__(self, *, hold: bool = False, fail_on: tuple[str, ...] = ()) -> None:
@@ -31,6 +32,7 @@ class ScriptedTranslator:
         self.busy, self.release = threading.Event(), threading.Event()
         self.hold, self.fail_on = hold, fail_on
         self.evidence_asked: list[bool] = []
+        self.traced: list[tuple[str, DecodeConfig, int, list]] = []
 
     def encode(self, texts: list[str]) -> list[list[str] | None]:
         self.encoded.append(list(texts))
@@ -49,6 +51,12 @@ class ScriptedTranslator:
             raise RuntimeError(f"scripted failure on {failing}")
         proof = Evidence([], [], 0.5, ["copy"]) if evidence else None
         return [replace(self._translation(text, n_best, attention), evidence=proof) for text in texts]
+
+    def trace(self, text, settings, *, top_k, source) -> tuple:
+        self.traced.append((text, settings, top_k, source))
+        if text in self.fail_on:
+            raise RuntimeError(f"scripted failure on {text}")
+        return ("trace of", text)
 
     @staticmethod
     def _translation(text: str, n_best: int, attention: bool) -> Translation:
@@ -280,6 +288,43 @@ def test_each_text_is_tokenised_once_when_it_arrives_and_its_ids_travel_to_the_s
     batcher.stop()
     assert fake.encoded == [["a b", "", "c"]]
     assert fake.calls[0][4] == [["a", "b"], None, ["c"]]
+
+
+def test_a_trace_waits_in_the_queue_with_the_translations_and_resolves_to_its_trace():
+    fake = ScriptedTranslator(hold=True)
+    batcher, sizes = make_batcher(fake)
+    hold_worker(batcher, fake)
+    a = batcher.submit(["a"], SETTINGS)
+    traced = batcher.trace("b c", replace(SETTINGS, beam_size=2), top_k=3)
+    d = batcher.submit(["d"], SETTINGS)
+    assert batcher.depth == 3
+    fake.release.set()
+
+    assert traced.result(timeout=WAIT) == ("trace of", "b c")
+    assert texts(a + d) == ["A", "D"]
+    assert fake.batches() == [["hold"], ["a", "d"]]  # the trace is no part of the translations' batch
+    assert fake.traced == [("b c", replace(SETTINGS, beam_size=2), 3, ["b", "c"])]  # tokenised once, on arrival
+    assert fake.encoded == [["hold"], ["a"], ["b c"], ["d"]]
+    assert sizes == [1, 2, 1]  # a trace follows one search: a batch of one
+    assert batcher.depth == 0
+    batcher.stop()
+
+
+def test_a_trace_is_refused_by_a_full_queue_and_its_error_reaches_only_its_future():
+    fake = ScriptedTranslator(hold=True, fail_on=("boom",))
+    batcher, _ = make_batcher(fake, max_queue=2)
+    hold_worker(batcher, fake)
+    boom = batcher.trace("boom", SETTINGS, top_k=1)
+    fine = batcher.submit(["fine"], SETTINGS)
+    with pytest.raises(QueueFull):
+        batcher.trace("refused", SETTINGS, top_k=1)
+    fake.release.set()
+
+    with pytest.raises(RuntimeError, match="scripted failure"):
+        boom.result(timeout=WAIT)
+    assert texts(fine) == ["FINE"]
+    assert [text for text, *_ in fake.traced] == ["boom"]
+    batcher.stop()
 
 
 SENTENCES = [

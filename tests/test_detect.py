@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from tnmt.errors import UserError
-from tnmt.serve.detect import Detector, supported
+from tnmt.serve.libretranslate.detect import Detector, supported
 
 # Captions 1 and 3 of Multi30k's test_2016_flickr, in its four languages.
 SENTENCES = {
@@ -106,6 +106,6 @@ def test_threads_get_the_answers_one_thread_gets(detector):
 
 
 def test_importing_the_module_does_not_load_lingua():
-    code = "import sys, tnmt.serve.detect; print('lingua' in sys.modules)"
+    code = "import sys, tnmt.serve.libretranslate.detect; print('lingua' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.stdout.strip() == "False", result.stderr

@@ -321,7 +321,8 @@ def client(tiny_checkpoint, serve_config):
     """The real app on the tiny checkpoint, its batcher not started: a request that passes validation waits."""
     from fastapi.testclient import TestClient
 
-    from tnmt.serve.app import create_app, load_models
+    from tnmt.serve.app import create_app
+    from tnmt.serve.models import load_models
 
     models = load_models([tiny_checkpoint], serve_config)
     return TestClient(create_app(models, serve_config)), models

@@ -90,7 +90,8 @@ def server(tiny_checkpoint):
     import uvicorn
 
     from tnmt.config import ServeConfig
-    from tnmt.serve.app import create_app, load_models
+    from tnmt.serve.app import create_app
+    from tnmt.serve.models import load_models
 
     config = ServeConfig(max_body_bytes=2000)
     app = create_app(load_models([tiny_checkpoint], config), config)

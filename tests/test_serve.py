@@ -27,8 +27,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from schemathesis.checks import not_a_server_error
 
 from tnmt.decode.translator import Translator
-from tnmt.serve.detect import Detector
-from tnmt.serve.markup import parse
+from tnmt.serve.libretranslate.detect import Detector
+from tnmt.serve.libretranslate.markup import parse
 
 SRC = str(Path(__file__).resolve().parent.parent / "src")
 LIMITS = {"max_chars": 50, "max_texts": 4, "max_beam_size": 4, "max_n_best": 3}
@@ -511,7 +511,8 @@ def three_pairs(tiny_checkpoint, tmp_path_factory) -> Iterator[tuple[TestClient,
     from tnmt.checkpoint import load_checkpoint, save_checkpoint
     from tnmt.config import ServeConfig
     from tnmt.model import Transformer
-    from tnmt.serve.app import create_app, load_models
+    from tnmt.serve.app import create_app
+    from tnmt.serve.models import load_models
 
     tiny = load_checkpoint(tiny_checkpoint)
     paths = {"en-it": tiny_checkpoint}
@@ -573,7 +574,8 @@ def test_detect_ranks_every_served_source_language(three_pairs):
 
 def test_sources_lingua_does_not_know_are_never_detected(tiny_checkpoint, caplog):
     from tnmt.config import ServeConfig
-    from tnmt.serve.app import create_app, load_models
+    from tnmt.serve.app import create_app
+    from tnmt.serve.models import load_models
 
     config = ServeConfig()
     [model] = load_models([tiny_checkpoint], config)

@@ -298,7 +298,8 @@ def _serve(args: argparse.Namespace, _: list[str]) -> int:
 
     from tnmt.device import resolve_device
     from tnmt.serve.allocator import fix_mmap_threshold
-    from tnmt.serve.app import create_app, load_models
+    from tnmt.serve.app import create_app
+    from tnmt.serve.models import load_models
 
     device = resolve_device(args.device)  # no GPU: the one-line error translate gives, before any loading
     if config.mmap_threshold_mb:  # before the model's tensors are allocated

@@ -11,6 +11,8 @@ Promises:
   it alone (the searches are batch-invariant; tests/test_batcher.py and tests/test_serve.py check it).
 - A full queue refuses at once (`QueueFull`) instead of blocking; a job whose request gave up (its
   future was cancelled at the deadline) is skipped, not decoded.
+- A translation's future resolves to a `Translation`, a trace's (`Batcher.trace`) to a `Trace`: traces
+  queue with the translations because only the worker's thread runs the model, and run one at a time.
 - `stop()` lets the worker finish everything already accepted, then ends it.
 """
 
@@ -24,7 +26,12 @@ from dataclasses import dataclass, replace
 import torch
 
 from tnmt.config import DecodeConfig
-from tnmt.decode.translator import Translator
+from tnmt.decode.trace import Trace
+from tnmt.decode.translator import Translation, Translator
+
+# One element of `Translator.encode`: tokenised once when the request arrives and handed back to the translator
+# as it is; only `_tokens` looks into it.
+Source = list[int] | None
 
 
 class QueueFull(Exception):
@@ -33,20 +40,25 @@ class QueueFull(Exception):
 
 @dataclass(frozen=True)
 class Job:
-    """One sentence to translate, and where its result goes."""
+    """One sentence to translate, and where its translation goes."""
 
     text: str
-    source: list[int] | None  # its ids (`Translator.encode`), tokenised once when the request arrives
+    source: Source  # tokenised once when the request arrives
     settings: DecodeConfig  # complete: the request's choices over the model's defaults
     n_best: int
     attention: bool
-    future: Future  # resolves to a `Translation`, or for a traced job to a `Trace`
-    trace: int | None = None  # trace the search, with this many next tokens per hypothesis (decode/trace.py)
+    future: Future[Translation]
 
-    @property
-    def tokens(self) -> int:
-        """Source tokens with EOS, for the batch budget."""
-        return len(self.source or ()) + 1
+
+@dataclass(frozen=True)
+class TraceJob:
+    """One sentence whose search is traced (decode/trace.py), and where its trace goes."""
+
+    text: str
+    source: Source
+    settings: DecodeConfig
+    top_k: int  # next tokens listed per hypothesis
+    future: Future[Trace]
 
 
 class Batcher:
@@ -68,7 +80,7 @@ class Batcher:
         self.threads = threads
         self.max_queue, self.max_batch_tokens, self.max_wait = max_queue, max_batch_tokens, max_wait_ms / 1000
         self.batching, self.on_batch = batching, on_batch
-        self._requests: queue.Queue[list[Job] | None] = queue.Queue()  # a request's jobs, or None = stop
+        self._requests: queue.Queue[list[Job | TraceJob] | None] = queue.Queue()  # a request's jobs, or None = stop
         self._depth = 0  # sentences queued, under _lock
         self._lock = threading.Lock()
         self._worker = threading.Thread(target=self._run, name="tnmt-batcher", daemon=True)
@@ -87,32 +99,39 @@ class Batcher:
         self._worker.join()
 
     def submit(
-        self,
-        texts: Sequence[str],
-        settings: DecodeConfig,
-        *,
-        n_best: int = 1,
-        attention: bool = False,
-        trace: int | None = None,
-    ) -> list[Future]:
-        """Queue a request's texts; one future per text, in order. With `trace` (a top_k), each text's search
-        is traced (`Translator.trace`) rather than translated: a trace runs on this worker like any job, since
-        only its thread runs the model.
+        self, texts: Sequence[str], settings: DecodeConfig, *, n_best: int = 1, attention: bool = False
+    ) -> list[Future[Translation]]:
+        """Queue a request's texts for translation; one future per text, in order.
 
         Raises:
             QueueFull: the queue has no room for all of them (none is queued then).
         """
         sources = self.translator.encode(texts)
         jobs = [
-            Job(text, source, settings, n_best, attention, Future(), trace)
+            Job(text, source, settings, n_best, attention, Future())
             for text, source in zip(texts, sources, strict=True)
         ]
+        self._enqueue(jobs)
+        return [job.future for job in jobs]
+
+    def trace(self, text: str, settings: DecodeConfig, *, top_k: int) -> Future[Trace]:
+        """Queue one text whose search is traced (`Translator.trace`) with `top_k` next tokens per hypothesis.
+
+        Raises:
+            QueueFull: the queue is full.
+        """
+        [source] = self.translator.encode([text])
+        job = TraceJob(text, source, settings, top_k, Future())
+        self._enqueue([job])
+        return job.future
+
+    def _enqueue(self, jobs: list[Job | TraceJob]) -> None:
+        """Queue one request's jobs together, or none of them when the queue has no room for all."""
         with self._lock:
             if self._depth + len(jobs) > self.max_queue:
                 raise QueueFull(f"{self._depth} sentences are queued (max_queue={self.max_queue})")
             self._depth += len(jobs)
         self._requests.put(jobs)
-        return [job.future for job in jobs]
 
     def _run(self) -> None:
         # OpenMP keeps a thread team per thread that runs torch ops. When the loading thread has a team of its
@@ -122,7 +141,7 @@ class Batcher:
         # and only this thread, the one that runs the model, uses `threads`.
         if self.threads:
             torch.set_num_threads(self.threads)
-        carried: list[Job] | None = None  # a request that did not fit the last batch: it starts the next
+        carried: list[Job | TraceJob] | None = None  # a request that did not fit the last batch: it starts the next
         stopping = False
         while not stopping or carried:
             first = carried if carried is not None else self._requests.get()
@@ -147,33 +166,50 @@ class Batcher:
                 self._depth -= len(batch)
             self._decode([job for job in batch if job.future.set_running_or_notify_cancel()])
 
-    def _decode(self, jobs: list[Job]) -> None:
-        """Decode jobs that share settings together; every job's future gets a `Translation` with its evidence
-        (the server answers every translation with its warnings) or, for a traced job, a `Trace`; or the error."""
+    def _decode(self, jobs: list[Job | TraceJob]) -> None:
+        """Translate the jobs that share settings together, every future getting a `Translation` with its
+        evidence (the server answers every translation with its warnings); trace the traced ones one at a time,
+        since a trace follows one search."""
         groups: dict[tuple, list[Job]] = {}
         for job in jobs:
-            groups.setdefault((job.settings, job.n_best, job.attention, job.trace), []).append(job)
-        for (settings, n_best, attention, trace), group in groups.items():
-            self.on_batch(len(group))
-            try:
-                if trace is not None:  # one sentence at a time: a trace follows one search
-                    results = [self.translator.trace(j.text, settings, top_k=trace, source=j.source) for j in group]
-                else:
-                    results = self.translator.translations(
-                        [job.text for job in group],
-                        replace(settings, batch_size=len(group)),  # one decoder batch; sorted by length
-                        n_best=n_best,
-                        attention=attention,
-                        evidence=True,
-                        sources=[job.source for job in group],
-                    )
-            except Exception as error:  # the request reports it; the worker lives on
-                for job in group:
-                    job.future.set_exception(error)
-                continue
-            for job, result in zip(group, results, strict=True):
-                job.future.set_result(result)
+            if isinstance(job, Job):
+                groups.setdefault((job.settings, job.n_best, job.attention), []).append(job)
+        for group in groups.values():
+            self._settle(group, self._translations)
+        for job in jobs:
+            if isinstance(job, TraceJob):
+                self._settle([job], self._trace)
+
+    def _translations(self, group: list[Job]) -> list[Translation]:
+        """One decoder batch of jobs that share settings, n_best and attention."""
+        first = group[0]
+        return self.translator.translations(
+            [job.text for job in group],
+            replace(first.settings, batch_size=len(group)),  # one decoder batch; sorted by length
+            n_best=first.n_best,
+            attention=first.attention,
+            evidence=True,
+            sources=[job.source for job in group],
+        )
+
+    def _trace(self, jobs: list[TraceJob]) -> list[Trace]:
+        [job] = jobs
+        return [self.translator.trace(job.text, job.settings, top_k=job.top_k, source=job.source)]
+
+    def _settle(self, jobs: list, decode: Callable[[list], list]) -> None:
+        """Give each job its result of `decode(jobs)`, or all of them its error: the request reports it and the
+        worker lives on."""
+        self.on_batch(len(jobs))
+        try:
+            results = decode(jobs)
+        except Exception as error:
+            for job in jobs:
+                job.future.set_exception(error)
+            return
+        for job, result in zip(jobs, results, strict=True):
+            job.future.set_result(result)
 
 
-def _tokens(jobs: list[Job]) -> int:
-    return sum(job.tokens for job in jobs)
+def _tokens(jobs: list[Job | TraceJob]) -> int:
+    """Source tokens with EOS, for the batch budget: the one place that looks into a source."""
+    return sum(len(job.source or ()) + 1 for job in jobs)

@@ -1,6 +1,6 @@
 """Inline elements carried from a sentence's source words to its translation's words through a word alignment.
 
-The source side is a tree of elements over source word spans (`tnmt.serve.markup` builds it from HTML);
+The source side is a tree of elements over source word spans (`markup.py` builds it from HTML);
 `transfer` gives every element a span of target words and writes the translation with the tags around
 them. Like bergamot-translator's html.cpp the tags follow the words through the alignment; unlike a
 per-word stack of open tags, spans are placed top-down, so nesting holds by construction:

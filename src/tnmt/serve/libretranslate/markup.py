@@ -2,7 +2,7 @@
 
 Translating each text node on its own (`<p>The <b>red</b> car</p>` as "The", "red", "car") breaks the
 sentence apart; here the sentence is translated whole and its tags are put back around the words
-aligned to theirs (`tnmt.serve.tag_transfer` says how). `parse(fragment).texts` are the sentences to
+aligned to theirs (`tag_transfer.py` says how). `parse(fragment).texts` are the sentences to
 translate; `render` takes each one's translation and word alignment and returns the translated HTML.
 
 - Block elements (every element not in `INLINE`, `<br>` and `<hr>` too), `<!DOCTYPE>`, CDATA, and
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import NamedTuple
 
-from tnmt.serve.tag_transfer import Alignment, Element, transfer
+from tnmt.serve.libretranslate.tag_transfer import Alignment, Element, transfer
 
 _INLINE_NAMES = (
     "a abbr acronym b bdi bdo big cite code data del dfn em font i img input ins kbd label mark q s samp small"

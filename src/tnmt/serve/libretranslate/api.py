@@ -1,0 +1,115 @@
+"""LibreTranslate's endpoints: `/translate`, `/detect`, `/languages` and `/frontend/settings`.
+
+Bodies come as JSON or as forms, as LibreTranslate's clients send them; every bad request is a 400 with
+`{"error": ...}`, LibreTranslate's status on its own endpoints.
+"""
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from tnmt.config import ServeConfig
+from tnmt.serve.libretranslate.translate import answers, languages_of, route_auto, served_detector
+from tnmt.serve.models import ApiError, ServedModel, check_limits, pick
+
+LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech", "it": "Italian", "es": "Spanish"}
+FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: how long its page waits after a keystroke to translate
+
+
+def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
+    """LibreTranslate's endpoints over `models`, within `config`'s limits."""
+    api = APIRouter()
+    detector = served_detector(models)  # built once; lingua loads its models on the first detection
+
+    @api.post("/translate")
+    async def libretranslate(request: Request) -> dict[str, Any]:
+        """LibreTranslate's translate: JSON or form body with q (text or list), source ("auto" too: each text goes
+        to the model from its detected language), target, format ("text" or "html") and alternatives."""
+        fields = await _body(request)
+        q, source, target = fields.get("q"), fields.get("source"), fields.get("target")
+        if q is None or (not isinstance(q, str) and not (isinstance(q, list) and all(isinstance(t, str) for t in q))):
+            raise ApiError(400, "Invalid request: missing q parameter (a text or a list of texts)")
+        if not isinstance(source, str) or not isinstance(target, str):
+            raise ApiError(400, "Invalid request: missing source or target parameter")
+        text_format = fields.get("format", "text")
+        if text_format not in ("text", "html"):
+            raise ApiError(400, f"Invalid request: format must be 'text' or 'html', not {text_format!r}")
+        try:
+            alternatives = int(fields.get("alternatives", 0))
+        except (TypeError, ValueError, OverflowError):
+            raise ApiError(400, "Invalid request: alternatives must be an integer") from None
+        texts = [q] if isinstance(q, str) else q
+        if source == "auto":
+            routes, detected = await route_auto(detector, models, texts, target, config, html=text_format == "html")
+        else:
+            routes, detected = [pick(models, source, target)] * len(texts), None
+        answered = await answers(routes, texts, text_format, alternatives, config=config, client=request)
+        if detected is not None:
+            for answer, language in zip(answered, detected, strict=True):
+                answer["detectedLanguage"] = language
+        if isinstance(q, str):
+            return answered[0]
+        return {key: [a[key] for a in answered] for key in answered[0]} if answered else {"translatedText": []}
+
+    @api.post("/detect")
+    async def detect(request: Request) -> list[dict[str, Any]]:
+        """LibreTranslate's detect: JSON or form body with q (a text); every served source language lingua knows,
+        best first, with its confidence (0-100; all 0 for a text without letters). serve/libretranslate/detect.py
+        says why."""
+        q = (await _body(request)).get("q")
+        if not isinstance(q, str) or not q:
+            raise ApiError(400, "Invalid request: missing q parameter (a non-empty text)")
+        check_limits([q], 1, 1, config, size_status=400)
+        [found] = await languages_of(detector, [q])
+        if not found:
+            sources = ", ".join(sorted({model.source for model in models}))
+            raise ApiError(400, f"language detection knows none of the served source languages ({sources})")
+        return [{"confidence": confidence, "language": code} for code, confidence in found]
+
+    @api.get("/languages")
+    async def languages() -> list[dict[str, Any]]:
+        """LibreTranslate's language list: every language served (source or target) and the targets it can be
+        translated to. Target-only languages are listed too: LibreTranslate's page looks every target up here."""
+        codes = sorted({model.source for model in models} | {model.target for model in models})
+        return [
+            {
+                "code": code,
+                "name": LANGUAGE_NAMES.get(code, code),
+                "targets": sorted(m.target for m in models if m.source == code),
+            }
+            for code in codes
+        ]
+
+    @api.get("/frontend/settings")
+    async def frontend_settings() -> dict[str, Any]:
+        """LibreTranslate's settings for its web page: this server's character limit, no API keys, suggestions or
+        files, and the languages preselected (source "auto", the first model's target)."""
+        target = models[0].target
+        return {
+            "charLimit": config.max_chars,
+            "frontendTimeout": FRONTEND_TIMEOUT_MS,
+            "apiKeys": False,
+            "keyRequired": False,
+            "suggestions": False,
+            "filesTranslation": False,
+            "supportedFilesFormat": [],
+            "language": {
+                "source": {"code": "auto", "name": "Auto Detect"},
+                "target": {"code": target, "name": LANGUAGE_NAMES.get(target, target)},
+            },
+        }
+
+    return api
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    """A LibreTranslate request's fields, from JSON or from a (urlencoded or multipart) form."""
+    if request.headers.get("content-type", "").startswith("application/json"):
+        try:
+            body = await request.json()
+        except ValueError:
+            raise ApiError(400, "Invalid request: the body is not valid JSON") from None
+        if not isinstance(body, dict):
+            raise ApiError(400, "Invalid request: the JSON body must be an object")
+        return body
+    return dict(await request.form())

@@ -1,0 +1,149 @@
+"""LibreTranslate's translation: each text to its model (the model from its detected language for `source:
+"auto"`), as plain text or as an HTML fragment, answered in LibreTranslate's shape with tnmt's evidence.
+
+Every bad request is a 400, LibreTranslate's status on its own endpoints; the queue and the deadline as
+serve/models.py says.
+"""
+
+import asyncio
+import logging
+from typing import Any
+
+from starlette.requests import Request
+
+from tnmt.config import DecodeConfig, ServeConfig
+from tnmt.decode.evidence import WARNINGS
+from tnmt.decode.translator import Translation
+from tnmt.serve.libretranslate.detect import Detector, supported
+from tnmt.serve.libretranslate.markup import parse
+from tnmt.serve.models import ApiError, ServedModel, check_limits, translations
+
+
+def served_detector(models: list[ServedModel]) -> Detector | None:
+    """The detector of the served source languages lingua knows; None when it knows none of them. A source it
+    does not know (a code of one's own, "xx") is never detected: only a request naming it reaches its model."""
+    sources = {model.source for model in models}
+    known = sorted(sources & supported())
+    if unknown := sorted(sources - set(known)):
+        logging.getLogger("tnmt").warning(f"language detection does not know {unknown}: source 'auto' never picks them")
+    return Detector(known) if known else None
+
+
+async def languages_of(detector: Detector | None, texts: list[str]) -> list[list[tuple[str, float]]]:
+    """Each text's served languages, best first, detected in a worker thread: lingua's first call loads its
+    models (about a second) and max_texts long texts take tens of milliseconds, which the event loop must not
+    wait for."""
+    if detector is None or not texts:
+        return [[] for _ in texts]
+    return await asyncio.to_thread(lambda: [detector.detect(text) for text in texts])
+
+
+async def route_auto(
+    detector: Detector | None,
+    models: list[ServedModel],
+    texts: list[str],
+    target: str,
+    config: ServeConfig,
+    *,
+    html: bool,
+) -> tuple[list[ServedModel], list[dict[str, Any]]]:
+    """Each text's model for `source: "auto"` and its `detectedLanguage`: the model from the detected language to
+    `target`. A detected language without a model to `target` is a 400, not another model's translation: German
+    through an English model is garbage that looks like an answer. With nothing detected (confidence 0: no
+    letters, or lingua's rules ruled out every served language) a text goes to the first language in the
+    detector's order that has a model to `target`, else to the first model to `target` by source code. An `html`
+    fragment is detected by the text of its sentences, without its tags."""
+    to_target = sorted((model for model in models if model.target == target), key=lambda model: model.source)
+    if not to_target:
+        raise ApiError(400, f"no model translates to {target}; served: {', '.join(m.id for m in models)}")
+    check_limits(texts, 1, 1, config, size_status=400)  # sizes and Unicode before detecting; search limits later
+    by_source = {model.source: model for model in to_target}
+    routes, detected = [], []
+    readable = [" ".join(parse(text).texts) for text in texts] if html else texts  # the words, not the tags
+    for i, found in enumerate(await languages_of(detector, readable)):
+        best, confidence = found[0] if found else (None, 0.0)
+        if confidence > 0:
+            if best not in by_source:
+                raise ApiError(
+                    400,
+                    f"text {i} was detected as {best} ({confidence:g}% confident) and no model translates {best} -> "
+                    f"{target}; served: {', '.join(m.id for m in models)}; name the source language instead of auto",
+                )
+            model = by_source[best]
+        else:
+            model = next((by_source[code] for code, _ in found if code in by_source), to_target[0])
+        routes.append(model)
+        detected.append({"confidence": confidence, "language": model.source})
+    return routes, detected
+
+
+async def answers(
+    routes: list[ServedModel],
+    texts: list[str],
+    text_format: str,
+    alternatives: int,
+    *,
+    config: ServeConfig,
+    client: Request,
+) -> list[dict[str, Any]]:
+    """LibreTranslate's answer for each text, translated by its model in `routes`. Every model's texts are checked
+    against the limits before any is queued; then one model after another, each within the deadline."""
+    groups: dict[str, list[int]] = {}
+    for i, model in enumerate(routes):
+        groups.setdefault(model.id, []).append(i)
+    served = {model.id: model for model in routes}
+    for id_, indices in groups.items():
+        settings = served[id_].translator.decode
+        check_limits(
+            [texts[i] for i in indices], settings.beam_size, _n_best(alternatives, settings), config, size_status=400
+        )
+    answered: list[dict[str, Any]] = [{} for _ in texts]
+    for id_, indices in groups.items():
+        group = [texts[i] for i in indices]
+        translated = await _answers(served[id_], group, text_format, alternatives, config=config, client=client)
+        for i, answer in zip(indices, translated, strict=True):
+            answered[i] = answer
+    return answered
+
+
+async def _answers(
+    model: ServedModel, texts: list[str], text_format: str, alternatives: int, *, config: ServeConfig, client: Request
+) -> list[dict[str, Any]]:
+    """`{"translatedText": ...}` (and `"alternatives"` when asked for) for each text, by one model, with two fields
+    of tnmt's own that LibreTranslate clients ignore: `confidence` (0-1, `/v1/translate`'s sentence confidence)
+    and `warnings`."""
+    settings = model.translator.decode
+    if text_format == "html":  # a fragment is as sure as its least sure sentence, and has all their warnings
+        answered = []
+        for text in texts:
+            output, sentences = await _translate_markup(model, text, settings, timeout=config.timeout_s, client=client)
+            confidence = min((r.evidence.confidence for r in sentences), default=1.0)
+            warnings = [code for code in WARNINGS if any(code in r.evidence.warnings for r in sentences)]
+            answered.append({"translatedText": output, "confidence": confidence, "warnings": warnings})
+        return answered
+    n_best = _n_best(alternatives, settings)
+    results = await translations(model, texts, settings, n_best=n_best, timeout=config.timeout_s, client=client)
+    answered = [
+        {"translatedText": result.text, "confidence": result.evidence.confidence, "warnings": result.evidence.warnings}
+        for result in results
+    ]
+    if alternatives:
+        for answer, result in zip(answered, results, strict=True):
+            answer["alternatives"] = [alternative.text for alternative in result.alternatives]
+    return answered
+
+
+async def _translate_markup(
+    model: ServedModel, fragment: str, settings: DecodeConfig, *, timeout: float, client: Request
+) -> tuple[str, list[Translation]]:
+    """The translated fragment (markup.py: each sentence whole, its inline tags carried by the word alignment)
+    and the translations of its sentences."""
+    document = parse(fragment)
+    texts = document.texts
+    results = await translations(model, texts, settings, timeout=timeout, client=client) if texts else []
+    return document.render([(result.text, result.evidence.alignment) for result in results]), results
+
+
+def _n_best(alternatives: int, settings: DecodeConfig) -> int:
+    """Hypotheses to search for LibreTranslate's `alternatives`: as many as asked, capped by the model's beam."""
+    return min(alternatives + 1, settings.beam_size) if alternatives > 0 else 1

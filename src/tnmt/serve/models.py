@@ -1,0 +1,177 @@
+"""The served models, and the passage every API takes to them: limits, the model's queue and the deadline.
+
+Every sentence goes through its model's `Batcher`, so concurrent requests share decoder batches. A request
+waits for its sentences at most `timeout` seconds and only while its client is connected: past the deadline
+(504, or 503 for /ready) or once the client hung up (499 in the metrics), the sentences not started are
+dropped from the queue. A full queue is a 503 with Retry-After. Errors are `ApiError`s, which the app
+(serve/app.py) answers as JSON `{"error": "..."}`.
+"""
+
+import asyncio
+from collections.abc import Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from starlette.requests import Request
+
+from tnmt.checkpoint import load_checkpoint
+from tnmt.config import DecodeConfig, ServeConfig
+from tnmt.decode.trace import Trace
+from tnmt.decode.translator import Translation, Translator
+from tnmt.errors import UserError
+from tnmt.serve.batcher import Batcher, QueueFull
+
+CLIENT_GONE = 499  # nginx's "client closed request": nobody reads it, the metrics count it
+Result = TypeVar("Result")
+
+
+@dataclass
+class ServedModel:
+    """One language pair: its translator (the model's defaults in `translator.decode`) and batcher."""
+
+    source: str
+    target: str
+    translator: Translator
+    batcher: Batcher
+
+    @property
+    def id(self) -> str:
+        return f"{self.source}-{self.target}"
+
+
+class ApiError(Exception):
+    """An error answered as `{"error": message}` with `status` (and optional headers)."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers
+
+
+def load_models(paths: list[Path], config: ServeConfig, *, device: str = "cpu") -> list[ServedModel]:
+    """A `ServedModel` per checkpoint, each known by the languages stored in it (one model per pair), on `device`."""
+    models: dict[str, ServedModel] = {}
+    for path in paths:
+        checkpoint = load_checkpoint(path, map_location=device, training=False)
+        if checkpoint.languages is None:
+            raise UserError(f'{path}: the checkpoint does not name its languages (config.json has no "languages")')
+        model = checkpoint.model.to(device).requires_grad_(False)  # served, never trained: frozen (fast_step.py)
+        translator = Translator(model, checkpoint.tokenizer, checkpoint.decode, fast_step=config.fast_step)
+        batcher = Batcher(
+            translator,
+            max_queue=config.max_queue,
+            max_batch_tokens=config.max_batch_tokens,
+            max_wait_ms=config.max_wait_ms,
+            batching=config.batching,
+            threads=config.threads,
+        )
+        model = ServedModel(*checkpoint.languages, translator=translator, batcher=batcher)
+        if model.id in models:
+            raise UserError(f"{path}: a second checkpoint for {model.id}; serve one model per language pair")
+        models[model.id] = model
+    return list(models.values())
+
+
+def pick(models: list[ServedModel], source: str | None, target: str | None) -> ServedModel:
+    """The model for a pair; a missing side is filled when exactly one served model fits (400 otherwise)."""
+    fits = [m for m in models if source in (None, m.source) and target in (None, m.target)]
+    if len(fits) != 1:
+        served = ", ".join(model.id for model in models)
+        wanted = f"{source or '?'} -> {target or '?'}"
+        reason = "no model translates" if not fits else "several models fit"
+        raise ApiError(400, f"{reason} {wanted}; served: {served}")
+    return fits[0]
+
+
+def check_limits(texts: list[str], beam_size: int, n_best: int, config: ServeConfig, *, size_status: int) -> None:
+    """Refuse a request over `config`'s size limits with `size_status` (413 on /v1, 400 on LibreTranslate's API)
+    and over its search limits or with a lone surrogate with 422 (400 on LibreTranslate's)."""
+    search_status = 422 if size_status == 413 else size_status
+    for limit in ("max_texts", "max_queue"):  # a request larger than the whole queue could never be served
+        if len(texts) > getattr(config, limit):
+            raise ApiError(size_status, f"{len(texts)} texts: over {limit}={getattr(config, limit)}")
+    for i, text in enumerate(texts):
+        if len(text) > config.max_chars:
+            raise ApiError(size_status, f"text {i} has {len(text)} characters: over max_chars={config.max_chars}")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate, which JSON allows as \ud800
+            raise ApiError(search_status, f"text {i} is not valid Unicode (a lone surrogate)") from None
+    if beam_size > config.max_beam_size:
+        raise ApiError(search_status, f"beam_size {beam_size}: over max_beam_size={config.max_beam_size}")
+    if n_best > min(beam_size, config.max_n_best):
+        limit = f"beam_size={beam_size}" if n_best > beam_size else f"max_n_best={config.max_n_best}"
+        raise ApiError(search_status, f"n_best {n_best}: over {limit}")
+
+
+async def translations(
+    model: ServedModel,
+    texts: list[str],
+    settings: DecodeConfig,
+    *,
+    n_best: int = 1,
+    attention: bool = False,
+    timeout: float,
+    unavailable: int = 504,
+    client: Request | None = None,
+) -> list[Translation]:
+    """The texts' translations by the model's batcher, within the deadline (`unavailable` past it)."""
+    with _refused_when_full():
+        futures = model.batcher.submit(texts, settings, n_best=n_best, attention=attention)
+    return await _wait(futures, timeout=timeout, unavailable=unavailable, client=client)
+
+
+async def trace(
+    model: ServedModel, text: str, settings: DecodeConfig, *, top_k: int, timeout: float, client: Request
+) -> Trace:
+    """The traced search of `text` (decode/trace.py) by the model's batcher, within the deadline."""
+    with _refused_when_full():
+        future = model.batcher.trace(text, settings, top_k=top_k)
+    [traced] = await _wait([future], timeout=timeout, unavailable=504, client=client)
+    return traced
+
+
+@contextmanager
+def _refused_when_full() -> Iterator[None]:
+    """A full queue (`QueueFull`) as a 503 that tells the client to come back in a second."""
+    try:
+        yield
+    except QueueFull as full:
+        raise ApiError(503, f"server busy: {full}", {"Retry-After": "1"}) from None
+
+
+async def _wait(
+    futures: list[Future[Result]], *, timeout: float, unavailable: int, client: Request | None
+) -> list[Result]:
+    """The results of a request's queued sentences, waited for at most `timeout` seconds and only while the
+    `client` is connected: past the deadline or once it hung up, the sentences not started are dropped."""
+    results = asyncio.ensure_future(asyncio.gather(*[asyncio.wrap_future(future) for future in futures]))
+    results.add_done_callback(_retrieve)
+    hang_up = asyncio.ensure_future(_hang_up(client)) if client is not None else None
+    try:
+        await asyncio.wait([results, hang_up] if hang_up else [results], timeout=timeout, return_when="FIRST_COMPLETED")
+    finally:
+        if hang_up:
+            hang_up.cancel()
+        if not results.done():
+            results.cancel()  # cancels the futures: the worker skips what it has not started
+    if results.done() and not results.cancelled():
+        return results.result()
+    if hang_up and hang_up.done() and not hang_up.cancelled():
+        raise ApiError(CLIENT_GONE, "the client closed the connection before the answer")
+    raise ApiError(unavailable, f"no translation within the deadline of {timeout:g} s")
+
+
+def _retrieve(results: asyncio.Future) -> None:
+    """Mark the outcome of a request's gather as seen. One cancelled at the deadline or on a hang-up ends holding
+    a CancelledError nobody awaits, which asyncio would log at exit as "exception was never retrieved"."""
+    if not results.cancelled():
+        results.exception()
+
+
+async def _hang_up(client: Request) -> None:
+    """Return when the client disconnects (the body is read: what can still arrive is the disconnect)."""
+    while (await client.receive())["type"] != "http.disconnect":
+        pass

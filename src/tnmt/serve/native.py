@@ -1,0 +1,136 @@
+"""tnmt's own API under `/v1`: the models served, translation with its evidence, and the traced search.
+
+Statuses: 413 over a size limit, 422 over a search limit or a malformed field, 400 an unknown language pair;
+the queue and the deadline as serve/models.py says.
+"""
+
+from dataclasses import asdict, replace
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from tnmt.config import ServeConfig
+from tnmt.decode.trace import explanation
+from tnmt.decode.translator import Translation
+from tnmt.serve.models import ApiError, ServedModel, check_limits, pick, trace, translations
+
+
+class TranslateRequest(BaseModel):
+    """POST /v1/translate."""
+
+    model_config = ConfigDict(extra="forbid")
+    text: str | list[str]
+    source: str | None = None
+    target: str | None = None
+    beam_size: int | None = Field(default=None, ge=1)
+    n_best: int = Field(default=1, ge=1)
+    max_len: int | None = Field(default=None, ge=1)
+    return_attention: bool = False
+    return_alignment: bool = False
+    return_confidence: bool = False
+
+
+class ExplainRequest(BaseModel):
+    """POST /v1/explain."""
+
+    model_config = ConfigDict(extra="forbid")
+    text: str
+    source: str | None = None
+    target: str | None = None
+    beam_size: int | None = Field(default=None, ge=1)
+    top_k: int = Field(default=5, ge=1)
+
+
+def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
+    """`/v1/models`, `/v1/translate` and `/v1/explain` over `models`, within `config`'s limits."""
+    api = APIRouter()
+
+    @api.get("/v1/models")
+    async def list_models() -> dict[str, Any]:
+        """The language pairs served, their architecture, size and decoding defaults, and the limits."""
+        search = ("max_chars", "max_texts", "max_beam_size", "max_n_best")
+        limits = {name: getattr(config, name) for name in (*search, "max_trace_chars", "max_trace_beam", "max_top_k")}
+        return {"models": [_describe(model) for model in models], "limits": limits}
+
+    @api.post("/v1/translate")
+    async def translate(request: TranslateRequest, http: Request) -> dict[str, Any]:
+        """Translate a text or a list of texts. Each translation has `warnings` (codes, empty when clean); with
+        `return_alignment` its word alignment as [source word, target word] pairs (0-based over the whitespace
+        words of the text and of the translation), with `return_confidence` the sentence's and each word's
+        probability, with `n_best` > 1 alternatives with scores, with `return_attention` (one text) the
+        cross-attention weights and subword pieces."""
+        texts = [request.text] if isinstance(request.text, str) else request.text
+        if request.return_attention and not isinstance(request.text, str):
+            raise ApiError(422, "return_attention needs a single text, not a list")
+        if request.return_attention and not request.text.strip():
+            raise ApiError(422, "return_attention needs a non-empty text")
+        model = pick(models, request.source, request.target)
+        changes = {"beam_size": request.beam_size, "max_len": request.max_len}
+        settings = replace(model.translator.decode, **{k: v for k, v in changes.items() if v is not None})
+        check_limits(texts, settings.beam_size, request.n_best, config, size_status=413)
+        results = await translations(
+            model,
+            texts,
+            settings,
+            n_best=request.n_best,
+            attention=request.return_attention,
+            timeout=config.timeout_s,
+            client=http,
+        )
+        return {"model": model.id, "translations": [_translation(result, request) for result in results]}
+
+    @api.post("/v1/explain")
+    async def explain(request: ExplainRequest, http: Request) -> dict[str, Any]:
+        """The search that translates `text`, step by step (decode/trace.py): every step's open hypotheses and
+        their likeliest next tokens, the candidates kept, finished and pruned, and the cross-attention rows;
+        `translation` is /v1/translate's text for the same settings."""
+        if not request.text.strip():
+            raise ApiError(422, "text: needs a non-empty text to trace")
+        if len(request.text) > config.max_trace_chars:
+            raise ApiError(
+                413, f"text has {len(request.text)} characters: over max_trace_chars={config.max_trace_chars}"
+            )
+        model = pick(models, request.source, request.target)
+        settings = model.translator.decode
+        if request.beam_size is not None:
+            settings = replace(settings, beam_size=request.beam_size)
+        if settings.beam_size > config.max_trace_beam:
+            raise ApiError(422, f"beam_size {settings.beam_size}: over max_trace_beam={config.max_trace_beam}")
+        if request.top_k > config.max_top_k:
+            raise ApiError(422, f"top_k {request.top_k}: over max_top_k={config.max_top_k}")
+        check_limits([request.text], settings.beam_size, 1, config, size_status=413)
+        traced = await trace(model, request.text, settings, top_k=request.top_k, timeout=config.timeout_s, client=http)
+        return {"model": model.id, **explanation(traced, model.translator.tokenizer, settings, request.top_k)}
+
+    return api
+
+
+def _translation(result: Translation, request: TranslateRequest) -> dict[str, Any]:
+    """A `Translation` as the JSON of /v1/translate: its warnings, and what the request asked for."""
+    evidence = result.evidence
+    answer: dict[str, Any] = {"text": result.text, "warnings": evidence.warnings}
+    if request.return_alignment:
+        answer["alignment"] = [[i, j] for i, j in evidence.alignment]
+    if request.return_confidence:
+        answer["confidence"] = {"sentence": evidence.confidence, "words": evidence.word_probs}
+    if request.n_best > 1:
+        answer["alternatives"] = [{"text": t.text, "score": t.score} for t in result.nbest]
+    if result.attention is not None:
+        source_pieces, target_pieces, maps = result.attention
+        cross = [layer[0].tolist() for layer in maps.cross]  # layers x (H, T, S)
+        answer["attention"] = {"source_pieces": source_pieces, "target_pieces": target_pieces, "cross": cross}
+    return answer
+
+
+def _describe(model: ServedModel) -> dict[str, Any]:
+    """A served model as /v1/models lists it."""
+    network = model.translator.model
+    return {
+        "id": model.id,
+        "source": model.source,
+        "target": model.target,
+        "parameters": sum(p.numel() for p in network.parameters()),
+        "architecture": asdict(network.config),
+        "decoding": asdict(model.translator.decode),
+    }
