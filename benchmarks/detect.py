@@ -6,8 +6,8 @@ Texts: the 4 x 1000 captions of Multi30k's test_2016_flickr in en, de, fr and cs
 ../shared/data/multi30k beside the repository), whole and cut to their first 1, 2 and 3 words (a word:
 whitespace-separated), every detector on every text in the same run, one thread. Detectors:
 
-- `lingua, tnmt serve`: serve/detect.py's `Detector` for en, de, fr, cs: the four compared with its common
-  other languages (`COMMON`), high-accuracy mode, the answer the best of the four;
+- `lingua, tnmt serve`: serve/libretranslate/detect.py's `Detector` for en, de, fr, cs: the four compared with
+  its common other languages (`COMMON`), high-accuracy mode, the answer the best of the four;
 - `lingua, the 4 alone`: lingua built from en, de, fr, cs only (what `COMMON` costs or gains);
 - `lingua, low accuracy`: as the server's, in lingua's low-accuracy mode (trigrams only);
 - `langdetect`: LibreTranslate's older detector (`DetectorFactory.seed = 0`: deterministic), its 55 languages,

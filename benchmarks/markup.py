@@ -7,7 +7,7 @@ repository, `.en.gz` and the `.de.gz` references) get 1-2 inline elements each a
 spans of 1-3 words: the second nested inside the first or beside it; the text HTML-escaped. Then:
 
   (a) plain: the sources translated as plain text;
-  (b) markup: each fragment through `tnmt.serve.markup.parse`, its sentence translated with
+  (b) markup: each fragment through `tnmt.serve.libretranslate.markup.parse`, its sentence translated with
       `evidence=True`, and `render` putting the tags back through the evidence's word alignment;
   (c) node by node: every text node of the fragment translated on its own and put back between the same
       tags (what tnmt.serve.html_text did before issue 40; written here in a few lines).

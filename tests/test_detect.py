@@ -1,4 +1,5 @@
-"""serve/detect.py with the real lingua detector: the four Multi30k languages, short texts, one served language."""
+"""serve/libretranslate/detect.py with the real lingua detector: the four Multi30k languages, short texts, one
+served language."""
 
 import subprocess
 import sys

@@ -440,7 +440,7 @@ def test_a_stale_trace_never_replaces_a_newer_one(server, page):
     assert not errors, f"JavaScript errors: {errors}"
 
 
-LOW = 0.5  # app.js's LOW_CONFIDENCE
+LOW = 0.5  # evidence.js's LOW_CONFIDENCE
 WARNING_WORDS = {  # a word of each code's sentence on the page
     "repetition": "repeats",
     "copy": "copies the source",

@@ -1,0 +1,236 @@
+// The translate view: the source's counter, translating as you type (debounced, one request in flight, retried
+// after a full queue), the translation with its alternatives, its status and errors, and copying it.
+
+import { Latest } from "./api.js";
+import { showEvidence } from "./evidence.js";
+import { showAttention } from "./heatmap.js";
+import {
+  DEBOUNCE_MS, choosePair, currentModel, fillAlternatives, longestLine, server, sourceLines,
+} from "./settings.js";
+import { $, sentence } from "./util.js";
+
+const MAX_RETRIES = 3; // after 503 "queue full", honouring Retry-After
+const el = {
+  pair: $("pair"), source: $("source"), beam: $("beam"), alternatives: $("alternatives"), output: $("output"),
+  alternativesList: $("alternatives-list"), copy: $("copy"), counter: $("counter"), error: $("error"),
+  status: $("status"), evidence: $("evidence"),
+};
+const state = {
+  latest: new Latest((busy) => el.output.setAttribute("aria-busy", String(busy))),
+  timer: 0, // debounce / retry timer
+  retries: 0,
+};
+
+export function wireTranslate() {
+  el.source.addEventListener("input", () => {
+    updateCounter();
+    state.retries = 0;
+    schedule(DEBOUNCE_MS);
+  });
+  el.source.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+      event.preventDefault();
+      translateNow();
+    }
+  });
+  el.pair.addEventListener("change", () => {
+    choosePair();
+    translateNow();
+  });
+  el.beam.addEventListener("change", () => {
+    fillAlternatives();
+    translateNow();
+  });
+  el.alternatives.addEventListener("change", translateNow);
+  el.copy.addEventListener("click", copyTranslation);
+}
+
+export function updateCounter() {
+  const lines = sourceLines();
+  const { number, n } = longestLine(lines);
+  const max = server.limits.max_chars;
+  const over = n > max;
+  const limit = Number.isFinite(max) ? ` / ${max}` : "";
+  const which = lines.length > 1 ? `longest line (${number}): ` : "";
+  el.counter.textContent = over
+    ? `${which}${n}${limit} characters: ${n - max} over the limit`
+    : `${which}${n}${limit} characters${lines.length > 1 ? " per line" : ""}`;
+  el.counter.classList.toggle("over", over);
+  el.source.setAttribute("aria-invalid", String(over));
+  return over;
+}
+
+function schedule(delay) {
+  clearTimeout(state.timer);
+  state.timer = setTimeout(translate, delay);
+}
+
+export function translateNow() {
+  state.retries = 0;
+  schedule(0);
+}
+
+async function translate() {
+  if (!server.models.length) return;
+  state.latest.cancel(); // the newer request wins
+  const numbered = sourceLines();
+  const lines = numbered.map((line) => line.text);
+  if (lines.length === 0) {
+    clearError();
+    showTranslation(null);
+    setStatus("");
+    return;
+  }
+  const { number, n } = longestLine(numbered);
+  if (n > server.limits.max_chars) {
+    setStale();
+    setStatus("");
+    const which = lines.length > 1 ? `Line ${number}` : "The text";
+    showError(`${which} has ${n} characters; the limit is ${server.limits.max_chars} per line. Shorten it by ${n - server.limits.max_chars} to translate.`);
+    return;
+  }
+  if (lines.length > server.limits.max_texts) {
+    setStale();
+    setStatus("");
+    showError(`The text has ${lines.length} lines; the server translates at most ${server.limits.max_texts} at once.`);
+    return;
+  }
+
+  const model = currentModel();
+  const beam = Number(el.beam.value);
+  const nBest = Number(el.alternatives.value);
+  const single = lines.length === 1;
+  const body = { text: single ? lines[0] : lines, source: model.source, target: model.target, beam_size: beam };
+  if (nBest > 0) body.n_best = nBest;
+  if (single) body.return_attention = true; // the server gives attention for one sentence only
+  body.return_alignment = true;
+  body.return_confidence = true;
+
+  setStatus("Translating…");
+  const started = performance.now();
+  await state.latest.send("/v1/translate", body, {
+    answer: (data) => {
+      if (!data || !Array.isArray(data.translations)) throw new Error("the server's answer has no translations");
+      clearError();
+      state.retries = 0;
+      showTranslation(data.translations, { single, sent: numbered });
+      const ms = Math.round(performance.now() - started);
+      setStatus(`Translated by ${data.model || model.id} with beam ${beam} in ${ms} ms.`);
+    },
+    refused: onHttpError,
+    fail: (error) => {
+      setStale();
+      setStatus("");
+      showError(error instanceof TypeError
+        ? "Cannot reach the server (network error). Is `tnmt serve` still running?"
+        : `Translation failed: ${error.message}.`);
+    },
+  });
+}
+
+function onHttpError(response, message) {
+  setStale();
+  setStatus("");
+  const retryAfter = Number(response.headers.get("Retry-After"));
+  if (response.status === 503 && retryAfter > 0 && state.retries < MAX_RETRIES) {
+    state.retries += 1;
+    message = `${sentence(message)} Retrying in ${retryAfter} s.`;
+    schedule(retryAfter * 1000);
+  } else if (response.status === 504) {
+    message = `${sentence(message)} A shorter text or a smaller beam is faster.`;
+  }
+  showError(`The server refused (${response.status}): ${message}`);
+}
+
+/** Shows the translations of the lines `sent` ({text, number}: as sent, with their line numbers in the source). */
+function showTranslation(translations, { single = true, sent = [] } = {}) {
+  el.output.classList.remove("stale");
+  el.evidence.classList.remove("stale");
+  const text = translations ? translations.map((t) => t.text).join("\n") : "";
+  showEvidence(translations || [], sent);
+  el.copy.disabled = text === "";
+
+  const first = translations && translations[0];
+  const alternatives = single && first && Array.isArray(first.alternatives) ? first.alternatives : [];
+  el.alternativesList.replaceChildren(...alternatives.map((alt, i) => {
+    const item = document.createElement("li");
+    const hypothesis = document.createElement("span");
+    hypothesis.className = "hypothesis";
+    hypothesis.lang = currentModel().target;
+    hypothesis.textContent = alt.text;
+    const score = document.createElement("span");
+    score.className = "score";
+    score.textContent = `score ${Number(alt.score).toFixed(3)}${i === 0 ? " (shown above)" : ""}`;
+    item.append(hypothesis, score);
+    return item;
+  }));
+  el.alternativesList.closest("section").hidden = alternatives.length === 0;
+
+  showAttention(single && first && first.attention ? first.attention : null);
+}
+
+/** Marks the shown translation as not matching the source any more (after an error). */
+function setStale() {
+  el.output.classList.add("stale");
+  el.evidence.classList.add("stale");
+}
+
+function setStatus(text) {
+  el.status.textContent = text;
+}
+
+export function showError(text) {
+  el.error.textContent = text;
+}
+
+function clearError() {
+  el.error.textContent = "";
+}
+
+async function copyTranslation() {
+  const text = el.output.textContent;
+  if (!text) return;
+  try {
+    if (navigator.clipboard && window.isSecureContext) {
+      await navigator.clipboard.writeText(text);
+    } else if (!copyWithSelection(text)) {
+      throw new Error("copy command refused");
+    }
+    flash(el.copy, "Copied");
+    setStatus("Translation copied to the clipboard.");
+  } catch {
+    // Last resort: select the translation so that Ctrl+C / ⌘C copies it.
+    const selection = window.getSelection();
+    const rangeOfOutput = document.createRange();
+    rangeOfOutput.selectNodeContents(el.output);
+    selection.removeAllRanges();
+    selection.addRange(rangeOfOutput);
+    setStatus("The browser refused to copy: the translation is selected, press Ctrl+C (⌘C) to copy it.");
+  }
+}
+
+/** The pre-Clipboard-API way (plain-http pages on another host are not a secure context). */
+function copyWithSelection(text) {
+  const area = document.createElement("textarea");
+  area.value = text;
+  area.setAttribute("readonly", "");
+  area.style.position = "fixed";
+  area.style.opacity = "0";
+  document.body.append(area);
+  area.select();
+  let ok = false;
+  try {
+    ok = document.execCommand("copy");
+  } finally {
+    area.remove();
+    el.copy.focus();
+  }
+  return ok;
+}
+
+function flash(button, label) {
+  const original = button.dataset.label || button.textContent;
+  button.dataset.label = original;
+  button.textContent = label;
+  setTimeout(() => { button.textContent = original; }, 1500);
+}
