@@ -1,0 +1,141 @@
+"""serve/models.py's passage to a model on a scripted batcher: translations and traces share its queue refusal,
+deadline and hang-up handling, and pick and check_limits say what was wrong."""
+
+import asyncio
+from concurrent.futures import Future
+
+import pytest
+
+from tnmt.config import DecodeConfig, ServeConfig
+from tnmt.serve.batcher import QueueFull
+from tnmt.serve.models import CLIENT_GONE, ApiError, ServedModel, check_limits, pick, trace, translations
+
+SETTINGS = DecodeConfig(beam_size=1, max_len=5)
+
+
+class ScriptedBatcher:
+    """Hands out futures the test settles (`futures`), or refuses with QueueFull when `full`."""
+
+    def __init__(self, *, full: bool = False) -> None:
+        self.full = full
+        self.futures: list[Future] = []
+
+    def _queue(self, n: int) -> list[Future]:
+        if self.full:
+            raise QueueFull("2 sentences are queued (max_queue=2)")
+        self.futures += [Future() for _ in range(n)]
+        return self.futures[-n:]
+
+    def submit(self, texts, settings, *, n_best=1, attention=False) -> list[Future]:
+        return self._queue(len(texts))
+
+    def trace(self, text, settings, *, top_k) -> Future:
+        [future] = self._queue(1)
+        return future
+
+
+class Client:
+    """A request's client: connected until `leave()`."""
+
+    def __init__(self) -> None:
+        self.gone = asyncio.Event()
+
+    async def receive(self) -> dict:
+        await self.gone.wait()
+        return {"type": "http.disconnect"}
+
+
+def served(batcher: ScriptedBatcher, source: str = "en", target: str = "it") -> ServedModel:
+    return ServedModel(source, target, translator=None, batcher=batcher)
+
+
+PASSAGES = {
+    "translations": lambda model, client, timeout: translations(
+        model, ["a", "b"], SETTINGS, timeout=timeout, client=client
+    ),
+    "trace": lambda model, client, timeout: trace(model, "a", SETTINGS, top_k=3, timeout=timeout, client=client),
+}
+
+
+def test_each_passage_resolves_to_its_own_result():
+    async def run() -> tuple:
+        batcher = ScriptedBatcher()
+        model = served(batcher)
+        translated = asyncio.ensure_future(PASSAGES["translations"](model, Client(), 10))
+        await asyncio.sleep(0)
+        for future, text in zip(batcher.futures, ["A", "B"], strict=True):
+            future.set_result(text)
+        traced = asyncio.ensure_future(PASSAGES["trace"](model, Client(), 10))
+        await asyncio.sleep(0)
+        batcher.futures[-1].set_result("trace of a")
+        return await translated, await traced
+
+    assert asyncio.run(run()) == (["A", "B"], "trace of a")  # a list of translations; one trace, not a list
+
+
+@pytest.mark.parametrize("passage", PASSAGES)
+def test_a_full_queue_is_503_with_retry_after(passage):
+    with pytest.raises(ApiError) as refused:
+        asyncio.run(PASSAGES[passage](served(ScriptedBatcher(full=True)), Client(), 10))
+    assert refused.value.status == 503 and refused.value.headers == {"Retry-After": "1"}
+    assert refused.value.message == "server busy: 2 sentences are queued (max_queue=2)"
+
+
+@pytest.mark.parametrize("passage", PASSAGES)
+def test_past_the_deadline_the_sentences_not_started_are_dropped(passage):
+    batcher = ScriptedBatcher()
+    with pytest.raises(ApiError) as late:
+        asyncio.run(PASSAGES[passage](served(batcher), Client(), 0.05))
+    assert (late.value.status, late.value.message) == (504, "no translation within the deadline of 0.05 s")
+    assert batcher.futures and all(future.cancelled() for future in batcher.futures)  # the worker skips them
+
+
+def test_ready_answers_503_past_its_deadline():
+    with pytest.raises(ApiError) as late:
+        asyncio.run(translations(served(ScriptedBatcher()), ["Hello."], SETTINGS, timeout=0.01, unavailable=503))
+    assert late.value.status == 503
+
+
+@pytest.mark.parametrize("passage", PASSAGES)
+def test_a_client_that_hangs_up_has_its_sentences_dropped(passage):
+    batcher = ScriptedBatcher()
+
+    async def run() -> None:
+        client = Client()
+        waiting = asyncio.ensure_future(PASSAGES[passage](served(batcher), client, 10))
+        await asyncio.sleep(0)
+        client.gone.set()
+        await waiting
+
+    with pytest.raises(ApiError) as gone:
+        asyncio.run(run())
+    assert gone.value.status == CLIENT_GONE
+    assert all(future.cancelled() for future in batcher.futures)
+
+
+def test_pick_fills_a_missing_side_only_when_one_model_fits():
+    models = [served(None, "en", "it"), served(None, "en", "de"), served(None, "fr", "de")]
+    assert pick(models, "fr", None).id == "fr-de"
+    assert pick(models, None, "it").id == "en-it"
+    with pytest.raises(ApiError, match=r"^several models fit en -> \?; served: en-it, en-de, fr-de$"):
+        pick(models, "en", None)
+    with pytest.raises(ApiError, match=r"^no model translates cs -> it; served"):
+        pick(models, "cs", "it")
+
+
+@pytest.mark.parametrize(("size_status", "search_status"), [(413, 422), (400, 400)])
+def test_limits_answer_size_and_search_with_the_api_s_statuses(size_status, search_status):
+    config = ServeConfig(max_texts=2, max_chars=5, max_beam_size=4, max_n_best=2)
+    cases = [
+        (["a", "b", "c"], 1, 1, size_status, "3 texts: over max_texts=2"),
+        (["a", "abcdef"], 1, 1, size_status, "text 1 has 6 characters: over max_chars=5"),
+        (["\ud800"], 1, 1, search_status, "text 0 is not valid Unicode (a lone surrogate)"),
+        (["a"], 5, 1, search_status, "beam_size 5: over max_beam_size=4"),
+        (["a"], 2, 3, search_status, "n_best 3: over beam_size=2"),
+        (["a"], 4, 3, search_status, "n_best 3: over max_n_best=2"),
+    ]
+    for texts, beam_size, n_best, status, message in cases:
+        with pytest.raises(ApiError) as refused:
+            check_limits(texts, beam_size, n_best, config, size_status=size_status)
+        assert (refused.value.status, refused.value.message) == (status, message)
+    check_limits(["a", "abcde"], 4, 2, config, size_status=size_status)  # at every limit: accepted
