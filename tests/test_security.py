@@ -163,6 +163,15 @@ def test_static_files_are_served_and_the_raw_target_reaches_the_server(server):
     assert response.status_code == 200 and b"function" in response.content  # app.js, not the page at /
 
 
+def test_the_page_s_modules_are_served_as_javascript(server):
+    """A browser runs a `<script type="module">`, and each module it imports, only under a JavaScript MIME type."""
+    names = sorted(path.name for path in (ROOT / "src" / "tnmt" / "serve" / "static").glob("*.js"))
+    with httpx.Client(timeout=10) as client:
+        types = {name: client.get(f"http://127.0.0.1:{server}/static/{name}").headers["content-type"] for name in names}
+    assert "app.js" in types and len(types) > 1
+    assert all(kind.split(";")[0] in ("text/javascript", "application/javascript") for kind in types.values()), types
+
+
 def test_a_body_longer_than_the_limit_is_refused_before_it_is_read(server):
     """Content-Length says 1 GB and 10 bytes follow: 413 at once; reading the body would wait forever."""
     head = b"POST /v1/translate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
