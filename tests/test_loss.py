@@ -191,7 +191,8 @@ def rdrop_reference(features, weight, target, *, alpha):
 @pytest.mark.parametrize("blocks", ["one", "many"])
 def test_rdrop_loss_and_gradients_match_autograd(blocks, monkeypatch):
     if blocks == "many":
-        monkeypatch.setattr(loss_module, "CPU_BLOCKS", LossBlocks(block_bytes=16 * 4 * 50 * 2, group_bytes=32 * 2 * 50 * 2))
+        small = LossBlocks(block_bytes=16 * 4 * 50 * 2, group_bytes=32 * 2 * 50 * 2)
+        monkeypatch.setattr(loss_module, "CPU_BLOCKS", small)
     torch.manual_seed(3)
     features = torch.randn(6, 21, 8, requires_grad=True)  # (2B, T, D): two passes over B=3 sentences
     weight = torch.randn(50, 8, requires_grad=True)

@@ -14,8 +14,10 @@ Shapes: the first batch compiles for its shapes, a second shape recompiles once 
 multiple of `PAD_MULTIPLE` keep the sizes the kernels see divisible by it. Compiled code is cached on disk
 (PyTorch's FX graph and kernel caches), so a run's second start compiles little.
 
-If compilation fails, the layers run eagerly: `torch._dynamo.config.suppress_errors` makes torch.compile log
-the error and fall back to the uncompiled code, so a missing compiler or a PyTorch bug costs speed, not a run.
+If compiling the forward graph fails (no C compiler, no Triton, a PyTorch bug), the run logs the error once
+and its layers run eagerly from then on (`CompiledLayerCall`): it costs speed, not the run. The backward graph
+is compiled at the first backward pass (PyTorch lowers it lazily), where no fallback is possible; whatever
+breaks the compiler breaks the forward graph first.
 
 "auto" compiles on CUDA only: on a CPU the compilation takes minutes of a small machine's cores for a step
 whose cost is the matrix products and the loss, not the kernels around them. The default is "off" until a GPU
@@ -48,15 +50,33 @@ def call_layer(layer: nn.Module, *args: Any, **kwargs: Any) -> Any:
     return layer(*args, **kwargs)
 
 
+class CompiledLayerCall:
+    """`call_layer` compiled, or, once its compilation has failed, `call_layer` itself."""
+
+    def __init__(self, backend: str | Callable) -> None:
+        self.compiled: Callable[..., Any] | None = torch.compile(call_layer, backend=backend)
+
+    def __call__(self, layer: nn.Module, *args: Any, **kwargs: Any) -> Any:
+        if self.compiled is None:
+            return layer(*args, **kwargs)
+        try:
+            return self.compiled(layer, *args, **kwargs)
+        except torch._dynamo.exc.TorchDynamoException as error:  # compiling failed; running errors pass through
+            cause = getattr(error, "inner_exception", None) or error  # what the compiler raised, not dynamo's wrapper
+            what = f"{type(cause).__name__}: {str(cause).strip().splitlines()[0] if str(cause).strip() else ''}"
+            log.warning("train.compile: compiling a layer failed, training on eagerly: %s", what)
+            self.compiled = None
+            return layer(*args, **kwargs)
+
+
 def compile_layers(model: Transformer, *, backend: str | Callable = "inductor") -> None:
-    """Make `model`'s training forward passes run each layer through a compiled `call_layer`.
+    """Make `model`'s training forward passes run each layer through a `CompiledLayerCall`.
 
     Args:
         model: its `compiled_layer` is set (None = eager, as before).
         backend: torch.compile's backend; "inductor" generates fused kernels, tests use cheaper ones.
     """
-    torch._dynamo.config.suppress_errors = True  # a failed compilation runs the layer eagerly (module docstring)
-    model.compiled_layer = torch.compile(call_layer, backend=backend)
+    model.compiled_layer = CompiledLayerCall(backend)
     log.info("train.compile: the encoder and decoder layers of training forward passes are compiled")
 
 

@@ -40,9 +40,9 @@ from tnmt.evaluate import score
 from tnmt.io import remove_leftovers
 from tnmt.model import Transformer
 from tnmt.recipe import Recipe
+from tnmt.train.compiled import pad_multiple
 from tnmt.train.distill import prepare_distilled, write_translations
 from tnmt.train.distributed import World, collective, env_world, process_group, translate_across
-from tnmt.train.compiled import pad_multiple
 from tnmt.train.loss import GUIDED_HEAD, alignment_loss, model_loss
 from tnmt.train.progress import Window
 from tnmt.train.schedule import inverse_sqrt_lr

@@ -37,7 +37,6 @@ from torch.autograd.function import FunctionCtx, once_differentiable
 from tnmt.model import Transformer
 
 
-
 @dataclass(frozen=True)
 class LossBlocks:
     """How many positions the loss works through at once, as bytes of their logits."""
@@ -53,6 +52,7 @@ GPU_BLOCKS = LossBlocks(block_bytes=512 << 20, group_bytes=1 << 30)  # 25k posit
 def blocks_for(device: torch.device) -> LossBlocks:
     """The loss's blocks on `device`: cache-sized on a CPU, memory-sized on a GPU (module docstring)."""
     return GPU_BLOCKS if device.type == "cuda" else CPU_BLOCKS
+
 
 GUIDED_HEAD = 0  # the cross-attention head guided alignment trains: heads are interchangeable, so the first
 MIN_PROBABILITY = 1e-9  # attention below this counts as this in the alignment loss: log 0 would be -inf

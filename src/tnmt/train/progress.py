@@ -25,7 +25,12 @@ class Window:
         self.align, self.aligned = 0.0, 0  # guided alignment's loss and the target tokens it covers
 
     def add(
-        self, loss: Tensor | float, nll: Tensor | float, tokens: int, align: Tensor | float = 0.0, aligned: Tensor | int = 0
+        self,
+        loss: Tensor | float,
+        nll: Tensor | float,
+        tokens: int,
+        align: Tensor | float = 0.0,
+        aligned: Tensor | int = 0,
     ) -> None:
         """Add one update's sums: tensors stay on their device (summed there, unread) until the log line reads them."""
         self.loss, self.nll, self.tokens = self.loss + loss, self.nll + nll, self.tokens + tokens
