@@ -178,7 +178,8 @@ class _FusedSmoothedCrossEntropy(torch.autograd.Function):
         # (N,) the positions with a reference token, in order: a stable sort puts them first (nonzero() would
         # wait for the device to learn N, which the caller knows)
         rows = torch.sort((target == pad_id).to(torch.uint8), stable=True).indices[:n]
-        block = max(16, sizes.block_bytes // (4 * v * passes))
+        # no larger than the positions there are (to a multiple of 256: a GPU block would dwarf a small batch)
+        block = max(16, min(sizes.block_bytes // (4 * v * passes), -(-n // 256) * 256))
         group = max(block, sizes.group_bytes // (2 * v * passes) // block * block)
         # Every product has one of a few fixed shapes: the positions are padded to whole blocks. oneDNN
         # caches a primitive per bf16 matmul shape, and one per odd remainder grew the process by ~1 MB a step.
