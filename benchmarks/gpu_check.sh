@@ -5,7 +5,8 @@
 #
 # The wheels (benchmarks/gpu_wheels.sh) go into $GPU_SITE (default /tmp/site) with --no-index --no-deps, tnmt
 # itself is used from this tree's src/ (PYTHONPATH: no build step, nothing fetched), and Multi30k comes from
-# ../data/multi30k beside this tree unless --data says otherwise. Other arguments go to gpu_check.py.
+# ../data/multi30k beside this tree unless --data says otherwise. Other arguments go to gpu_check.py, or to the
+# script GPU_SCRIPT names in benchmarks/ (issue 55: GPU_SCRIPT=gpu_speed.py).
 set -euo pipefail
 tree=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 python=${PYTHON:-python3}
@@ -19,4 +20,4 @@ else
 fi
 export PYTHONPATH="$site:$tree/src${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
-exec "$python" "$tree/benchmarks/gpu_check.py" --data "$tree/../data/multi30k" "$@"
+exec "$python" "$tree/benchmarks/${GPU_SCRIPT:-gpu_check.py}" --data "$tree/../data/multi30k" "$@"

@@ -57,6 +57,8 @@ def test_dict_round_trip():
         (TrainConfig, {"max_steps": True}, r"^w max_steps = True: expected int$"),
         (TrainConfig, {"activation_checkpointing": 1}, r"^w activation_checkpointing = 1: expected bool$"),
         (TrainConfig, {"best_metric": "ter"}, r"^w best_metric = 'ter': expected one of 'bleu', 'chrf'$"),
+        (TrainConfig, {"compile": True}, r"^w compile = True: expected one of 'off', 'auto', 'on'$"),
+        (TrainConfig, {"compile": "cuda"}, r"^w compile = 'cuda': expected one of 'off', 'auto', 'on'$"),
         (TrainConfig, {"warmup_steps": 0}, r"^w: TrainConfig.warmup_steps = 0: must be positive$"),
         (DecodeConfig, {"length_penalty": float("nan")}, r"DecodeConfig.length_penalty = nan: must be a finite"),
         (TrainConfig, {"rdrop_alpha": -1.0}, r"^w: TrainConfig.rdrop_alpha = -1.0: must be >= 0$"),

@@ -89,3 +89,42 @@ def test_model_flops_are_counted_as_train_speed_counts_them(monkeypatch):
     batch = collate([([5] * 6, [7] * 3), ([5] * 2, [7] * 9)], pad_id=0, bos_id=1, eos_id=2)
     lengths = [(7, 4), (3, 10)]  # (source, target) tokens with EOS, padding left out
     assert gpu_check.model_flops(config, batch) == train_speed.model_flops(lengths)
+
+
+_SPEED = _PATH.parent / "gpu_speed.py"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
+def test_gpu_speed_without_a_gpu_stops_with_one_line(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(_SPEED), "--out", str(tmp_path / "speed.json")], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2 and result.stderr.startswith("gpu_speed: error: PyTorch sees no CUDA GPU")
+    assert not (tmp_path / "speed.json").exists()
+
+
+def test_gpu_speed_dry_run_measures_every_lever_and_compares_the_curves(multi30k_dir, tmp_path):
+    """issue 55's command on the CPU at tiny sizes: every setting of the levers measured, three short runs of
+    the recipe logged and compared (the new path equals today's here: the CPU run compiles nothing)."""
+    out = tmp_path / "speed.json"
+    command = [sys.executable, str(_SPEED), "--dry-run", "--out", str(out), "--data", str(multi30k_dir)]
+    result = subprocess.run([*command, "--work", str(tmp_path / "w")], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    sections = json.loads(out.read_text())["sections"]
+    assert {name: section["status"] for name, section in sections.items()} == dict.fromkeys(
+        ["levers", "loss_curve", "big_shape"], "ok"
+    )
+    levers = sections["levers"]
+    for name in ("today", "loss_blocks", "no_sync", "compile", "no_fused_adam", "no_fused_attention", "all"):
+        assert levers[name]["target_tokens_per_s"] > 0 and levers[name]["mfu"] > 0, name
+    assert levers["all"]["levers"] == {
+        "loss_blocks": True,
+        "no_sync": True,
+        "compile": True,
+        "fused_adam": True,
+        "fused_attention": True,
+    }
+    curve = sections["loss_curve"]
+    assert list(curve["today"]["train_loss"]) == ["2", "4"] and curve["new_vs_today"]["max_abs"] == 0.0
+    assert curve["seed_2_vs_today"]["max_abs"] > 0 and curve["new_within_seed_noise"]
+    assert set(sections["big_shape"]) >= {"today", "all"}

@@ -8,7 +8,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import tnmt.train.loss as loss_module
 from tnmt import ModelConfig, Transformer
 from tnmt.decode.evidence import alignment_layer_index
-from tnmt.train.loss import GUIDED_HEAD, alignment_loss, label_smoothed_loss, model_loss
+from tnmt.train.loss import GPU_BLOCKS, GUIDED_HEAD, LossBlocks, alignment_loss, label_smoothed_loss, model_loss
 
 
 class Ops(TorchDispatchMode):
@@ -71,8 +71,7 @@ def reference(features, weight, bias, target, *, dtype):
 @pytest.mark.parametrize("blocks", ["one", "many"])
 def test_loss_and_gradients_match_the_unfused_computation(dtype, with_bias, blocks, monkeypatch):
     if blocks == "many":  # blocks of 16 positions, gathered in groups of 32: uneven ends of both
-        monkeypatch.setattr(loss_module, "BLOCK_BYTES", 16 * 4 * 50)
-        monkeypatch.setattr(loss_module, "GROUP_BYTES", 32 * 2 * 50)
+        monkeypatch.setattr(loss_module, "CPU_BLOCKS", LossBlocks(block_bytes=16 * 4 * 50, group_bytes=32 * 2 * 50))
     torch.manual_seed(0)
     features = torch.randn(4, 21, 8, requires_grad=True)  # (B, T, D)
     weight = torch.randn(50, 8, requires_grad=True)  # (V, D)
@@ -137,8 +136,7 @@ def test_tied_weights_collect_both_gradients():
 def test_products_have_a_few_fixed_shapes_whatever_the_batch(monkeypatch):
     """oneDNN caches one primitive per bf16 matmul shape: remainders of every size grew a training process
     by ~1 MB a step, so the positions are padded to whole blocks (block 16, groups of 64 positions here)."""
-    monkeypatch.setattr(loss_module, "BLOCK_BYTES", 16 * 4 * 50)
-    monkeypatch.setattr(loss_module, "GROUP_BYTES", 64 * 2 * 50)
+    monkeypatch.setattr(loss_module, "CPU_BLOCKS", LossBlocks(block_bytes=16 * 4 * 50, group_bytes=64 * 2 * 50))
     weight = torch.randn(50, 8, requires_grad=True)
     with Ops() as ops:
         for positions in range(1, 200, 7):
@@ -193,8 +191,8 @@ def rdrop_reference(features, weight, target, *, alpha):
 @pytest.mark.parametrize("blocks", ["one", "many"])
 def test_rdrop_loss_and_gradients_match_autograd(blocks, monkeypatch):
     if blocks == "many":
-        monkeypatch.setattr(loss_module, "BLOCK_BYTES", 16 * 4 * 50 * 2)
-        monkeypatch.setattr(loss_module, "GROUP_BYTES", 32 * 2 * 50 * 2)
+        small = LossBlocks(block_bytes=16 * 4 * 50 * 2, group_bytes=32 * 2 * 50 * 2)
+        monkeypatch.setattr(loss_module, "CPU_BLOCKS", small)
     torch.manual_seed(3)
     features = torch.randn(6, 21, 8, requires_grad=True)  # (2B, T, D): two passes over B=3 sentences
     weight = torch.randn(50, 8, requires_grad=True)
@@ -298,3 +296,38 @@ def test_gradient_of_the_alignment_loss_reaches_only_the_guided_head_and_what_fe
     assert model.decoder_layers[layer].ffn.linear1.weight.grad is None  # after cross-attention in the layer
     assert model.decoder_layers[0].self_attn.in_proj.weight.grad.abs().sum() > 0  # below: it makes the queries
     assert model.encoder_layers[0].ffn.linear1.weight.grad.abs().sum() > 0  # the encoder makes the keys
+
+
+def test_the_gpus_memory_sized_blocks_give_the_cache_sized_ones_result(monkeypatch):
+    """One block (GPU_BLOCKS) or many (the CPU's, made small here): the same loss and gradients, to fp32 rounding
+    (in bf16 the weight gradient's products round per group; the unfused reference test covers bf16)."""
+    monkeypatch.setattr(loss_module, "CPU_BLOCKS", LossBlocks(block_bytes=16 * 4 * 50, group_bytes=32 * 2 * 50))
+    torch.manual_seed(0)
+    features = torch.randn(4, 21, 8, requires_grad=True)  # (B, T, D)
+    weight = torch.randn(50, 8, requires_grad=True)  # (V, D)
+    target = torch.randint(1, 50, (4, 21))
+    target[1, 9:] = 0
+    results = []
+    for blocks in (None, GPU_BLOCKS):  # None: the device's, the CPU's here
+        loss, nll = label_smoothed_loss(features, weight, target, epsilon=0.1, pad_id=0, blocks=blocks)
+        loss.backward()
+        results.append((loss.detach(), nll, features.grad, weight.grad))
+        features.grad = weight.grad = None
+    torch.testing.assert_close(results[0], results[1], rtol=1e-5, atol=1e-4)
+
+
+def test_given_the_token_count_the_loss_reads_nothing_back_from_the_device():
+    """A GPU's host would wait there: no nonzero() (its size is data), no scalar read (`.item()`, `int()`)."""
+    torch.manual_seed(0)
+    features = torch.randn(3, 11, 8, requires_grad=True)
+    weight = torch.randn(50, 8, requires_grad=True)
+    target = torch.randint(1, 50, (3, 11))
+    target[0, 4:] = 0
+    n_tokens = int((target != 0).sum())
+    with Ops() as ops:
+        loss, nll = label_smoothed_loss(features, weight, target, epsilon=0.1, pad_id=0, n_tokens=n_tokens)
+        loss.backward()
+    reads = {torch.ops.aten.nonzero.default, torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default}
+    assert not [func for func, _ in ops.calls if func in reads]
+    expected, expected_nll = reference(features, weight, None, target, dtype=torch.float32)
+    torch.testing.assert_close((loss, nll), (expected, expected_nll))

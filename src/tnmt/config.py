@@ -206,6 +206,8 @@ class TrainConfig:
     device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA when PyTorch sees a GPU (see device.py)
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "fp32"  # autocast; auto: bf16 on GPUs and AMX CPUs (device.py)
     activation_checkpointing: bool = False  # recompute each layer's activations in backward: less memory, ~30% slower
+    # torch.compile the layers of training forward passes (train/compiled.py): fused kernels; auto: on CUDA only
+    compile: Literal["off", "auto", "on"] = "off"
     collective_timeout_s: float = 1800.0  # torchrun: a rank waiting longer on the others fails (covers validation)
     eval_every: int = 0  # validate every N updates; 0 = at the end of every epoch
     eval_beam_size: int = 0  # beam size of validation decoding; 0 = [decode] beam_size (1 is ~4x cheaper)

@@ -7,7 +7,10 @@ positions, GELU/swish activations, attention/activation dropout and a final logi
 experiments and for loading MarianMT checkpoints; the defaults are the paper's.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -37,12 +40,16 @@ class Transformer(nn.Module):
     `activation_checkpointing = True` (a training setting, not part of the model: the loop sets it from
     `train.activation_checkpointing`) keeps only each layer's input during a training forward pass and
     recomputes the layer in backward, trading ~1/3 more compute for activations of one layer at a time.
+    `compiled_layer` (a training setting too, set by train/compiled.py from `train.compile`): a compiled
+    function `(layer, *args, **kwargs) -> layer(*args, **kwargs)` that training forward passes run each layer
+    through; None = eager.
     """
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = c = config
         self.activation_checkpointing = False
+        self.compiled_layer: Callable[..., Any] | None = None
         layer_args = dict(
             dropout=c.dropout,
             attention_dropout=c.attention_dropout,
@@ -216,7 +223,12 @@ class Transformer(nn.Module):
         return logits, self_w, cross_w
 
     def _layer(self, layer: nn.Module, *args, **kwargs):
-        """Run one encoder or decoder layer, through `torch.utils.checkpoint` when activation checkpointing is on."""
-        if self.activation_checkpointing and self.training and torch.is_grad_enabled():
+        """Run one encoder or decoder layer; in a training forward pass through `compiled_layer` when set, and
+        through `torch.utils.checkpoint` when activation checkpointing is on."""
+        if not (self.training and torch.is_grad_enabled()):
+            return layer(*args, **kwargs)
+        if self.compiled_layer is not None:
+            layer = partial(self.compiled_layer, layer)
+        if self.activation_checkpointing:
             return checkpoint(layer, *args, use_reentrant=False, **kwargs)
         return layer(*args, **kwargs)

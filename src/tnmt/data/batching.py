@@ -111,18 +111,20 @@ def collate(
     bos_id: int,
     eos_id: int,
     links: Sequence[np.ndarray] | None = None,
+    pad_multiple: int = 1,
 ) -> Batch:
     """Pad (source ids, target ids) pairs into a `Batch`, with each pair's `links` (`alignment_matrix`) if given.
 
     The source gets EOS and no BOS (the encoder needs no start symbol, as in fairseq and MarianMT).
     The target is shifted: the decoder reads BOS + y and predicts y + EOS, so position t learns
-    p(y_t | y_<t, x).
+    p(y_t | y_<t, x). `pad_multiple`: S and T are padded up to a multiple of it (a compiled training step's
+    kernels see sizes divisible by it, train/compiled.py); padding changes no loss, masks hide it.
     """
     if not pairs:
         raise ValueError("cannot collate an empty batch")
-    src = _pad([s + [eos_id] for s, _ in pairs], pad_id)  # (B, S)
-    tgt_in = _pad([[bos_id] + t for _, t in pairs], pad_id)  # (B, T)
-    tgt_out = _pad([t + [eos_id] for _, t in pairs], pad_id)  # (B, T)
+    src = _pad([s + [eos_id] for s, _ in pairs], pad_id, pad_multiple)  # (B, S)
+    tgt_in = _pad([[bos_id] + t for _, t in pairs], pad_id, pad_multiple)  # (B, T)
+    tgt_out = _pad([t + [eos_id] for _, t in pairs], pad_id, pad_multiple)  # (B, T)
     alignment = None if links is None else alignment_matrix(links, tgt_len=tgt_out.size(1), src_len=src.size(1))
     n_tgt_tokens = int((tgt_out != pad_id).sum())
     return Batch(src=src, tgt_in=tgt_in, tgt_out=tgt_out, n_tgt_tokens=n_tgt_tokens, alignment=alignment)
@@ -146,6 +148,6 @@ def alignment_matrix(links: Sequence[np.ndarray], *, tgt_len: int, src_len: int)
     return torch.from_numpy(matrix)
 
 
-def _pad(rows: list[list[int]], pad_id: int) -> Tensor:
-    width = max(len(row) for row in rows)
+def _pad(rows: list[list[int]], pad_id: int, multiple: int = 1) -> Tensor:
+    width = -(-max(len(row) for row in rows) // multiple) * multiple
     return torch.tensor([row + [pad_id] * (width - len(row)) for row in rows], dtype=torch.long)

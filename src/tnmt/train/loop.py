@@ -11,6 +11,9 @@ determines the learning rate), the data position (epoch, batch index: batches ar
 seed and epoch) and the RNG state, so a resumed run ends with the same weights as an uninterrupted one
 (how a run starts or resumes: start.py; for several processes under torchrun: distributed.py and
 `start_run`'s note on RNG state).
+
+An update reads nothing back from the device: its losses stay tensors, summed on the device, and are read (and
+summed over ranks) once per log line, so on a GPU the host queues the next update while this one runs.
 """
 
 import logging
@@ -37,6 +40,7 @@ from tnmt.evaluate import score
 from tnmt.io import remove_leftovers
 from tnmt.model import Transformer
 from tnmt.recipe import Recipe
+from tnmt.train.compiled import pad_multiple
 from tnmt.train.distill import prepare_distilled, write_translations
 from tnmt.train.distributed import World, collective, env_world, process_group, translate_across
 from tnmt.train.loss import GUIDED_HEAD, alignment_loss, model_loss
@@ -111,13 +115,17 @@ def _train_epoch(run: Run, window: Window, *, clock: float, stop: StopRequest | 
     return False
 
 
-def _update_on(run: Run, data: TrainingPairs, group: list[np.ndarray]) -> tuple[float, float, int, float, int]:
+def _update_on(run: Run, data: TrainingPairs, group: list[np.ndarray]) -> tuple[Tensor, Tensor, int, Tensor, Tensor]:
     """One update on a group of global batches (indices into `data`): the j-th goes to rank j mod N."""
     world, ids, device = run.world, run.tokenizer.special_ids, next(run.model.parameters()).device
     mine = group[world.rank :: world.size]
     guided = bool(run.recipe.train.guided_alignment)
+    multiple = pad_multiple(run.model.compiled_layer is not None)
     batches = [
-        to_device(collate(data.pairs(indices), **ids, links=data.links(indices) if guided else None), device)
+        to_device(
+            collate(data.pairs(indices), **ids, links=data.links(indices) if guided else None, pad_multiple=multiple),
+            device,
+        )
         for indices in mine or group[:1]
     ]
     with collective(world):
@@ -141,9 +149,10 @@ def out_of_budget(cfg: TrainConfig, state: TrainState) -> bool:
     )
 
 
-def _update(run: Run, batches: list[Batch], *, real: int, steps: int) -> tuple[float, float, int, float, int]:
-    """One optimizer update over this rank's `real` batches (of `batches`), accumulated; returns the summed
-    label-smoothed loss, NLL, target tokens, alignment loss and aligned target tokens of all ranks.
+def _update(run: Run, batches: list[Batch], *, real: int, steps: int) -> tuple[Tensor, Tensor, int, Tensor, Tensor]:
+    """One optimizer update over this rank's `real` batches (of `batches`), accumulated; returns this rank's
+    summed label-smoothed loss, NLL, alignment loss and aligned target tokens (tensors on the device, unread),
+    and the target tokens of all ranks.
 
     Every rank runs `steps` forward/backward passes so DDP's collectives stay in step: a rank short of data
     at the end of an epoch repeats its first batch with weight 0 (fairseq's dummy batch). The loss is divided
@@ -154,8 +163,7 @@ def _update(run: Run, batches: list[Batch], *, real: int, steps: int) -> tuple[f
     """
     cfg, world, net, model, scaler = run.recipe.train, run.world, run.net, run.model, run.scaler
     (n_tokens,) = world.sum(sum(b.n_tgt_tokens for b in batches[:real]))
-    total_loss = total_nll = total_align = 0.0
-    n_aligned = 0
+    total_loss, total_nll, total_align, n_aligned = torch.zeros(4, device=batches[0].src.device)
     for i in range(steps):
         batch, weight = (batches[i], world.size) if i < real else (batches[0], 0)
         last = i == steps - 1
@@ -164,9 +172,9 @@ def _update(run: Run, batches: list[Batch], *, real: int, steps: int) -> tuple[f
             objective = loss if align is None else loss + cfg.guided_alignment * align
             scaler.scale(objective * weight / n_tokens).backward()  # every token of the update weighs the same
         if i < real:
-            total_loss, total_nll = total_loss + loss.item(), total_nll + nll.item()
+            total_loss, total_nll = total_loss + loss.detach(), total_nll + nll
             if align is not None:
-                total_align, n_aligned = total_align + align.item(), n_aligned + int(aligned)
+                total_align, n_aligned = total_align + align.detach(), n_aligned + aligned
     scaler.unscale_(run.optimizer)
     if cfg.clip_norm:
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
@@ -179,8 +187,7 @@ def _update(run: Run, batches: list[Batch], *, real: int, steps: int) -> tuple[f
     if run.ema:
         run.ema.update(step)
     run.optimizer.zero_grad(set_to_none=True)
-    total_loss, total_nll, total_align, n_aligned = world.sum(total_loss, total_nll, total_align, n_aligned)
-    return total_loss, total_nll, int(n_tokens), total_align, int(n_aligned)
+    return total_loss, total_nll, int(n_tokens), total_align, n_aligned
 
 
 def _batch_losses(run: Run, batch: Batch) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
@@ -200,7 +207,13 @@ def _batch_losses(run: Run, batch: Batch) -> tuple[Tensor, Tensor, Tensor | None
         else:
             features, attention = run.net(src, tgt_in, features_only=True), None
     loss, nll = model_loss(
-        model, features, batch.tgt_out, epsilon=cfg.label_smoothing, dtype=dtype, rdrop_alpha=cfg.rdrop_alpha
+        model,
+        features,
+        batch.tgt_out,
+        epsilon=cfg.label_smoothing,
+        dtype=dtype,
+        rdrop_alpha=cfg.rdrop_alpha,
+        n_tokens=batch.n_tgt_tokens,
     )
     if attention is None:
         return loss, nll, None, None
@@ -298,13 +311,16 @@ def _validate_and_save(run: Run) -> bool:
 
 
 def _log_window(run: Run, window: Window) -> None:
-    """Write the window's per-token loss, perplexity, learning rate and speed, and start a new window."""
+    """Write the window's per-token loss, perplexity, learning rate and speed, and start a new window.
+
+    The one place training reads its losses back from the device, summed over the ranks."""
     state = run.state
+    sums = run.world.sum(*(float(value) for value in (window.loss, window.nll, window.align, window.aligned)))
     rate = window.tokens / max(time.monotonic() - window.start, 1e-9)
     lr = run.optimizer.param_groups[0]["lr"]
-    loss, nll = window.loss / window.tokens, window.nll / window.tokens
+    loss, nll = sums[0] / window.tokens, sums[1] / window.tokens
     # guided alignment: the cross-entropy per aligned target token, beside (not inside) the label-smoothed loss
-    align = {"train_align_loss": window.align / max(window.aligned, 1)} if run.recipe.train.guided_alignment else {}
+    align = {"train_align_loss": sums[2] / max(sums[3], 1)} if run.recipe.train.guided_alignment else {}
     run.log.write(
         step=state.step,
         epoch=state.epoch,

@@ -16,6 +16,10 @@ features and the output matrix instead of logits, and works through the position
 each block's logits (a few MB, cache-sized) become its loss and its gradient at once, and only the
 (N, D) and (V, D) gradients are kept for the backward pass. The full logits never exist. The same
 matrix products are done, in the same precision (`dtype`, as autocast would); the softmax is in fp32.
+On a GPU the blocks are as large as memory allows instead (`LossBlocks`): there a block costs a dozen kernel
+launches whatever its size, and cache-sized blocks of the paper's 37k vocabulary made ~900 blocks, ~13k
+launches, of a 25k-token update (issue 55). Given the batch's token count (known on the host), the loss reads
+nothing back from the device, so the host can queue the backward pass while the GPU still runs the forward.
 
 Guided alignment (Garg et al., 2019, "Jointly Learning to Align and Translate with Transformer Models";
 Marian's `--guided-alignment`) adds, weighted, the cross-entropy between one cross-attention head and the
@@ -24,14 +28,32 @@ the head learns to point at the source words of the word being written, so align
 (decode/evidence.py) follow the statistical aligner instead of whatever the heads happened to learn.
 """
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 from torch.autograd.function import FunctionCtx, once_differentiable
 
 from tnmt.model import Transformer
 
-BLOCK_BYTES = 4 << 20  # fp32 logits of one block of positions: about a core's L2 cache
-GROUP_BYTES = 16 << 20  # gradient logits gathered for one (V, D) weight-gradient product
+
+@dataclass(frozen=True)
+class LossBlocks:
+    """How many positions the loss works through at once, as bytes of their logits."""
+
+    block_bytes: int  # fp32 logits of one block of positions
+    group_bytes: int  # gradient logits (in the matmul dtype) gathered for one (V, D) weight-gradient product
+
+
+CPU_BLOCKS = LossBlocks(block_bytes=4 << 20, group_bytes=16 << 20)  # about a core's L2 cache
+GPU_BLOCKS = LossBlocks(block_bytes=512 << 20, group_bytes=1 << 30)  # 25k positions x 37k words: 7 blocks, 2 groups
+
+
+def blocks_for(device: torch.device) -> LossBlocks:
+    """The loss's blocks on `device`: cache-sized on a CPU, memory-sized on a GPU (module docstring)."""
+    return GPU_BLOCKS if device.type == "cuda" else CPU_BLOCKS
+
+
 GUIDED_HEAD = 0  # the cross-attention head guided alignment trains: heads are interchangeable, so the first
 MIN_PROBABILITY = 1e-9  # attention below this counts as this in the alignment loss: log 0 would be -inf
 
@@ -46,6 +68,8 @@ def label_smoothed_loss(
     bias: Tensor | None = None,
     dtype: torch.dtype | None = None,
     rdrop_alpha: float = 0.0,
+    n_tokens: int | None = None,
+    blocks: LossBlocks | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Summed smoothed loss and summed plain NLL (for perplexity) over non-pad positions.
 
@@ -60,6 +84,9 @@ def label_smoothed_loss(
         rdrop_alpha: R-Drop (Liang et al., 2021): 0 = off; else per position the loss is
             (CE_1 + CE_2 + alpha * (KL(p_1 || p_2) + KL(p_2 || p_1)) / 2) / 2, the two passes' smoothed
             losses plus the paper's consistency term, halved so a token weighs as much as without it.
+        n_tokens: the non-pad positions of `target` (`Batch.n_tgt_tokens`); None: counted, which waits for
+            the device.
+        blocks: None: `blocks_for` the features' device.
 
     Returns:
         The loss (differentiable) and the NLL (detached, the passes' mean), both fp32 scalars.
@@ -72,7 +99,10 @@ def label_smoothed_loss(
         raise ValueError(f"features have {rows} rows for {len(target)} target rows: {passes} pass(es) need {expected}")
     flat = features.flatten(0, 1), weight, bias, target.flatten()
     dtype = dtype or features.dtype
-    return _FusedSmoothedCrossEntropy.apply(*flat, epsilon, rdrop_alpha, pad_id, dtype, want_grad)
+    n_tokens = int((target != pad_id).sum()) if n_tokens is None else n_tokens
+    sizes = blocks or blocks_for(features.device)
+    settings = epsilon, rdrop_alpha, pad_id, n_tokens, sizes, dtype, want_grad
+    return _FusedSmoothedCrossEntropy.apply(*flat, *settings)
 
 
 def model_loss(
@@ -83,12 +113,23 @@ def model_loss(
     epsilon: float,
     dtype: torch.dtype | None = None,
     rdrop_alpha: float = 0.0,
+    n_tokens: int | None = None,
+    blocks: LossBlocks | None = None,
 ) -> tuple[Tensor, Tensor]:
     """`label_smoothed_loss` through `model`'s own output projection (its weight, bias and pad id), for
     features from `model(src, tgt_in, features_only=True)`."""
     weight, bias, pad_id = model.output.weight, model.logits_bias, model.config.pad_id
     return label_smoothed_loss(
-        features, weight, target, bias=bias, epsilon=epsilon, pad_id=pad_id, dtype=dtype, rdrop_alpha=rdrop_alpha
+        features,
+        weight,
+        target,
+        bias=bias,
+        epsilon=epsilon,
+        pad_id=pad_id,
+        dtype=dtype,
+        rdrop_alpha=rdrop_alpha,
+        n_tokens=n_tokens,
+        blocks=blocks,
     )
 
 
@@ -119,14 +160,27 @@ class _FusedSmoothedCrossEntropy(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx: FunctionCtx, features, weight, bias, target, epsilon: float, alpha: float, pad_id: int, dtype, want_grad
+        ctx: FunctionCtx,
+        features,
+        weight,
+        bias,
+        target,
+        epsilon: float,
+        alpha: float,
+        pad_id: int,
+        n: int,
+        sizes: LossBlocks,
+        dtype,
+        want_grad,
     ):
         n_all, (_, d), v = target.numel(), features.shape, weight.size(0)
         passes = features.size(0) // n_all
-        rows = (target != pad_id).nonzero().squeeze(1)  # (N,) the positions with a reference token
-        n = len(rows)
-        block = max(16, BLOCK_BYTES // (4 * v * passes))
-        group = max(block, GROUP_BYTES // (2 * v * passes) // block * block)
+        # (N,) the positions with a reference token, in order: a stable sort puts them first (nonzero() would
+        # wait for the device to learn N, which the caller knows)
+        rows = torch.sort((target == pad_id).to(torch.uint8), stable=True).indices[:n]
+        # no larger than the positions there are (to a multiple of 256: a GPU block would dwarf a small batch)
+        block = max(16, min(sizes.block_bytes // (4 * v * passes), -(-n // 256) * 256))
+        group = max(block, sizes.group_bytes // (2 * v * passes) // block * block)
         # Every product has one of a few fixed shapes: the positions are padded to whole blocks. oneDNN
         # caches a primitive per bf16 matmul shape, and one per odd remainder grew the process by ~1 MB a step.
         n_padded = -(-n // block) * block
@@ -176,7 +230,7 @@ class _FusedSmoothedCrossEntropy(torch.autograd.Function):
         grad_x = (grad_x * grad_loss).to(features_dtype)
         grad_w = (grad_w * grad_loss).to(weight_dtype)
         grad_b = None if grad_b is None else (grad_b * grad_loss).to(weight_dtype)
-        return grad_x, grad_w, grad_b, None, None, None, None, None, None
+        return grad_x, grad_w, grad_b, *[None] * 8
 
 
 def _block(

@@ -6,6 +6,7 @@ import sys
 import time
 from pathlib import Path
 
+from torch import Tensor
 from tqdm import tqdm
 
 from tnmt.config import TrainConfig
@@ -23,7 +24,15 @@ class Window:
         self.start, self.loss, self.nll, self.tokens = time.monotonic(), 0.0, 0.0, 0
         self.align, self.aligned = 0.0, 0  # guided alignment's loss and the target tokens it covers
 
-    def add(self, loss: float, nll: float, tokens: int, align: float = 0.0, aligned: int = 0) -> None:
+    def add(
+        self,
+        loss: Tensor | float,
+        nll: Tensor | float,
+        tokens: int,
+        align: Tensor | float = 0.0,
+        aligned: Tensor | int = 0,
+    ) -> None:
+        """Add one update's sums: tensors stay on their device (summed there, unread) until the log line reads them."""
         self.loss, self.nll, self.tokens = self.loss + loss, self.nll + nll, self.tokens + tokens
         self.align, self.aligned = self.align + align, self.aligned + aligned
 

@@ -27,6 +27,7 @@ from tnmt.errors import UserError
 from tnmt.io import atomic_write_text, check_output_directory
 from tnmt.model import Transformer
 from tnmt.recipe import Recipe
+from tnmt.train.compiled import compile_layers, compile_wanted
 from tnmt.train.distill import prepare_distilled
 from tnmt.train.distributed import World
 from tnmt.train.ema import WeightAverage
@@ -104,6 +105,8 @@ def start_run(
     if state.distilled_pairs > 0:  # resuming after self-distillation: the translations written then
         train_data = ConcatPairs(train_data, prepare_distilled(recipe, tokenizer, model.config.max_len))
     model.to(device).activation_checkpointing = cfg.activation_checkpointing
+    if compile_wanted(cfg.compile, device):
+        compile_layers(model)
     # A checkpoint saved with an EMA holds the average as its model and the training weights beside it.
     ema = WeightAverage(model, cfg.ema_decay) if cfg.ema_decay else None
     if resume and checkpoint.training_weights:
