@@ -24,9 +24,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from host import describe
+from tnmt.decode.fast_step import FastDecoder
 
 from tnmt.checkpoint import load_checkpoint
-from tnmt.decode.fast_step import FastDecoder
 
 STEPS = 32
 SOURCE = [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 2]  # 12 source tokens

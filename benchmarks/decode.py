@@ -251,8 +251,8 @@ def checkpoint_runner(system: str, work: Path, threads: int, checkpoint: Path):
     """(prepare(batch of texts) -> input, run(input, beam) -> translations) for the trained checkpoint."""
     if system.startswith("ct2"):
         import torch
-
         from tnmt.decode.step import banned_ids, output_limits
+
         from tnmt.interop.ctranslate2 import CTranslate2Translator
 
         export = work / ("ct2-checkpoint-int8" if system == "ct2-int8" else "ct2-checkpoint")

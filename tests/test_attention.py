@@ -4,9 +4,9 @@ import pytest
 import torch
 from torch import nn
 
-from tnmt.blocks.attention import MultiHeadAttention, attention, reference_attention
-from tnmt.blocks.kv_cache import LayerKV
-from tnmt.blocks.masks import causal_mask, padding_mask
+from tnmt.blocks.attention import MultiHeadAttention, attention, batched_attention, reference_attention
+from tnmt.blocks.kv_cache import LayerCache
+from tnmt.blocks.masks import additive_mask, causal_mask, padding_mask
 
 
 def qkv(b=2, h=3, tq=5, tk=6, dh=4, seed=0):
@@ -119,16 +119,28 @@ def test_bf16_training_path_matches_the_fused_kernel_and_hides_the_weights():
     assert q.grad is not None and q.grad.dtype == torch.bfloat16
 
 
-def test_cached_self_attention_appends_after_the_cached_positions():
-    """Feeding x in chunks through a LayerKV equals causal self-attention over all of x at once."""
+def test_self_attention_step_writes_after_the_cached_positions_and_equals_causal_attention():
+    """Feeding x in blocks through a cache equals causal self-attention over all of x at once."""
     torch.manual_seed(2)
     d, h = 16, 4
     ours = MultiHeadAttention(d, h).eval()
     x = torch.randn(2, 6, d)
     full, _ = ours.self_attention(x, causal_mask(6))
-    cache = LayerKV(cross_k=torch.empty(2, h, 0, d // h), cross_v=torch.empty(2, h, 0, d // h))
-    block, _ = ours.self_attention(x[:, :4], causal_mask(4), cache=cache)  # L = 0, T = 4
-    step, _ = ours.self_attention(x[:, 4:5], None, cache=cache)  # L = 4, T = 1: sees every cached key
-    last, _ = ours.self_attention(x[:, 5:], None, cache=cache)
-    assert cache.length == 6
-    torch.testing.assert_close(torch.cat([block, step, last], 1), full, atol=1e-5, rtol=0)
+    kv = torch.zeros(2, 2, h, 6, d // h)  # (2, N, H, capacity, Dh)
+    empty = torch.empty(2, h, 0, d // h)
+    outputs, start = [], 0
+    for t in (4, 1, 1):  # L = 0, T = 4; then steps that see every cached key
+        layer = LayerCache(kv, empty, empty, None, length=start, beams=1)
+        out, _ = ours.self_attention_step(x[:, start : start + t].reshape(-1, d), layer, positions=t)
+        outputs.append(out.view(2, t, d))
+        start += t
+    torch.testing.assert_close(torch.cat(outputs, 1), full, atol=1e-5, rtol=0)
+
+
+def test_batched_products_equal_the_fused_kernel_with_a_bool_or_additive_mask():
+    q, k, v = qkv(tq=2, tk=7)
+    mask = padding_mask(torch.tensor([[5, 6, 7, 0, 0, 0, 0], [5, 6, 7, 8, 9, 9, 9]]), 0)  # (B, 1, 1, Tk)
+    fused = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    torch.testing.assert_close(batched_attention(q, k, v, mask), fused, atol=1e-6, rtol=0)
+    torch.testing.assert_close(batched_attention(q, k, v, additive_mask(mask, q.dtype)), fused, atol=1e-6, rtol=0)
+    torch.testing.assert_close(batched_attention(q, k, v, None), attention(q, k, v)[0], atol=1e-6, rtol=0)

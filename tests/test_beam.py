@@ -37,13 +37,12 @@ class ScriptedModel:
         self.config = SimpleNamespace(pad_id=PAD, bos_id=BOS, eos_id=EOS, max_len=max_len)
         self.scripts, self.default, self.calls = scripts, default, []
 
-    def encode(self, src_ids, src_mask=None):
-        return src_ids[:, :1].float()[:, :, None]  # (B, 1, 1): only remembers the sentence
+    def encode_for_decoding(self, src_ids):
+        sentences = [int(s) for s in src_ids[:, 0]]  # only the sentence is remembered
+        lengths = (src_ids != PAD).sum(dim=1)
+        return SimpleNamespace(lengths=lengths, batch_size=len(sentences), cache=lambda _: ScriptedCache(sentences))
 
-    def init_cache(self, memory, memory_mask):
-        return ScriptedCache([int(s) for s in memory[:, 0, 0]])
-
-    def decode(self, tokens, memory, *, cache):
+    def step(self, tokens, cache, *, need_weights=False, project=None):
         self.calls.append(tokens.size(0))
         logits = torch.full((tokens.size(0), 1, 6), float("-inf"))
         for row, token in enumerate(tokens[:, 0].tolist()):
@@ -53,7 +52,7 @@ class ScriptedModel:
             probs = self.scripts[sentence].get((*fed, token)[1:], self.default)
             for t, p in probs.items():
                 logits[row, 0, t] = math.log(p)
-        return logits
+        return logits, None
 
 
 SCRIPT = {  # the greedy path a, a, EOS (p = 0.07) loses to b, EOS (p = 0.36)

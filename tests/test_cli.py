@@ -104,13 +104,9 @@ def test_train_kill_resume_translate_evaluate_average(small_corpus, tmp_path):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.split("\n")
     assert len(lines) == 4 and lines[1] == "" and lines[3] == ""  # alignment kept, empty line stays empty
-    lines_of_fast_step = result.stdout
     result = tnmt("translate", "--checkpoint", str(out / "best"), "--quantize", "int8", stdin="A man is sleeping.\n\n")
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("\n") == 2 and result.stdout.endswith("\n\n")
-    text = "A man is sleeping.\n\nTwo dogs run on the grass.\n"
-    modules = tnmt("translate", "--checkpoint", str(out / "best"), "--beam-size", "2", "--no-fast-step", stdin=text)
-    assert modules.returncode == 0 and modules.stdout == lines_of_fast_step, modules.stderr
 
     result = tnmt(
         "evaluate",
@@ -301,10 +297,6 @@ def test_explain_errors_are_one_line(tiny_checkpoint, args, message):
         (
             ["--engine", "ctranslate2", "--device", "auto"],
             "--device is for --engine tnmt; the CTranslate2 engine runs on the CPU",
-        ),
-        (
-            ["--engine", "ctranslate2", "--no-fast-step"],
-            "--no-fast-step is for --engine tnmt; CTranslate2 has its own decoder",
         ),
     ],
 )

@@ -71,8 +71,12 @@ def _sentence(source: str, output: str, **changes) -> Sentence:
         output_ids=list(range(20, 20 + n_out)),
         output_pieces=["▁" + w for w in output.split()],
         ended=True,
+        token_log_probs=[],
     )
-    return replace(sentence, **changes)
+    sentence = replace(sentence, **changes)
+    if "token_log_probs" in changes:
+        return sentence
+    return replace(sentence, token_log_probs=[0.0] * (len(sentence.output_ids) + sentence.ended))
 
 
 def _diagonal(n_out: int, n_src: int) -> torch.Tensor:
@@ -89,9 +93,10 @@ def test_alignment_reads_the_step_that_writes_a_word_or_with_the_shift_the_one_t
     s = _sentence("a b c", "x y z")
     log_probs = torch.log(torch.tensor([0.5, 0.25, 1.0, 0.5]))  # x, y, z, EOS
     rows = _diagonal(3, 3)
-    unshifted = _evidence(s, log_probs, rows, DecodeConfig(alignment_shift=False))
+    s = replace(s, token_log_probs=log_probs.tolist())
+    unshifted = _evidence(s, rows, DecodeConfig(alignment_shift=False))
     assert unshifted.alignment == [(0, 0), (1, 1), (2, 2)]
-    shifted = _evidence(s, log_probs, rows, DecodeConfig(alignment_shift=True))
+    shifted = _evidence(s, rows, DecodeConfig(alignment_shift=True))
     assert shifted.alignment == [(1, 0), (2, 1)]  # the last row looks only at the source EOS: z aligns nothing
     assert unshifted.word_probs == pytest.approx([0.5, 0.25, 1.0])
     assert unshifted.confidence == pytest.approx(math.exp(math.log(0.5 * 0.25 * 0.5) / 4))
@@ -99,8 +104,8 @@ def test_alignment_reads_the_step_that_writes_a_word_or_with_the_shift_the_one_t
 
 def test_word_probabilities_multiply_their_subwords_and_confidence_skips_a_missing_eos():
     s = replace(_sentence("a", "xy z"), output_ids=[20, 21, 22], output_pieces=["▁x", "y", "▁z"], ended=False)
-    log_probs = torch.log(torch.tensor([0.5, 0.5, 0.8, 0.01]))  # the last is EOS, never written
-    evidence = _evidence(s, log_probs, torch.ones(4, 2) / 2, DecodeConfig())
+    s = replace(s, token_log_probs=[math.log(p) for p in (0.5, 0.5, 0.8)])  # no EOS: the search never wrote it
+    evidence = _evidence(s, torch.ones(4, 2) / 2, DecodeConfig())
     assert evidence.word_probs == pytest.approx([0.25, 0.8])
     assert evidence.confidence == pytest.approx((0.5 * 0.5 * 0.8) ** (1 / 3))
 
@@ -124,7 +129,7 @@ def _warnings(source: str, output: str, settings: DecodeConfig | None = None, ro
     s = _sentence(source, output, **changes)
     n_out, n_src = len(s.output_ids), len(s.source_ids)
     rows = _diagonal(n_out, n_src) if rows is None else rows
-    return _evidence(s, torch.zeros(n_out + 1), rows, settings or DecodeConfig()).warnings
+    return _evidence(s, rows, settings or DecodeConfig()).warnings
 
 
 def test_a_clean_translation_has_no_warnings():
@@ -170,25 +175,33 @@ def test_translations_carry_evidence_consistent_with_the_search(tiny_translator)
             assert math.log(evidence.confidence) * n == pytest.approx(result.log_prob, abs=1e-4)
 
 
-def test_word_probabilities_are_the_models_teacher_forced_ones(tiny_translator):
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_evidence_equals_a_teacher_forced_pass_over_the_translation(tiny_translator, beam_size):
+    """The evidence reads the search's own token probabilities and one pass through the aligning layer on the
+    search's encoded source; a full forward pass over the translation from scratch (what the evidence read
+    before) gives the same words' probabilities, alignment and warnings."""
     model, tokenizer = tiny_translator.model, tiny_translator.tokenizer
-    source, output = "one thousand and two", "mille e due"
-    src_ids, out_ids = tokenizer.encode_source(source), tokenizer.encode_target(output)
-    sentence = Sentence(
-        source, src_ids, tokenizer.source_pieces(source), output, out_ids, tokenizer.target_pieces(out_ids), True
-    )
-    [evidence] = gather_evidence(model, [sentence], DecodeConfig(), bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id)
-    src = torch.tensor([[*src_ids, tokenizer.eos_id]])
-    tgt = torch.tensor([[tokenizer.bos_id, *out_ids]])
-    with torch.no_grad():
-        log_probs = model(src, tgt).log_softmax(dim=-1)[0]  # (T, V)
-    token_log_probs = log_probs[torch.arange(len(out_ids) + 1), torch.tensor([*out_ids, tokenizer.eos_id])]
-    words = piece_words(tokenizer.target_pieces(out_ids), output)
-    expected = [math.exp(sum(float(token_log_probs[k]) for k, w in enumerate(words) if w == j)) for j in range(3)]
-    assert len(set(words)) == 3 and len(words) > 3  # the words span several pieces: the product is tested
-    assert evidence.word_probs == pytest.approx(expected, rel=1e-4)
-    assert evidence.confidence == pytest.approx(math.exp(float(token_log_probs.mean())), rel=1e-4)
-    assert evidence.alignment and all(0 <= i < 4 and 0 <= j < 3 for i, j in evidence.alignment)
+    settings = replace(tiny_translator.decode, beam_size=beam_size)
+    texts = ["one thousand and two", "seven hundred", "forty-four thousand"]
+    for text, result in zip(texts, tiny_translator.translations(texts, settings, evidence=True), strict=True):
+        src_ids, pieces = tokenizer.encode_source_pieces(text)
+        out_ids = result.tokens
+        ended = len(out_ids) < 5  # the stored max_len is 5: 5 tokens wrote no EOS
+        src = torch.tensor([[*src_ids, tokenizer.eos_id]])
+        tgt = torch.tensor([[tokenizer.bos_id, *out_ids]])
+        layer = alignment_layer_index(settings.alignment_layer, model.config.n_decoder_layers)
+        with torch.no_grad():
+            logits, cross = model(src, tgt, cross_attention_of=layer)
+        written = torch.tensor([*out_ids, tokenizer.eos_id][: len(out_ids) + ended])
+        token_log_probs = logits[0].log_softmax(dim=-1)[torch.arange(len(written)), written].tolist()
+        sentence = Sentence(
+            text, src_ids, pieces, result.text, out_ids, tokenizer.target_pieces(out_ids), ended, token_log_probs
+        )
+        [expected] = gather_evidence([sentence], cross, settings)
+        assert result.evidence.alignment == expected.alignment
+        assert result.evidence.warnings == expected.warnings
+        assert result.evidence.word_probs == pytest.approx(expected.word_probs, rel=1e-4)
+        assert result.evidence.confidence == pytest.approx(expected.confidence, rel=1e-4)
 
 
 def test_evidence_is_batch_invariant(tiny_translator):
@@ -225,5 +238,5 @@ def test_coverage_reads_the_heads_mean_when_one_head_aligns():
     peaked[:, 0] = 1.0  # the aligning head reads only "Hunde"
     spread = torch.full((3, 3), 1 / 3)  # all heads together read both words
     settings = DecodeConfig(alignment_head=0)
-    assert _evidence(s, torch.zeros(3), peaked, settings).warnings == ["uncovered_source"]
-    assert _evidence(s, torch.zeros(3), peaked, settings, coverage=spread).warnings == []
+    assert _evidence(s, peaked, settings).warnings == ["uncovered_source"]
+    assert _evidence(s, peaked, settings, coverage=spread).warnings == []

@@ -4,7 +4,6 @@ import torch
 from tnmt import ModelConfig, Transformer
 from tnmt.config import DecodeConfig
 from tnmt.decode import beam_search_nbest, gnmt_length_penalty, greedy_hypotheses, greedy_search
-from tnmt.decode.fast_step import StaticCache
 
 SOURCES = torch.tensor(
     [[5, 6, 7, 8, 2, 0], [9, 10, 11, 12, 13, 2], [14, 2, 0, 0, 0, 0], [2, 0, 0, 0, 0, 0], [15, 3, 16, 2, 0, 0]]
@@ -74,26 +73,16 @@ def test_a_batch_equals_its_sentences_one_at_a_time(model):
     assert batch == [greedy_search(model, unpadded(i))[0] for i in range(len(SOURCES))]
 
 
-@pytest.mark.parametrize("fast", [True, False])
-def test_finished_sentences_leave_the_batch(model, monkeypatch, fast):
+def test_finished_sentences_leave_the_batch(model, monkeypatch):
     sizes = []
-    if fast:
-        step = StaticCache.step
+    step = model.step
 
-        def recording_step(cache, tokens):
-            sizes.append(tokens.size(0))
-            return step(cache, tokens)
+    def recording_step(tgt_ids, cache, **kwargs):
+        sizes.append(tgt_ids.size(0))
+        return step(tgt_ids, cache, **kwargs)
 
-        monkeypatch.setattr(StaticCache, "step", recording_step)
-    else:
-        decode = model.decode
-
-        def recording_decode(tgt_ids, memory, **kwargs):
-            sizes.append(tgt_ids.size(0))
-            return decode(tgt_ids, memory, **kwargs)
-
-        monkeypatch.setattr(model, "decode", recording_decode)
-    out = [h.tokens for h in greedy_hypotheses(model, SOURCES, DecodeConfig(max_len=12), fast=fast)]
+    monkeypatch.setattr(model, "step", recording_step)
+    out = [h.tokens for h in greedy_hypotheses(model, SOURCES, DecodeConfig(max_len=12))]
     assert sizes[0] == len(SOURCES) and sizes == sorted(sizes, reverse=True) and sizes[-1] < sizes[0]
     assert len(sizes) == max(len(ids) + (len(ids) < 12) for ids in out)  # no step after the last finished
 

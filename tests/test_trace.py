@@ -16,10 +16,11 @@ class AttendingScriptedModel(ScriptedModel):
     """The scripted decoder, with a cross-attention row per search row: 1 layer, 1 head, 1 source position,
     holding the number of tokens the row was fed (so a row can be told from another)."""
 
-    def decode_with_attention(self, tokens, cache):
-        logits = self.decode(tokens, None, cache=cache)
+    def step(self, tokens, cache, *, need_weights=False, project=None):
+        logits, _ = super().step(tokens, cache)
         fed = torch.tensor([float(len(row[1])) for row in cache.rows])  # (N,) after this step's token
-        return logits, [fed[:, None, None, None]]  # L x (N, H, 1, S)
+        cross = fed[:, None, None, None]  # (N, H, 1, S)
+        return logits, [(None, cross)] if need_weights else None  # L x (self weights, cross weights)
 
 
 def traced(beam_size: int, *, top_k: int = 3, max_len: int = 10):

@@ -201,12 +201,6 @@ def _decode_options(p: argparse.ArgumentParser) -> None:
         default="none",
         help="int8: dynamic int8 Linear layers on the CPU, applied when loading (none)",
     )
-    p.add_argument(
-        "--fast-step",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="decode with the fast decoder step; --no-fast-step: through the model's modules, same output (True)",
-    )
     group = p.add_argument_group("decoding (default: the checkpoint's [decode] settings, else the value shown)")
     _config_flags(group, DecodeConfig, unset=argparse.SUPPRESS)
 
@@ -276,17 +270,13 @@ def _translator(args: argparse.Namespace) -> tuple[Any, DecodeConfig]:
             raise UserError("--device is for --engine tnmt; the CTranslate2 engine runs on the CPU")
         if args.quantize != "none":
             raise UserError("--quantize is for --engine tnmt; for CTranslate2 export with --quantization int8")
-        if not args.fast_step:
-            raise UserError("--no-fast-step is for --engine tnmt; CTranslate2 has its own decoder")
         translator = CTranslate2Translator(args.checkpoint)
     else:
         from tnmt.decode.translator import Translator
         from tnmt.device import resolve_device
 
         device = resolve_device(args.device)
-        translator = Translator.from_checkpoint(
-            args.checkpoint, device=str(device), quantize=args.quantize, fast_step=args.fast_step
-        )
+        translator = Translator.from_checkpoint(args.checkpoint, device=str(device), quantize=args.quantize)
     return translator, _decode_settings(args, translator.decode)
 
 

@@ -327,9 +327,6 @@ class ServeConfig:
     batching: bool = field(
         default=True, metadata=_help("batch sentences across requests (false: one request = one batch)")
     )
-    fast_step: bool = field(
-        default=True, metadata=_help("decode with the fast decoder step (false: through the model's modules)")
-    )
 
     def __post_init__(self) -> None:
         _check(self, "host", bool(self.host.strip()), "an address or host name (0.0.0.0: every interface)")

@@ -18,9 +18,9 @@ from torch.utils.checkpoint import checkpoint
 
 from tnmt.blocks.dropout import Dropout
 from tnmt.blocks.embedding import TokenEmbedding
-from tnmt.blocks.kv_cache import KVCache, LayerKV
+from tnmt.blocks.kv_cache import KVCache
 from tnmt.blocks.layers import DecoderLayer, EncoderLayer
-from tnmt.blocks.masks import causal_mask, padding_mask, target_mask
+from tnmt.blocks.masks import padding_mask, target_mask
 from tnmt.blocks.positional import PositionalEncoding
 from tnmt.config import ModelConfig
 
@@ -32,6 +32,25 @@ class AttentionMaps:
     encoder: list[Tensor]  # (B, H, S, S)
     decoder_self: list[Tensor]  # (B, H, T, T)
     cross: list[Tensor]  # (B, H, T, S)
+
+
+@dataclass(frozen=True)
+class EncodedSource:
+    """A right-padded batch of sources as the decoder reads it (`Transformer.encode_for_decoding`): what a search
+    over the batch, and the evidence pass after it, start from, so the encoder runs once for both."""
+
+    cross: Tensor  # (L, 2, B, H, S, Dh) every decoder layer's cross-attention keys and values
+    mask: Tensor | None  # (B, 1, 1, S) True on tokens; None when no source is padded (nothing to mask)
+    lengths: Tensor  # (B,) tokens per source, EOS included
+    encoder_attention: list[Tensor] | None = None  # per encoder layer (B, H, S, S), when asked for
+
+    @property
+    def batch_size(self) -> int:
+        return self.lengths.size(0)
+
+    def cache(self, capacity: int) -> KVCache:
+        """A fresh KV cache over these sources, one row per sentence, with room for `capacity` target positions."""
+        return KVCache(self.cross, self.mask, capacity=capacity)
 
 
 class Transformer(nn.Module):
@@ -97,27 +116,71 @@ class Transformer(nn.Module):
         return self._encode(src_ids, src_mask, need_weights=False)[0]
 
     def decode(
+        self, tgt_ids: Tensor, memory: Tensor, *, memory_mask: Tensor | None = None, tgt_mask: Tensor | None = None
+    ) -> Tensor:
+        """Target ids (B, T) and memory (B, S, D) -> logits (B, T, V), every position at once (teacher forcing).
+
+        `tgt_mask` defaults to causal + target padding. Decoding one token at a time goes through `step`.
+        """
+        return self._decode(tgt_ids, memory, memory_mask=memory_mask, tgt_mask=tgt_mask)[0]
+
+    def encode_for_decoding(self, src_ids: Tensor, *, need_weights: bool = False) -> EncodedSource:
+        """Encode a right-padded (B, S) source batch once for the decoder: every layer's cross-attention K/V,
+        the source mask and lengths, and with `need_weights` the encoder's self-attention (a trace shows it)."""
+        src_mask = padding_mask(src_ids, self.config.pad_id)  # (B, 1, 1, S)
+        memory, weights = self._encode(src_ids, src_mask, need_weights=need_weights)  # (B, S, D)
+        # L x 2 x (B, H, S, Dh) -> (L, 2, B, H, S, Dh); with no decoder layer, an empty stack of that shape
+        heads, d_head = self.config.n_heads, self.config.d_model // self.config.n_heads
+        b, s = src_ids.shape
+        kv = [torch.stack(layer.cross_attn.project_kv(memory)) for layer in self.decoder_layers]
+        cross = torch.stack(kv) if kv else memory.new_empty(0, 2, b, heads, s, d_head)
+        # Without padding the mask allows everything; None lets attention skip applying it at every step.
+        padded = bool((~src_mask).any())
+        lengths = src_mask.view(b, s).sum(dim=1)
+        return EncodedSource(cross, src_mask if padded else None, lengths, weights if need_weights else None)
+
+    def step(
         self,
         tgt_ids: Tensor,
-        memory: Tensor | None,
+        cache: KVCache,
         *,
-        memory_mask: Tensor | None = None,
-        tgt_mask: Tensor | None = None,
-        cache: KVCache | None = None,
-    ) -> Tensor:
-        """Target ids (B, T) and memory (B, S, D) -> logits (B, T, V).
+        need_weights: bool = False,
+        project: Callable[[Tensor], Tensor] | None = None,
+    ) -> tuple[Tensor, list[tuple[Tensor, Tensor]] | None]:
+        """The decoder on T new positions per row, after the `cache.length` it holds: ids (N, T) -> logits
+        (N, T, V), and with `need_weights` each layer's (self-attention (N, H, T, length + T), cross-attention
+        (N, H, T, S)) weights.
 
-        Without a cache, `tgt_mask` defaults to causal + target padding. With a cache (from
-        `init_cache`), `tgt_ids` are only the new positions, memory and masks come from the cache,
-        and the cache grows by T positions.
+        The one way tnmt decodes incrementally: greedy and beam search feed each row's newest token (T = 1),
+        the evidence pass a whole output (T = its length) on a fresh cache over the search's sources. The
+        positions' keys/values join the cache, which counts them. `project` replaces the output projection
+        (features (M, D) -> logits (M, V), bias included): a `Translator` passes its copy of a frozen model's
+        weights, laid out for the product (decode/projection.py).
         """
-        return self._decode(tgt_ids, memory, memory_mask=memory_mask, tgt_mask=tgt_mask, cache=cache)[0]
+        features, weights = self.step_features(tgt_ids, cache, need_weights=need_weights)
+        logits = self.project(features) if project is None else project(features)  # (N * T, V)
+        return logits.view(*tgt_ids.shape, -1), weights
 
-    def decode_with_attention(self, tgt_ids: Tensor, cache: KVCache) -> tuple[Tensor, list[Tensor]]:
-        """`decode` on a cache, also returning every layer's cross-attention weights (B, H, T, S) of the new
-        positions: what a step-by-step view of the search shows (decode/trace.py)."""
-        logits, _, cross = self._decode(tgt_ids, None, cache=cache, need_weights=True)
-        return logits, cross
+    def step_features(
+        self, tgt_ids: Tensor, cache: KVCache, *, need_weights: bool = False, layers: int | None = None
+    ) -> tuple[Tensor, list[tuple[Tensor, Tensor]] | None]:
+        """`step` up to the decoder's output features (N * T, D), rows ordered (row, position), before the output
+        projection; with `layers`, only through the first `layers` decoder layers (their output, no final norm):
+        what reads a middle layer's attention needs nothing after it."""
+        n, t = tgt_ids.shape
+        cache.reserve(t)
+        x = self.embed_dropout(self.positions(self.tgt_embed(tgt_ids), start=cache.length)).view(n * t, -1)
+        weights = []
+        for i, layer in enumerate(self.decoder_layers[:layers]):
+            x, w = layer.step(x, cache.layer(i), positions=t, need_weights=need_weights)
+            weights.append(w)
+        cache.advance(t)
+        return x if layers is not None else self.decoder_norm(x), weights if need_weights else None
+
+    def project(self, features: Tensor) -> Tensor:
+        """The pre-softmax projection: decoder features (..., D) -> logits (..., V)."""
+        logits = self.output(features)
+        return logits if self.logits_bias is None else logits + self.logits_bias
 
     def forward(
         self,
@@ -158,15 +221,6 @@ class Transformer(nn.Module):
         logits, self_w, cross_w = self._decode(tgt_ids, memory, memory_mask=src_mask, need_weights=True)
         return logits, AttentionMaps(encoder=enc, decoder_self=self_w, cross=cross_w)
 
-    def init_cache(self, memory: Tensor, memory_mask: Tensor | None) -> KVCache:
-        """A KV cache for incremental decoding, with every layer's cross-attention K/V computed once.
-
-        Raises:
-            ValueError: The model has no decoder layers (see `KVCache`).
-        """
-        layers = [LayerKV(*layer.cross_attn.project_kv(memory)) for layer in self.decoder_layers]
-        return KVCache(layers=layers, memory_mask=memory_mask)
-
     def _encode(self, src_ids: Tensor, src_mask: Tensor | None, *, need_weights: bool) -> tuple[Tensor, list]:
         if src_mask is None:
             src_mask = padding_mask(src_ids, self.config.pad_id)
@@ -180,26 +234,19 @@ class Transformer(nn.Module):
     def _decode(
         self,
         tgt_ids: Tensor,
-        memory: Tensor | None,
+        memory: Tensor,
         *,
         memory_mask: Tensor | None = None,
         tgt_mask: Tensor | None = None,
-        cache: KVCache | None = None,
         need_weights: bool = False,
         features_only: bool = False,
         weights_of: int | None = None,
     ):
         """Logits (or features), and the attention weights of every layer (`need_weights`) or of layer
         `weights_of` alone."""
-        start = 0  # positions already decoded: the offset of positional encodings and of the causal mask
-        if cache is not None:
-            start, memory_mask = cache.length, cache.memory_mask  # read before the layers append to it
-            # A single new query may see every cached key; a block of them needs the shifted causal mask.
-            if tgt_mask is None and tgt_ids.size(1) > 1:
-                tgt_mask = causal_mask(tgt_ids.size(1), start + tgt_ids.size(1), device=tgt_ids.device)
-        elif tgt_mask is None:
+        if tgt_mask is None:
             tgt_mask = target_mask(tgt_ids, self.config.pad_id)
-        x = self.embed_dropout(self.positions(self.tgt_embed(tgt_ids), start=start))  # (B, T, D)
+        x = self.embed_dropout(self.positions(self.tgt_embed(tgt_ids)))  # (B, T, D)
         self_w, cross_w = [], []
         for i, layer in enumerate(self.decoder_layers):
             x, w = self._layer(
@@ -208,7 +255,6 @@ class Transformer(nn.Module):
                 memory,
                 self_mask=tgt_mask,
                 memory_mask=memory_mask,
-                cache=None if cache is None else cache.layers[i],
                 need_weights=need_weights or i == weights_of,
             )
             if w is not None:
@@ -217,10 +263,7 @@ class Transformer(nn.Module):
         features = self.decoder_norm(x)  # (B, T, D)
         if features_only:
             return features, self_w, cross_w
-        logits = self.output(features)  # (B, T, V)
-        if self.logits_bias is not None:
-            logits = logits + self.logits_bias
-        return logits, self_w, cross_w
+        return self.project(features), self_w, cross_w  # (B, T, V)
 
     def _layer(self, layer: nn.Module, *args, **kwargs):
         """Run one encoder or decoder layer; in a training forward pass through `compiled_layer` when set, and

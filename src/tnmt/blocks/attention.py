@@ -17,7 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tnmt.blocks.kv_cache import LayerKV
+from tnmt.blocks.kv_cache import LayerCache
+from tnmt.blocks.masks import additive_mask, causal_mask
 
 
 def reference_attention(
@@ -25,14 +26,21 @@ def reference_attention(
 ) -> tuple[Tensor, Tensor]:
     """Eq. 1 written out, returning the output (..., Tq, Dh) and the weights (..., Tq, Tk).
 
-    Dividing by sqrt(d_k) keeps the dot products' variance near 1 so the softmax does not saturate.
     Dropout on the weights is the "attention dropout" of later implementations (0 in the paper).
+    """
+    weights = attention_weights(q, k, mask)
+    return F.dropout(weights, dropout_p) @ v, weights
+
+
+def attention_weights(q: Tensor, k: Tensor, mask: Tensor | None = None) -> Tensor:
+    """softmax(Q K^T / sqrt(d_k)): (..., Tq, Dh) and (..., Tk, Dh) -> (..., Tq, Tk).
+
+    Dividing by sqrt(d_k) keeps the dot products' variance near 1 so the softmax does not saturate.
     """
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., Tq, Tk)
     if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = scores.softmax(dim=-1)
-    return F.dropout(weights, dropout_p) @ v, weights
+        scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
+    return scores.softmax(dim=-1)
 
 
 def attention(
@@ -44,18 +52,51 @@ def attention(
     dropout_p: float = 0.0,
     need_weights: bool = False,
 ) -> tuple[Tensor, Tensor | None]:
-    """Eq. 1 through PyTorch's fused kernel, or written out when that is faster or the weights are wanted.
+    """Eq. 1 on (B, H, Tq, Dh) queries and (B, H, Tk, Dh) keys/values, by whichever way is fastest here; the
+    output (B, H, Tq, Dh) and, with `need_weights`, the weights (B, H, Tq, Tk). `mask`: boolean (True = may
+    attend) or additive (0 or -inf, `masks.additive_mask`), broadcastable to (B, H, Tq, Tk).
 
-    On CPU, PyTorch's fused (flash) kernel is 5-9x slower than the written-out version for a bf16
-    forward + backward pass at translation lengths (17 to 100 positions, measured with torch 2.13 for
-    benchmarks/train_speed.py), so half-precision training takes the written-out path; the
-    (B, H, Tq, Tk) weights it materialises are small at those lengths. fp32 and inference keep the kernel.
+    - Written out (`reference_attention`) for half-precision training on CPU: there PyTorch's fused (flash)
+      kernel is 5-9x slower for a bf16 forward + backward pass at translation lengths (17 to 100 positions,
+      torch 2.13, benchmarks/train_speed.py); the (B, H, Tq, Tk) weights it materialises are small there.
+    - As two batched products and a softmax (`batched_attention`) when decoding on CPU with a few queries in
+      many groups (`BATCHED_MIN_GROUPS`): the fused CPU kernel is tiled for long sequences, and with one
+      or a few queries per group it costs 1.3x that at batch 64 (198 against 154 us, 4 heads, 20 keys;
+      benchmarks/step_ops.py), while with a handful of groups (batch 1) its single call is cheaper (14
+      against 33 us).
+    - Otherwise through the fused kernel.
+
+    Asking for the weights never changes the output: they are computed beside it (`attention_weights`, before
+    dropout), so a traced or explained translation is the plain one, to the last bit.
     """
     slow_fused_backward = q.device.type == "cpu" and q.dtype != torch.float32 and q.requires_grad
-    if need_weights or slow_fused_backward:
+    if slow_fused_backward:
         out, weights = reference_attention(q, k, v, mask, dropout_p=dropout_p)
         return out, weights if need_weights else None
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p), None
+    few_queries = q.size(2) <= BATCHED_MAX_QUERIES and q.size(0) * q.size(1) >= BATCHED_MIN_GROUPS
+    if few_queries and q.device.type == "cpu" and not q.requires_grad and dropout_p == 0.0:
+        out = batched_attention(q, k, v, mask)
+    else:
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    return out, attention_weights(q, k, mask) if need_weights else None
+
+
+BATCHED_MIN_GROUPS = 16  # groups (B x H) from which decoding on CPU takes `batched_attention`
+BATCHED_MAX_QUERIES = 8  # queries per group up to which it does: a decoder step has one per beam
+
+
+def batched_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+    """Eq. 1 as `torch.bmm` over the G = B x H groups: (B, H, Tq, Dh) -> (B, H, Tq, Dh), no weights returned."""
+    b, h, tq, dh = q.shape
+    q, k, v = q.reshape(b * h, tq, dh), k.flatten(0, 1), v.flatten(0, 1)  # k, v: views of the cache
+    if mask is None:
+        scores = torch.bmm(q, k.transpose(1, 2)).mul_(dh**-0.5)  # (G, Tq, Tk)
+    else:
+        if mask.dtype == torch.bool:
+            mask = additive_mask(mask, q.dtype)
+        bias = mask.expand(b, h, -1, -1).reshape(b * h, mask.size(2), mask.size(3))  # a view when not broadcast
+        scores = torch.baddbmm(bias, q, k.transpose(1, 2), alpha=dh**-0.5)
+    return torch.bmm(scores.softmax(dim=-1), v).view(b, h, tq, dh)
 
 
 class MultiHeadAttention(nn.Module):
@@ -102,58 +143,72 @@ class MultiHeadAttention(nn.Module):
         return self._split_heads(k), self._split_heads(v)
 
     def self_attention(
-        self,
-        x: Tensor,
-        mask: Tensor | None = None,
-        *,
-        cache: LayerKV | None = None,
-        need_weights: bool = False,
+        self, x: Tensor, mask: Tensor | None = None, *, need_weights: bool = False
     ) -> tuple[Tensor, Tensor | None]:
-        """Every position of x (B, T, D) attends to the positions of x that `mask` allows.
-
-        With a cache holding L earlier positions, x holds only the T new ones: the cache appends their
-        keys/values after its own and the queries attend over all L + T positions (`mask` is then
-        (.., T, L + T) or None).
-        """
+        """Every position of x (B, T, D) attends to the positions of x that `mask` allows."""
         q, k, v = self.in_proj(x).chunk(3, dim=-1)  # 3 x (B, T, D)
-        q, k, v = self._split_heads(q), self._split_heads(k), self._split_heads(v)
-        if cache is not None:
-            k, v = cache.append(k, v)  # (B, H, L + T, Dh)
-        return self._attend(q, k, v, mask, need_weights)
+        return self._attend(self._split_heads(q), self._split_heads(k), self._split_heads(v), mask, need_weights)
 
     def cross_attention(
-        self,
-        x: Tensor,
-        memory: Tensor | None,
-        mask: Tensor | None = None,
-        *,
-        cache: LayerKV | None = None,
-        need_weights: bool = False,
+        self, x: Tensor, memory: Tensor, mask: Tensor | None = None, *, need_weights: bool = False
     ) -> tuple[Tensor, Tensor | None]:
-        """Decoder states x (N, T, D) attend to the encoder memory (B, S, D), or to its cached K/V.
+        """Decoder states x (B, T, D) attend to the encoder memory (B, S, D)."""
+        k, v = self.project_kv(memory)
+        return self._attend(self._split_heads(self._project_q(x)), k, v, mask, need_weights)
 
-        N = B, or with a cache of several beams per sentence N = B * beams: the queries of a sentence's
-        beams then go to its keys/values together, as one (beams * T)-query attention per sentence.
-        """
-        d = self.out_proj.in_features
-        n, t, _ = x.shape
-        beams = cache.beams if cache is not None else 1
-        if self.q_proj is not None:
-            q = self.q_proj(x)
+    def self_attention_step(
+        self, x: Tensor, cache: LayerCache, *, positions: int, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """`self_attention` of T new positions per row on a KV cache: x (N * T, D), rows ordered (row, position),
+        -> (N * T, D), and with `need_weights` the weights (N, H, T, length + T). Their keys/values join the
+        cache after the `cache.length` held, and each new position attends to those and to the new ones up to
+        itself."""
+        n, t, h, dh = x.size(0) // positions, positions, self.n_heads, self.d_head
+        qkv = self.in_proj(x)  # (N * T, 3D)
+        start, end = cache.length, cache.length + t
+        k_v = qkv[:, h * dh :].view(n, t, 2, h, dh).permute(2, 0, 3, 1, 4)  # (2, N, H, T, Dh)
+        if t == 1:
+            cache.kv.select(3, start).copy_(k_v[:, :, :, 0])
         else:
-            q = F.linear(x, self.in_proj.weight[:d], self.in_proj.bias[:d])
-        q = self._split_heads(q.view(n // beams, beams * t, d))  # (B, H, beams * T, Dh)
-        k, v = (cache.cross_k, cache.cross_v) if cache is not None else self.project_kv(memory)
-        out, weights = self._attend(q, k, v, mask, need_weights)  # (B, beams * T, D)
+            cache.kv[:, :, :, start:end] = k_v
+        k, v = cache.kv.narrow(3, 0, end).unbind(0)  # (N, H, L + T, Dh), views of the cache
+        q = qkv[:, : h * dh].view(n, t, h, dh).transpose(1, 2)  # (N, H, T, Dh)
+        mask = None if t == 1 else causal_mask(t, end, device=x.device)  # one new position sees every key
+        out, weights = self._heads(q, k, v, mask, need_weights=need_weights)  # (N, H, T, Dh)
+        return self.out_proj(out.transpose(1, 2).reshape(n * t, h * dh)), weights
+
+    def cross_attention_step(
+        self, x: Tensor, cache: LayerCache, *, positions: int, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """`cross_attention` of T new positions per row on a KV cache: x (N * T, D) -> (N * T, D), and with
+        `need_weights` the weights (N, H, T, S). The queries of a sentence's `cache.beams` rows go to its keys and
+        values together, as one (beams * T)-query attention per sentence."""
+        n, t, h, dh = x.size(0) // positions, positions, self.n_heads, self.d_head
+        b, queries = n // cache.beams, cache.beams * positions
+        q = self._project_q(x).view(b, queries, h, dh).transpose(1, 2)  # (B, H, beams * T, Dh)
+        out, weights = self._heads(q, cache.cross_k, cache.cross_v, cache.bias, need_weights=need_weights)
         if weights is not None:  # (B, H, beams * T, S) -> (N, H, T, S)
-            weights = weights.unflatten(2, (beams, t)).transpose(1, 2).flatten(0, 1)
-        return out.view(n, t, d), weights
+            weights = weights.unflatten(2, (cache.beams, t)).transpose(1, 2).flatten(0, 1)
+        return self.out_proj(out.transpose(1, 2).reshape(n * t, h * dh)), weights
+
+    def _project_q(self, x: Tensor) -> Tensor:
+        """Cross-attention's queries W_Q x: (..., D) -> (..., D)."""
+        if self.q_proj is not None:
+            return self.q_proj(x)
+        d = self.out_proj.in_features
+        return F.linear(x, self.in_proj.weight[:d], self.in_proj.bias[:d])
+
+    def _heads(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, need_weights: bool
+    ) -> tuple[Tensor, Tensor | None]:
+        """Eq. 1 over the heads (`attention`), with attention dropout while training."""
+        dropout_p = self.dropout if self.training else 0.0
+        return attention(q, k, v, mask, dropout_p=dropout_p, need_weights=need_weights)
 
     def _attend(
         self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool
     ) -> tuple[Tensor, Tensor | None]:
-        dropout_p = self.dropout if self.training else 0.0
-        out, weights = attention(q, k, v, mask, dropout_p=dropout_p, need_weights=need_weights)
+        out, weights = self._heads(q, k, v, mask, need_weights=need_weights)
         b, h, t, dh = out.shape
         out = out.transpose(1, 2).reshape(b, t, h * dh)  # (B, H, Tq, Dh) -> (B, Tq, D)
         return self.out_proj(out), weights

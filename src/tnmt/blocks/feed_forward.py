@@ -27,4 +27,5 @@ class FeedForward(nn.Module):
         self.dropout = Dropout(dropout)  # on the hidden activations ("relu dropout"; 0 in the paper)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.linear2(self.dropout(self.activation(self.linear1(x))))
+        hidden = self.activation(self.linear1(x))
+        return self.linear2(self.dropout(hidden) if self.training else hidden)

@@ -1,121 +1,92 @@
 """The key/value cache that makes autoregressive decoding one decoder step per token.
 
 At inference the decoder's self-attention keys/values of past positions never change (they are
-causally masked from the future), so each step only computes the new position's K/V and appends it.
-The cross-attention K/V depend only on the encoder memory and are computed once per sentence.
-The cache is an explicit object that the caller creates (`Transformer.init_cache`), passes to every
-`Transformer.decode` call and reorders for beam search: no hidden state lives on the modules.
+causally masked from the future), so each step only computes the new positions' K/V and writes them after
+the others. The cross-attention K/V depend only on the encoder memory and are computed once per batch
+(`Transformer.encode_for_decoding`). The cache is an explicit object that the caller creates, passes to
+every `Transformer.step` and reorders for beam search: no hidden state lives on the modules.
 
-The cache owns its write position: each `LayerKV` counts the positions it holds, `append` writes after
-them and advances the count, and `KVCache.length` reads it. Nobody threads a start index through the
-layers or bumps a counter beside them, so the count cannot drift from the keys/values actually stored.
-The model reads `cache.length` before a decode call, as the offset of the positional encodings and of
-the causal mask.
+Layout: every layer's self-attention keys and values live in one tensor (L, 2, N, H, capacity, Dh),
+preallocated for the positions the search may write (it doubles if a caller goes past them), so a step
+writes its new K and V with one copy per layer and allocates nothing, and a beam reorder or a shrinking
+batch is one `index_select` for all layers at once, into a spare buffer that is then swapped in. The
+cross-attention K/V of every layer sit in one (L, 2, B, H, S, Dh) tensor per batch of sources.
 
-Beam search keeps K hypotheses per sentence, all attending to the same encoder memory. The cache keeps
-the cross-attention K/V once per sentence and knows that every `beams` consecutive rows belong to one
-sentence, so cross-attention reads each sentence's K/V once for all its beams instead of once per beam
-(and a reorder within the beams copies nothing of them).
+Rows are hypotheses. Beam search keeps K of them per sentence, all attending to the same source: the
+`beams` consecutive rows b * beams ... b * beams + beams - 1 continue sentence b, which keeps its
+cross-attention K/V once; cross-attention reads them once for all its beams (`LayerCache.beams`), and a
+reorder among the beams of each sentence copies nothing of them.
+
+The cache owns its write position: `length` counts the positions written, `Transformer.step` reads it
+as the offset of the positional encodings and of the causal mask, and `advance` moves it once all layers
+have written. Per-layer views (`layer`) are made once per (re)allocation, not at every step: indexing a
+6-d tensor from Python costs more than a layer's matrix product at batch 1.
 """
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
+from tnmt.blocks.masks import additive_mask
 
-@dataclass
-class LayerKV:
-    """Keys/values of one decoder layer. Self-attention buffers grow; cross-attention ones are fixed.
 
-    Rows are hypotheses: N = B * beams, the `beams` consecutive rows b * beams ... b * beams + beams - 1
-    all continuing source sentence b.
-    """
+class LayerCache(NamedTuple):
+    """One decoder layer's views into a `KVCache`, what its step reads and writes."""
 
-    cross_k: Tensor  # (B, H, S, Dh) one per source sentence
+    kv: Tensor  # (2, N, H, capacity, Dh) self-attention keys and values, written at [length, length + T)
+    cross_k: Tensor  # (B, H, S, Dh)
     cross_v: Tensor  # (B, H, S, Dh)
-    beams: int = 1  # consecutive rows per source sentence
-    self_k: Tensor | None = None  # (N, H, capacity, Dh); positions >= length are unused
-    self_v: Tensor | None = None
-    length: int = 0  # positions of self_k/self_v written so far
-    spare: tuple[Tensor, Tensor] | None = None  # buffers of self_k/self_v's shape that `select` fills next
-
-    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Write new keys/values (B, H, T, Dh) after the `length` held ones; return all (B, H, length, Dh)."""
-        start, end = self.length, self.length + k.size(2)
-        if self.self_k is None or end > self.self_k.size(2):
-            self._grow(k, end)
-        self.self_k[:, :, start:end] = k
-        self.self_v[:, :, start:end] = v
-        self.length = end
-        return self.self_k[:, :, :end], self.self_v[:, :, :end]
-
-    def _grow(self, like: Tensor, needed: int) -> None:
-        # Preallocate in chunks so a step is a copy of one position, not a concatenation of all.
-        capacity = max(needed, 2 * (0 if self.self_k is None else self.self_k.size(2)), 32)
-        b, h, _, dh = like.shape
-        new_k = like.new_empty(b, h, capacity, dh)
-        new_v = like.new_empty(b, h, capacity, dh)
-        if self.self_k is not None:
-            new_k[:, :, : self.length] = self.self_k[:, :, : self.length]
-            new_v[:, :, : self.length] = self.self_v[:, :, : self.length]
-        self.self_k, self.self_v = new_k, new_v
-
-    def select(self, indices: Tensor) -> None:
-        """Keep rows `indices` of the self-attention keys/values, copying only the `length` filled positions.
-
-        Beam search reorders every step, so the copy goes into a spare pair of buffers that are swapped
-        with the current ones instead of allocating: fresh memory costs page faults on every step.
-        The length is unchanged: every kept row holds the same positions.
-        """
-        if self.self_k is None:
-            return
-        if self.self_k.requires_grad:  # autograd cannot follow out=; only decoding outside no_grad gets here
-            self.self_k, self.self_v = self.self_k.index_select(0, indices), self.self_v.index_select(0, indices)
-            return
-        n, rest, length = indices.numel(), self.self_k.shape[1:], self.length
-        if self.spare is None or self.spare[0].size(0) < n or self.spare[0].shape[1:] != rest:
-            self.spare = (self.self_k.new_empty(n, *rest), self.self_v.new_empty(n, *rest))
-        new_k, new_v = self.spare[0][:n], self.spare[1][:n]
-        torch.index_select(self.self_k[:, :, :length], 0, indices, out=new_k[:, :, :length])
-        torch.index_select(self.self_v[:, :, :length], 0, indices, out=new_v[:, :, :length])
-        self.spare = (self.self_k, self.self_v)
-        self.self_k, self.self_v = new_k, new_v
+    bias: Tensor | None  # (B, H, 1, S) additive source mask (-inf on padding), or None without padding
+    length: int  # positions written before this step
+    beams: int  # consecutive rows per source sentence
 
 
-@dataclass
 class KVCache:
-    """Per-layer keys/values plus the source padding mask, for one batch of hypotheses.
+    """Every decoder layer's keys/values for a batch of hypotheses; see the module docstring."""
 
-    Raises:
-        ValueError: `layers` is empty. A decoder without layers has no keys/values, so the cache would
-            have nothing to count decoded positions with; decode such a model without a cache.
-    """
-
-    layers: list[LayerKV]
-    memory_mask: Tensor | None  # (B, 1, 1, S) per source sentence, or None when the source has no padding
-
-    def __post_init__(self) -> None:
-        if not self.layers:
-            raise ValueError(
-                "a KV cache needs at least one decoder layer (n_decoder_layers=0 has no keys/values to cache); "
-                "decode such a model without a cache, feeding the whole prefix"
-            )
-
-    @property
-    def length(self) -> int:
-        """Target positions decoded so far; every layer appends the same number per decode call."""
-        return self.layers[0].length
-
-    @property
-    def beams(self) -> int:
-        """Consecutive rows (hypotheses) per source sentence."""
-        return self.layers[0].beams
+    def __init__(self, cross: Tensor, mask: Tensor | None, *, capacity: int) -> None:
+        """A cache over a batch of sources, given every layer's cross-attention keys and values (L, 2, B, H, S, Dh)
+        and the source mask (B, 1, 1, S) (None: no padding), for up to `capacity` target positions (more grow
+        it) and one row per sentence."""
+        layers, _, batch, heads, _, d_head = cross.shape
+        self.beams = 1
+        self.length = 0
+        self.spare: Tensor | None = None  # a buffer of `kv`'s shape that `reorder` fills next
+        self._set_cross(cross, mask)
+        self._set_kv(cross.new_empty(layers, 2, batch, heads, max(capacity, 1), d_head))
 
     @property
     def batch_size(self) -> int:
         """Rows: hypotheses being decoded."""
-        return self.layers[0].cross_k.size(0) * self.beams
+        return self.kv.size(2)
+
+    @property
+    def capacity(self) -> int:
+        return self.kv.size(4)
+
+    def layer(self, i: int) -> LayerCache:
+        """Decoder layer i's views, for a step writing after the `length` positions held."""
+        kv, (cross_k, cross_v) = self._kv_views[i], self._cross_views[i]
+        return LayerCache(kv, cross_k, cross_v, self._bias, self.length, self.beams)
+
+    def reserve(self, positions: int) -> None:
+        """Make room for `positions` more positions, doubling the capacity as often as needed: a caller that
+        decodes past the length it asked for still gets right answers."""
+        needed = self.length + positions
+        if needed <= self.capacity:
+            return
+        capacity = self.capacity
+        while capacity < needed:
+            capacity *= 2
+        grown = self.kv.new_empty(*self.kv.shape[:4], capacity, self.kv.size(5))
+        grown[..., : self.length, :] = self.kv[..., : self.length, :]
+        self.spare = None
+        self._set_kv(grown)
+
+    def advance(self, positions: int) -> None:
+        """Count `positions` more as written: every layer wrote them (`Transformer.step`)."""
+        self.length += positions
 
     def reorder(self, indices: Tensor, *, same_sources: bool = False) -> None:
         """Keep rows `indices` (a LongTensor of row positions), e.g. the surviving beams' parents.
@@ -124,28 +95,43 @@ class KVCache:
         each run of `beams` consecutive new rows must come from one sentence: its first row names the
         sentence whose cross-attention K/V and mask are kept. `same_sources=True` promises more: row i
         keeps a row of its own sentence and no sentence leaves (beam search reordering among the beams of
-        each sentence), so the cross-attention K/V and the memory mask are not touched at all.
+        each sentence), so the cross-attention K/V and the source mask are not touched at all.
 
         Raises:
             ValueError: a run of `beams` rows mixes sentences.
         """
-        for layer in self.layers:
-            layer.select(indices)
+        n, shape = indices.numel(), self.kv.shape
+        if self.spare is None or self.spare.size(2) < n or self.spare.shape[3:] != shape[3:]:
+            self.spare = self.kv.new_empty(*shape[:2], n, *shape[3:])
+        new = self.spare[:, :, :n]
+        torch.index_select(self.kv[..., : self.length, :], 2, indices, out=new[..., : self.length, :])
+        self.spare = self.kv
+        self._set_kv(new)
         if same_sources:
             return
         rows = indices.view(-1, self.beams)  # (B', beams)
         sentences = rows[:, 0] // self.beams  # (B',)
         if self.beams > 1 and not bool((rows // self.beams == sentences[:, None]).all()):
             raise ValueError(f"each run of {self.beams} rows must continue one sentence")
-        for layer in self.layers:
-            layer.cross_k = layer.cross_k.index_select(0, sentences)
-            layer.cross_v = layer.cross_v.index_select(0, sentences)
-        if self.memory_mask is not None:
-            self.memory_mask = self.memory_mask.index_select(0, sentences)
+        mask = None if self._mask is None else self._mask.index_select(0, sentences)
+        self._set_cross(self.cross.index_select(2, sentences), mask)
 
     def start_beams(self, n: int) -> None:
         """Make every row n consecutive rows continuing the same sentence (N -> N * n), e.g. n beams."""
-        rows = torch.arange(self.batch_size, device=self.layers[0].cross_k.device).repeat_interleave(n)
-        for layer in self.layers:
-            layer.select(rows)
-            layer.beams *= n
+        self._set_kv(self.kv.repeat_interleave(n, dim=2))
+        self.beams *= n
+        self.spare = None
+
+    def _set_kv(self, kv: Tensor) -> None:
+        self.kv = kv  # (L, 2, N, H, capacity, Dh)
+        # L x (2, N, H, capacity, Dh); views by `select`, which (unlike unbind's) may be written in place with
+        # autograd on
+        self._kv_views = [kv[i] for i in range(kv.size(0))]
+
+    def _set_cross(self, cross: Tensor, mask: Tensor | None) -> None:
+        self.cross = cross  # (L, 2, B, H, S, Dh)
+        self._mask = mask  # (B, 1, 1, S) bool
+        self._cross_views = [layer.unbind(0) for layer in cross.unbind(0)]  # L x 2 x (B, H, S, Dh)
+        # expanded over the heads once here, not at every step (the batched products take no broadcasting)
+        heads = cross.size(3)
+        self._bias = None if mask is None else additive_mask(mask, cross.dtype).expand(-1, heads, -1, -1).contiguous()

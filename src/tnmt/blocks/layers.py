@@ -14,7 +14,7 @@ from torch import Tensor, nn
 from tnmt.blocks.attention import MultiHeadAttention
 from tnmt.blocks.dropout import Dropout
 from tnmt.blocks.feed_forward import FeedForward
-from tnmt.blocks.kv_cache import LayerKV
+from tnmt.blocks.kv_cache import LayerCache
 
 W = TypeVar("W")  # what a sub-layer returns beside its output: attention weights, or None
 
@@ -29,12 +29,19 @@ class Residual(nn.Module):
         self.norm_first = norm_first
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], tuple[Tensor, W]]) -> tuple[Tensor, W]:
-        """x (B, T, D) -> (B, T, D), and what `sublayer` returns beside its output (attention weights or None)."""
-        if self.norm_first:
-            out, extra = sublayer(self.norm(x))
-            return x + self.dropout(out), extra
-        out, extra = sublayer(x)
-        return self.norm(x + self.dropout(out)), extra
+        """x (..., D) -> (..., D), and what `sublayer` returns beside its output (attention weights or None)."""
+        out, extra = sublayer(self.inner(x))
+        return self.add(x, out), extra
+
+    def inner(self, x: Tensor) -> Tensor:
+        """What the sub-layer reads: LayerNorm(x) for pre-norm, x itself for post-norm."""
+        return self.norm(x) if self.norm_first else x
+
+    def add(self, x: Tensor, out: Tensor) -> Tensor:
+        """The residual sum of x and the sub-layer's output: x + Dropout(out), then LayerNorm for post-norm."""
+        if self.training:
+            out = self.dropout(out)
+        return x + out if self.norm_first else self.norm(x + out)
 
 
 class EncoderLayer(nn.Module):
@@ -93,24 +100,39 @@ class DecoderLayer(nn.Module):
     def forward(
         self,
         x: Tensor,
-        memory: Tensor | None,
+        memory: Tensor,
         *,
         self_mask: Tensor | None,
         memory_mask: Tensor | None,
-        cache: LayerKV | None = None,
         need_weights: bool = False,
     ) -> tuple[Tensor, tuple[Tensor, Tensor] | None]:
-        """x (B, T, D) -> (B, T, D) and optionally (self weights (B, H, T, T'), cross weights (B, H, T, S)).
-
-        With a cache, x holds only the new positions (the cache places them after the ones it holds),
-        and memory may be None because the cross-attention keys/values were computed once by
-        `Transformer.init_cache`.
-        """
+        """x (B, T, D) -> (B, T, D) and optionally (self weights (B, H, T, T), cross weights (B, H, T, S))."""
         x, self_weights = self.self_block(
-            x, lambda h: self.self_attn.self_attention(h, self_mask, cache=cache, need_weights=need_weights)
+            x, lambda h: self.self_attn.self_attention(h, self_mask, need_weights=need_weights)
         )
         x, cross_weights = self.cross_block(
-            x, lambda h: self.cross_attn.cross_attention(h, memory, memory_mask, cache=cache, need_weights=need_weights)
+            x, lambda h: self.cross_attn.cross_attention(h, memory, memory_mask, need_weights=need_weights)
         )
         x, _ = self.ffn_block(x, lambda h: (self.ffn(h), None))
+        return x, (self_weights, cross_weights) if need_weights else None
+
+    def step(
+        self, x: Tensor, cache: LayerCache, *, positions: int, need_weights: bool = False
+    ) -> tuple[Tensor, tuple[Tensor, Tensor] | None]:
+        """`forward` of T new positions per row on a KV cache (`Transformer.step`): x (N * T, D), rows ordered
+        (row, position), -> (N * T, D), and with `need_weights` (self weights (N, H, T, length + T), cross
+        weights (N, H, T, S)).
+
+        The same sub-layers and residual blocks as `forward`, called directly rather than through closures: a
+        decoder step at batch 1 costs about as much in Python calls as in arithmetic.
+        """
+        out, self_weights = self.self_attn.self_attention_step(
+            self.self_block.inner(x), cache, positions=positions, need_weights=need_weights
+        )
+        x = self.self_block.add(x, out)
+        out, cross_weights = self.cross_attn.cross_attention_step(
+            self.cross_block.inner(x), cache, positions=positions, need_weights=need_weights
+        )
+        x = self.cross_block.add(x, out)
+        x = self.ffn_block.add(x, self.ffn(self.ffn_block.inner(x)))
         return x, (self_weights, cross_weights) if need_weights else None

@@ -35,3 +35,12 @@ def target_mask(tgt_ids: Tensor, pad_id: int) -> Tensor:
     keys = tgt_ids != pad_id  # (B, T)
     keys[:, 0] = True
     return causal_mask(tgt_ids.size(1), device=tgt_ids.device) & keys[:, None, None, :]
+
+
+def additive_mask(mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """A boolean mask as the additive one attention also takes: 0 where it allows, -inf where it does not.
+
+    Attention adds it to the scores, which is what the fused kernel does with a boolean mask on every call;
+    a cache converts its source mask once and reuses it at every step.
+    """
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))

@@ -232,6 +232,15 @@ class Tokenizer:
         """The pieces `encode_source(text)` stands for, e.g. to label an attention plot."""
         return self._source.encode(SURROGATE.sub("\ufffd", text), out_type=str)
 
+    def encode_source_pieces(self, text: str) -> tuple[list[int], list[str]]:
+        """`encode_source(text)` and `source_pieces(text)` from one pass of sentencepiece: a translation that
+        reports on its words needs both."""
+        pieces = self.source_pieces(text)
+        if self._piece_to_id is None:
+            return self._source.piece_to_id(pieces), pieces
+        unk, index = self._unk_id, self._piece_to_id
+        return [index.get(piece, unk) for piece in pieces], pieces
+
     def source_vocabulary(self) -> list[str]:
         """Every source piece, by id: what another engine (a CTranslate2 export) needs to map the pieces it
         reads to the encoder's embedding rows, so that no code but this class opens a sentencepiece model."""

@@ -19,6 +19,7 @@ exactly greedy search. With alpha = 0 it is exact: log-probs only fall as beams 
 leave the batch, so the search ends when the last one is done.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -26,18 +27,11 @@ from torch import Tensor
 
 from tnmt.blocks.kv_cache import KVCache
 from tnmt.config import DecodeConfig
-from tnmt.decode.fast_step import StaticCache
-from tnmt.decode.step import (
-    Hypothesis,
-    TokenRules,
-    gnmt_length_penalty,
-    next_token_logits,
-    output_limits,
-    start_decoding,
-    top_k,
-)
+from tnmt.decode.hypothesis import Hypothesis, gnmt_length_penalty
+from tnmt.decode.rules import TokenRules, output_limits
+from tnmt.decode.top_k import top_k
 from tnmt.decode.trace import SearchRecorder
-from tnmt.model import Transformer
+from tnmt.model import EncodedSource, Transformer
 
 
 @dataclass
@@ -48,6 +42,7 @@ class BeamState:
     limits: list[int]  # (Ba) most tokens each sentence may generate
     log_probs: Tensor  # (Ba, K) summed log-probs of the open beams, -inf for a beam with no live path
     tokens: Tensor  # (Ba * K, t) ids of the open beams, BOS excluded
+    token_log_probs: Tensor  # (Ba * K, t) the log-probability of each of those ids
     worst_kept: Tensor  # (Ba,) score of the K-th best finished hypothesis, -inf while there are fewer
     finished: list[list[Hypothesis]]  # per input sentence, best first
     first_rows: Tensor  # (Ba, 1) cache row of each sentence's first beam: 0, K, 2K, ...
@@ -65,6 +60,7 @@ class BeamState:
         """Keep only sentences `keep` (indices into the Ba searched sentences)."""
         ba, k = self.log_probs.shape
         self.tokens = self.tokens.view(ba, k, -1)[keep].flatten(0, 1)  # (Ba', K, t) -> (Ba' * K, t)
+        self.token_log_probs = self.token_log_probs.view(ba, k, -1)[keep].flatten(0, 1)
         self.log_probs, self.worst_kept = self.log_probs[keep], self.worst_kept[keep]
         self.first_rows = self.first_rows[: keep.numel()]
         indices = keep.tolist()
@@ -75,24 +71,25 @@ class BeamState:
 @torch.inference_mode()
 def beam_search_nbest(
     model: Transformer,
-    src_ids: Tensor,
+    src: Tensor | EncodedSource,
     decode: DecodeConfig | None = None,
     *,
     n_best: int = 1,
     recorder: SearchRecorder | None = None,
-    fast: bool = True,
+    project: Callable[[Tensor], Tensor] | None = None,
 ) -> list[list[Hypothesis]]:
     """The `n_best` best hypotheses of every sentence of a batch, best first.
 
     Args:
         model: The Transformer (in eval mode).
-        src_ids: Right-padded source ids (B, S), each sentence ending with EOS.
+        src: Right-padded source ids (B, S), each sentence ending with EOS, or the batch already encoded
+            (`Transformer.encode_for_decoding`).
         decode: K = `beam_size` open beams per sentence; `length_penalty` is alpha of lp(|Y|) (0 ranks
-            by log-probability); length limits as in `step.output_limits`; EOS is forbidden until
+            by log-probability); length limits as in `rules.output_limits`; EOS is forbidden until
             `min_len` tokens were generated. None = `DecodeConfig()`.
         n_best: How many hypotheses to return per sentence (1 <= n_best <= beam_size).
         recorder: Told what every step did (decode/trace.py); for a batch of one sentence.
-        fast: Decode with the fast step (decode/fast_step.py) unless a recorder needs the modules' attention.
+        project: The output projection to use instead of the model's (`Transformer.step`).
 
     Raises:
         ValueError: n_best outside [1, beam_size].
@@ -101,15 +98,20 @@ def beam_search_nbest(
     beam_size, length_penalty = decode.beam_size, decode.length_penalty
     if not 1 <= n_best <= beam_size:
         raise ValueError(f"need 1 <= n_best <= beam_size, got n_best {n_best} and beam_size {beam_size}")
-    c, device, batch, k = model.config, src_ids.device, src_ids.size(0), beam_size
+    c, k = model.config, beam_size
+    source = src if isinstance(src, EncodedSource) else model.encode_for_decoding(src)
+    device, batch = source.lengths.device, source.batch_size
     if recorder is not None and batch != 1:
         raise ValueError(f"a recorder follows one sentence, got a batch of {batch}")
-    limits = output_limits((src_ids != c.pad_id).sum(dim=1), model_max_len=c.max_len, decode=decode)  # (B,)
-    rules = TokenRules.of(model, min_len=decode.min_len, device=device)
-    state, cache = _init(model, src_ids, limits.tolist(), beam_size=k, fast=fast and recorder is None)
+    limits = output_limits(source.lengths, model_max_len=c.max_len, decode=decode)  # (B,)
+    rules = TokenRules.of(c, min_len=decode.min_len, device=device)
+    state, cache = _init(source, limits.tolist(), beam_size=k)
     inputs = torch.full((batch * k,), c.bos_id, dtype=torch.long, device=device)  # (Ba * K,)
     while True:
-        log_probs = next_token_logits(model, inputs, cache, recorder).log_softmax(dim=-1)  # (Ba * K, V)
+        logits, weights = model.step(inputs[:, None], cache, need_weights=recorder is not None, project=project)
+        log_probs = logits[:, 0].log_softmax(dim=-1)  # (Ba * K, V)
+        if recorder is not None:
+            recorder.attention(weights)
         rules.apply_(log_probs, state.tokens.size(1))
         if recorder is not None:
             recorder.open(state.tokens.tolist(), state.log_probs.view(-1).tolist(), log_probs)
@@ -126,17 +128,15 @@ def beam_search_nbest(
         inputs = state.tokens[:, -1]
 
 
-def beam_search(model: Transformer, src_ids: Tensor, decode: DecodeConfig | None = None) -> list[list[int]]:
+def beam_search(model: Transformer, src: Tensor | EncodedSource, decode: DecodeConfig | None = None) -> list[list[int]]:
     """The best hypothesis of every sentence as ids without BOS and EOS; see `beam_search_nbest`."""
-    return [hyps[0].tokens for hyps in beam_search_nbest(model, src_ids, decode)]
+    return [hyps[0].tokens for hyps in beam_search_nbest(model, src, decode)]
 
 
-def _init(
-    model: Transformer, src_ids: Tensor, limits: list[int], *, beam_size: int, fast: bool
-) -> tuple[BeamState, KVCache | StaticCache]:
-    """Encode the sources and start K beams per sentence, of which only the first is alive."""
-    batch, k, device = src_ids.size(0), beam_size, src_ids.device
-    cache = start_decoding(model, src_ids, fast_capacity=max(limits) if fast else 0)
+def _init(source: EncodedSource, limits: list[int], *, beam_size: int) -> tuple[BeamState, KVCache]:
+    """Start K beams per sentence, of which only the first is alive, on a cache over the sources."""
+    batch, k, device = source.batch_size, beam_size, source.lengths.device
+    cache = source.cache(max(limits))
     cache.start_beams(k)  # (B * K) rows
     log_probs = torch.full((batch, k), float("-inf"), device=device)
     log_probs[:, 0] = 0.0  # so the first step expands one beam per sentence, not K copies of it
@@ -145,6 +145,7 @@ def _init(
         limits=limits,
         log_probs=log_probs,
         tokens=torch.empty(batch * k, 0, dtype=torch.long, device=device),
+        token_log_probs=torch.empty(batch * k, 0, device=device),
         worst_kept=torch.full((batch,), float("-inf"), device=device),
         finished=[[] for _ in range(batch)],
         first_rows=torch.arange(0, batch * k, k, device=device)[:, None],
@@ -161,13 +162,17 @@ def _step(state: BeamState, log_probs: Tensor, *, eos_id: int, alpha: float, rec
     rows = index // vocab + state.first_rows  # (Ba, 2K) cache row of each candidate's parent
     tokens = index % vocab  # (Ba, 2K)
     is_eos = tokens == eos_id
+    # (Ba, 2K) each candidate's own token log-probability: its sum less its parent beam's
+    own = top - state.log_probs.gather(1, index // vocab)
     ended = is_eos[:, :k] & (top[:, :k] > float("-inf"))  # EOS among the K best: a finished hypothesis
     if bool(ended.any()):
         length = state.tokens.size(1) + 1  # the words and EOS
         for i, j in ended.nonzero().tolist():
             log_prob = float(top[i, j])
             ids = state.tokens[rows[i, j]].tolist()
-            state.add(i, Hypothesis(ids, log_prob / gnmt_length_penalty(length, alpha), log_prob))
+            token_log_probs = (*state.token_log_probs[rows[i, j]].tolist(), float(own[i, j]))
+            score = log_prob / gnmt_length_penalty(length, alpha)
+            state.add(i, Hypothesis(ids, score, log_prob, True, token_log_probs))
     pick = is_eos.to(torch.uint8).argsort(dim=1, stable=True)[:, :k]  # (Ba, K): best non-EOS candidates
     if recorder is not None:
         recorder.beam_step(top[0], index[0] // vocab, tokens[0], ended[0], pick[0])
@@ -175,6 +180,8 @@ def _step(state: BeamState, log_probs: Tensor, *, eos_id: int, alpha: float, rec
     parents = rows.gather(1, pick).view(-1)  # (Ba * K,)
     new = tokens.gather(1, pick).view(-1, 1)  # (Ba * K, 1)
     state.tokens = torch.cat([state.tokens.index_select(0, parents), new], dim=1)  # (Ba * K, t + 1)
+    chosen = own.gather(1, pick).view(-1, 1)  # (Ba * K, 1)
+    state.token_log_probs = torch.cat([state.token_log_probs.index_select(0, parents), chosen], dim=1)
     return parents
 
 
@@ -187,7 +194,9 @@ def _finalize(state: BeamState, *, alpha: float, recorder: SearchRecorder | None
         for j, log_prob in enumerate(state.log_probs[i].tolist()):
             if log_prob > float("-inf"):
                 ids = state.tokens[i * k + j].tolist()
-                state.add(i, Hypothesis(ids, log_prob / gnmt_length_penalty(length, alpha), log_prob))
+                token_log_probs = tuple(state.token_log_probs[i * k + j].tolist())
+                score = log_prob / gnmt_length_penalty(length, alpha)
+                state.add(i, Hypothesis(ids, score, log_prob, False, token_log_probs))
     best_open = state.log_probs[:, 0] / gnmt_length_penalty(length, alpha)  # (Ba,) if it ended now
     done = best_open <= state.worst_kept
     if at_limit:

@@ -1,9 +1,10 @@
 """The evidence behind a translation: which source words each target word came from, how sure the model
 was, and what looks wrong.
 
-Everything here is read off one teacher-forced forward pass over the search's output, batched like the
-search: the pass gives every output token's probability (the model's own, from the full softmax) and
-every layer's cross-attention. Nothing is trained for it, except where a recipe trained one head toward
+Everything here is read off the search and one teacher-forced pass over its outputs, batched like the search:
+the search gives every output token's probability (the model's own, from the full softmax, as it chose the
+token), and the pass, on the search's own encoded sources and only through the aligning layer, that layer's
+cross-attention. Nothing is trained for it, except where a recipe trained one head toward
 statistical alignments (guided alignment, Garg et al. 2019); the `DecodeConfig` names the layer and head
 to read.
 
@@ -36,7 +37,7 @@ from torch import Tensor
 
 from tnmt.config import DecodeConfig
 from tnmt.errors import UserError
-from tnmt.model import Transformer
+from tnmt.model import EncodedSource, Transformer
 
 WARNINGS = {
     "repetition": "the output repeats a word, a phrase or a piece of a word in a loop",
@@ -81,6 +82,7 @@ class Sentence:
     output_ids: list[int]  # without BOS and EOS
     output_pieces: list[str]
     ended: bool  # the search wrote EOS (it did not stop at its length limit)
+    token_log_probs: Sequence[float]  # each output token's log-probability, and EOS's when it ended
 
 
 def piece_words(pieces: Sequence[str], text: str) -> list[int]:
@@ -129,34 +131,27 @@ def _surfaces(pieces: Sequence[str]) -> list[str]:
     return surfaces
 
 
-@torch.inference_mode()
-def gather_evidence(
-    model: Transformer,
-    sentences: Sequence[Sentence],
-    settings: DecodeConfig,
-    *,
-    bos_id: int,
-    eos_id: int,
-) -> list[Evidence]:
-    """The `Evidence` of a batch of translations, from one teacher-forced forward pass."""
-    device = next(model.parameters()).device
-    pad = model.config.pad_id
-    width_s = max(len(s.source_ids) for s in sentences) + 1
-    width_t = max(len(s.output_ids) for s in sentences) + 1
-    src = torch.tensor([[*s.source_ids, eos_id] + [pad] * (width_s - 1 - len(s.source_ids)) for s in sentences])
-    tgt = torch.tensor([[bos_id, *s.output_ids] + [pad] * (width_t - 1 - len(s.output_ids)) for s in sentences])
-    layer = alignment_layer_index(settings.alignment_layer, model.config.n_decoder_layers)
-    # one forward pass; only the aligning layer writes out its weights
-    logits, cross = model(src.to(device), tgt.to(device), cross_attention_of=layer)  # (B, T, V), (B, H, T, S)
-    # the probability of each output token and of EOS after it: row t writes token t + 1
-    written = torch.cat([tgt[:, 1:], torch.full((len(sentences), 1), pad)], dim=1)  # (B, T)
-    for b, s in enumerate(sentences):
-        written[b, len(s.output_ids)] = eos_id
-    log_probs = logits.float().log_softmax(dim=-1).gather(2, written.to(device)[:, :, None])[:, :, 0].cpu()  # (B, T)
+def gather_evidence(sentences: Sequence[Sentence], cross: Tensor, settings: DecodeConfig) -> list[Evidence]:
+    """The `Evidence` of a batch of translations, given the aligning layer's cross-attention (B, H, T, S) of a
+    teacher-forced pass over BOS + each output (`teacher_forced_attention`)."""
     rows = alignment_rows(cross, settings.alignment_head).float().cpu()  # (B, T, S)
     # coverage reads all heads: one guided head is peaked on single words and leaves the others at ~0
     mean = rows if settings.alignment_head < 0 else cross.mean(dim=1).float().cpu()  # (B, T, S)
-    return [_evidence(s, log_probs[b], rows[b], settings, coverage=mean[b]) for b, s in enumerate(sentences)]
+    return [_evidence(s, rows[b], settings, coverage=mean[b]) for b, s in enumerate(sentences)]
+
+
+def teacher_forced_attention(
+    model: Transformer, source: EncodedSource, outputs: Sequence[list[int]], *, bos_id: int, layers: int | None
+) -> list[tuple[Tensor, Tensor]]:
+    """Each decoder layer's (self-attention (B, H, T, T), cross-attention (B, H, T, S)) weights over BOS + each
+    output (right-padded to T), on a fresh cache over the search's encoded `source`: the encoder does not run
+    again. `layers` stops after that many layers (the aligning one), where the evidence needs nothing more."""
+    pad = model.config.pad_id
+    width = max(len(ids) for ids in outputs) + 1
+    rows = [[bos_id, *ids] + [pad] * (width - 1 - len(ids)) for ids in outputs]
+    tgt = torch.tensor(rows, device=source.lengths.device)  # (B, T)
+    _, weights = model.step_features(tgt, source.cache(width), need_weights=True, layers=layers)
+    return weights
 
 
 def alignment_layer_index(alignment_layer: int, n_decoder_layers: int) -> int:
@@ -172,20 +167,18 @@ def alignment_rows(layer: Tensor, head: int) -> Tensor:
     return layer.mean(dim=1) if head < 0 else layer[:, head]
 
 
-def _evidence(
-    s: Sentence, log_probs: Tensor, rows: Tensor, settings: DecodeConfig, *, coverage: Tensor | None = None
-) -> Evidence:
-    """One sentence's evidence from its token log-probs (T,), its aligning attention rows (T, S) and the rows
-    whose sums tell what was read (the heads' mean; default: `rows`)."""
+def _evidence(s: Sentence, rows: Tensor, settings: DecodeConfig, *, coverage: Tensor | None = None) -> Evidence:
+    """One sentence's evidence from its aligning attention rows (T, S) and the rows whose sums tell what was read
+    (the heads' mean; default: `rows`)."""
     n_out, n_src = len(s.output_ids), len(s.source_ids)
-    token_log_probs = log_probs[: n_out + int(s.ended)]  # the output's tokens, and EOS when it was written
-    confidence = float(token_log_probs.mean().exp()) if len(token_log_probs) else 0.0
+    log_probs = s.token_log_probs  # the output's tokens, and EOS when it was written
+    confidence = math.exp(sum(log_probs) / len(log_probs)) if log_probs else 0.0
     target_words = piece_words(s.output_pieces, s.output_text)
     source_words = piece_words(s.source_pieces, s.source_text)[:n_src]
     n_target_words = len(s.output_text.split())
     word_log_probs = [0.0] * n_target_words
     for k, word in enumerate(target_words if n_target_words else []):
-        word_log_probs[word] += float(log_probs[k])
+        word_log_probs[word] += log_probs[k]
     attention = _output_rows(rows, n_out, n_src, shift=settings.alignment_shift)  # (n_out, n_src + 1)
     alignment = _alignment(attention, source_words, target_words) if n_out and n_src and n_target_words else []
     read = attention if coverage is None else _output_rows(coverage, n_out, n_src, shift=settings.alignment_shift)

@@ -5,29 +5,31 @@ greedy search skips the beams' bookkeeping. Both return `Hypothesis` objects, so
 (the `Translator`, the server) never asks which one ran.
 """
 
+from collections.abc import Callable
+
 from torch import Tensor
 
 from tnmt.config import DecodeConfig
 from tnmt.decode.beam import beam_search_nbest
 from tnmt.decode.greedy import greedy_hypotheses
-from tnmt.decode.step import Hypothesis
+from tnmt.decode.hypothesis import Hypothesis
 from tnmt.decode.trace import SearchRecorder
 from tnmt.errors import UserError
-from tnmt.model import Transformer
+from tnmt.model import EncodedSource, Transformer
 
 
 def search(
     model: Transformer,
-    src_ids: Tensor,
+    src: Tensor | EncodedSource,
     settings: DecodeConfig,
     *,
     n_best: int = 1,
     recorder: SearchRecorder | None = None,
-    fast: bool = True,
+    project: Callable[[Tensor], Tensor] | None = None,
 ) -> list[list[Hypothesis]]:
-    """The `n_best` best hypotheses of every sentence of a right-padded (B, S) batch, best first; a `recorder`
-    (decode/trace.py, a batch of one) is told what every step did. `fast=False` decodes through the model's
-    modules instead of the fast step (decode/fast_step.py), which gives the same hypotheses.
+    """The `n_best` best hypotheses of every sentence of a right-padded (B, S) batch (or the batch encoded
+    already), best first; a `recorder` (decode/trace.py, a batch of one) is told what every step did, and
+    `project` replaces the model's output projection (decode/projection.py).
 
     Raises:
         ValueError: n_best outside [1, settings.beam_size].
@@ -39,6 +41,6 @@ def search(
     if settings.beam_size == 1:
         if n_best != 1:
             raise ValueError(f"need 1 <= n_best <= beam_size, got n_best {n_best} and beam_size 1")
-        found = greedy_hypotheses(model, src_ids, settings, recorder=recorder, fast=fast)
+        found = greedy_hypotheses(model, src, settings, recorder=recorder, project=project)
         return [[hypothesis] for hypothesis in found]
-    return beam_search_nbest(model, src_ids, settings, n_best=n_best, recorder=recorder, fast=fast)
+    return beam_search_nbest(model, src, settings, n_best=n_best, recorder=recorder, project=project)

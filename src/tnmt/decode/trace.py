@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from tnmt.config import DecodeConfig
-from tnmt.decode.step import Hypothesis, gnmt_length_penalty
+from tnmt.decode.hypothesis import Hypothesis, gnmt_length_penalty
 
 
 @dataclass(frozen=True)
@@ -86,9 +86,11 @@ class SearchRecorder:
         self._prefix: list[int] = []  # greedy search's one hypothesis
         self._prefix_log_prob = 0.0
 
-    def attention(self, cross: Tensor) -> None:
-        """The cross-attention of the step being decoded, (L, N, H, S): one row per search row."""
-        self._attention = cross.float().cpu()
+    def attention(self, weights: list[tuple[Tensor, Tensor]]) -> None:
+        """The attention weights of the step being decoded (`Transformer.step`'s, one new position per row): its
+        cross-attention rows are kept, (L, N, H, S), one row per search row."""
+        if weights:
+            self._attention = torch.stack([cross[:, :, 0] for _, cross in weights]).float().cpu()
 
     def open(self, tokens: list[list[int]], log_probs: list[float], next_log_probs: Tensor) -> None:
         """A step starts: the search's rows (ids, summed log-probs; -inf = no live path) and their next-token
@@ -127,7 +129,8 @@ class SearchRecorder:
         self._prefix_log_prob = step.candidates[0].log_prob
         self._prefix = self._prefix + ([] if token == self.eos_id else [token])
         if ended:
-            step.finished = [Hypothesis(self._prefix, step.candidates[0].score, self._prefix_log_prob)]
+            ended_with_eos = token == self.eos_id
+            step.finished = [Hypothesis(self._prefix, step.candidates[0].score, self._prefix_log_prob, ended_with_eos)]
 
     def beam_step(self, scores: Tensor, beams: Tensor, tokens: Tensor, ended: Tensor, pick: Tensor) -> None:
         """A beam-search step's 2K candidates (best first): their summed log-probs, parent beams and tokens

@@ -21,12 +21,14 @@ import torch
 
 from tnmt.checkpoint import load_checkpoint
 from tnmt.config import DecodeConfig
-from tnmt.decode.evidence import Evidence, Sentence, gather_evidence
+from tnmt.decode.evidence import Evidence, Sentence, alignment_layer_index, gather_evidence, teacher_forced_attention
+from tnmt.decode.hypothesis import Hypothesis
+from tnmt.decode.projection import OutputProjection
 from tnmt.decode.quantize import quantize_int8
+from tnmt.decode.rules import fit_source
 from tnmt.decode.search import search
-from tnmt.decode.step import Hypothesis, fit_source, output_limits
 from tnmt.decode.trace import SearchRecorder, Trace
-from tnmt.model import AttentionMaps, Transformer
+from tnmt.model import AttentionMaps, EncodedSource, Transformer
 
 QUANTIZE = ("none", "int8")
 
@@ -38,10 +40,19 @@ class TextTokenizer(Protocol):
     bos_id: int
     eos_id: int
 
-    def encode_source(self, text: str) -> list[int]: ...
+    def encode_source_pieces(self, text: str) -> tuple[list[int], list[str]]: ...
     def decode_target(self, ids: Sequence[int]) -> str: ...
-    def source_pieces(self, text: str) -> list[str]: ...
     def target_pieces(self, ids: Sequence[int]) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class Source:
+    """A text as the `Translator` decodes it, tokenised once (`Translator.encode`): the ids decoded, and the
+    pieces of the whole text, which label its attention and map its subwords onto words for the evidence."""
+
+    ids: list[int]  # without EOS, cut to the model's max_len - 1 positions
+    pieces: list[str] | None  # every piece of the text (more than `ids` when it was cut); None: ids given alone,
+    # by a caller that asks for neither attention nor evidence (validation during training)
 
 
 class TokenAttention(NamedTuple):
@@ -93,12 +104,13 @@ class Translator:
         decode: DecodeConfig | None = None,
         *,
         quantize: str = "none",
-        fast_step: bool = True,
+        frozen: bool = False,
     ) -> None:
         """`decode` (default `DecodeConfig()`) is every call's default settings; `quantize="int8"` quantises the
-        model now (`tnmt.decode.quantize`): a property of the loaded model, not of a call. `fast_step=False`
-        decodes through the model's modules instead of the fast step (decode/fast_step.py), which finds the
-        same translations: for comparing, or for a model changed in ways the fast step does not know."""
+        model now (`tnmt.decode.quantize`): a property of the loaded model, not of a call. `frozen=True` promises
+        that the model's weights do not change while this translator uses it (it loaded its own): the translator
+        then keeps a copy of the output projection laid out for decoding (decode/projection.py). A quantised
+        model is a copy of the translator's own, so it is frozen too."""
         if quantize not in QUANTIZE:
             raise ValueError(f"quantize must be one of {QUANTIZE}, got {quantize!r}")
         self.decode = decode or DecodeConfig()
@@ -106,20 +118,21 @@ class Translator:
         if quantize == "int8" and self.device.type != "cpu":
             raise ValueError(f"quantize='int8' runs on the CPU only, not on {self.device}")
         self.quantize = quantize
-        self.fast_step = fast_step
         self.model = quantize_int8(model) if quantize == "int8" else model.eval()
         self.tokenizer = tokenizer
+        owned = frozen or quantize == "int8"
+        self.projection = OutputProjection(self.model) if owned and OutputProjection.usable(self.model) else None
 
     @classmethod
     def from_checkpoint(
-        cls, path: str | os.PathLike[str], *, device: str = "cpu", quantize: str = "none", fast_step: bool = True
+        cls, path: str | os.PathLike[str], *, device: str = "cpu", quantize: str = "none"
     ) -> "Translator":
         """Load a checkpoint directory (or a `best`/`last` link to one); its decoding settings become the default."""
         if quantize not in QUANTIZE:  # before the slower load
             raise ValueError(f"quantize must be one of {QUANTIZE}, got {quantize!r}")
         checkpoint = load_checkpoint(path, map_location=device, training=False)
-        model = checkpoint.model.to(device).requires_grad_(False)  # ours alone, never trained: frozen (fast_step.py)
-        return cls(model, checkpoint.tokenizer, checkpoint.decode, quantize=quantize, fast_step=fast_step)
+        model = checkpoint.model.to(device).requires_grad_(False)  # ours alone, never trained
+        return cls(model, checkpoint.tokenizer, checkpoint.decode, quantize=quantize, frozen=True)
 
     def translate(
         self, texts: Sequence[str], settings: DecodeConfig | None = None, *, first_line: int = 1
@@ -136,7 +149,7 @@ class Translator:
         attention: bool = False,
         evidence: bool = False,
         first_line: int = 1,
-        sources: Sequence[list[int] | None] | None = None,
+        sources: Sequence[Source | None] | None = None,
     ) -> list[Translation]:
         """The translation of each text, in input order; `EMPTY` for an empty or all-whitespace text.
 
@@ -146,30 +159,30 @@ class Translator:
                 which gives the same result as beam search with one beam.
             n_best: With n_best > 1, each translation carries its next n_best - 1 alternatives (at most
                 the beam size in all).
-            evidence: Also return each best translation's word alignment, confidence and warnings: one
-                teacher-forced forward pass per batch (decode/evidence.py).
-            attention: Also return the attention weights behind each (non-empty) translation: one more
-                forward pass per sentence.
+            evidence: Also return each best translation's word alignment, confidence and warnings
+                (decode/evidence.py): the search's own token probabilities, and the attention of one
+                teacher-forced pass over the outputs through the aligning layer, on the search's encoded
+                sources.
+            attention: Also return the attention weights behind each (non-empty) translation: the same
+                teacher-forced pass through every layer, which then serves the evidence too.
             first_line: The line number of `texts[0]` in warnings (a file translated chunk by chunk names
                 its own lines).
-            sources: The texts' ids from `encode`, when the caller has them already (a server counts tokens
-                with them), so nothing is tokenised twice.
+            sources: The texts as `encode` tokenised them, when the caller has them already (a server counts
+                tokens with them), so nothing is tokenised twice.
         """
         settings = settings or self.decode
         if sources is None:
             sources = self.encode(texts, first_line=first_line)
         results: list[Translation] = [EMPTY] * len(texts)
-        pad_id, eos_id = self.model.config.pad_id, self.tokenizer.eos_id
         lengths = _lengths(texts, sources)
         for chunk in _length_batches(lengths, settings.batch_size):
-            width = lengths[chunk[0]] + 1  # the longest, with EOS: sorted by decreasing length
-            rows = [[*sources[i], eos_id] + [pad_id] * (width - 1 - len(sources[i])) for i in chunk]
-            src = torch.tensor(rows, device=self.device)
-            found = search(self.model, src, settings, n_best=n_best, fast=self.fast_step)
-            translations = [self._translation(hypotheses) for hypotheses in found]
-            proofs = self._evidence(chunk, texts, sources, translations, settings) if evidence else [None] * len(chunk)
-            for i, translation, proof in zip(chunk, translations, proofs, strict=True):
-                maps = self._attention(texts[i], sources[i], translation.tokens) if attention else None
+            batch = [sources[i] for i in chunk]
+            with torch.inference_mode():
+                encoded = self.model.encode_for_decoding(self._source_batch(batch), need_weights=attention)
+                found = search(self.model, encoded, settings, n_best=n_best, project=self.projection)
+                translations = [self._translation(hypotheses) for hypotheses in found]
+                extras = self._explain(chunk, texts, batch, encoded, found, translations, settings, attention, evidence)
+            for i, translation, (maps, proof) in zip(chunk, translations, extras, strict=True):
                 results[i] = replace(translation, attention=maps, evidence=proof)
         return results
 
@@ -184,7 +197,7 @@ class Translator:
         return self.translations([text], settings, attention=True)[0].attention
 
     def trace(
-        self, text: str, settings: DecodeConfig | None = None, *, top_k: int = 5, source: list[int] | None = None
+        self, text: str, settings: DecodeConfig | None = None, *, top_k: int = 5, source: Source | None = None
     ) -> Trace:
         """Translate `text` as `translations` does and return the search step by step (decode/trace.py): every
         step's open hypotheses with their `top_k` likeliest next tokens, the candidates kept, finished and
@@ -197,28 +210,28 @@ class Translator:
         if not text.strip():
             raise ValueError("cannot trace the translation of an empty text")
         settings = settings or self.decode
-        ids = self.encode([text])[0] if source is None else source
-        src = torch.tensor([[*ids, self.tokenizer.eos_id]], device=self.device)  # (1, S)
+        source = self.encode([text])[0] if source is None else source
         recorder = SearchRecorder(top_k=top_k, length_penalty=settings.length_penalty, eos_id=self.tokenizer.eos_id)
-        best = search(self.model, src, settings, recorder=recorder)[0][0]
-        with torch.inference_mode():
-            _, maps = self.model.attention_maps(src, torch.tensor([[self.tokenizer.bos_id]], device=self.device))
-        encoder = torch.stack([layer[0] for layer in maps.encoder]).float().cpu()  # L x (H, S, S) -> (L, H, S, S)
+        with torch.inference_mode():  # the encoder's self-attention from the search's own encoder pass
+            encoded = self.model.encode_for_decoding(self._source_batch([source]), need_weights=True)
+            best = search(self.model, encoded, settings, recorder=recorder, project=self.projection)[0][0]
+        encoder = torch.stack([layer[0] for layer in encoded.encoder_attention]).float().cpu()  # (L, H, S, S)
         text_out = self.tokenizer.decode_target(best.tokens)
-        return Trace(text_out, self._source_pieces(text, ids), encoder, recorder.steps)
+        return Trace(text_out, self._source_pieces(source), encoder, recorder.steps)
 
-    def encode(self, texts: Sequence[str], *, first_line: int = 1) -> list[list[int] | None]:
-        """Each text's source ids without EOS, cut to the model's `max_len - 1` positions (with a warning naming
-        the line); None for an empty or all-whitespace text, which is never decoded."""
-        max_len = self.model.config.max_len
-        return [
-            fit_source(self.tokenizer.encode_source(text), model_max_len=max_len, line=first_line + i)
-            if text.strip()
-            else None
-            for i, text in enumerate(texts)
-        ]
+    def encode(self, texts: Sequence[str], *, first_line: int = 1) -> list[Source | None]:
+        """Each text tokenised once, its ids cut to the model's `max_len - 1` positions (with a warning naming the
+        line); None for an empty or all-whitespace text, which is never decoded."""
+        max_len, sources = self.model.config.max_len, []
+        for i, text in enumerate(texts):
+            if not text.strip():
+                sources.append(None)
+                continue
+            ids, pieces = self.tokenizer.encode_source_pieces(text)
+            sources.append(Source(fit_source(ids, model_max_len=max_len, line=first_line + i), pieces))
+        return sources
 
-    def batches(self, texts: Sequence[str], sources: Sequence[list[int] | None], batch_size: int) -> list[list[int]]:
+    def batches(self, texts: Sequence[str], sources: Sequence[Source | None], batch_size: int) -> list[list[int]]:
         """The indices of `texts` (with their `sources` from `encode`) in the batches `translations` decodes, in
         its order (empty texts in none).
 
@@ -234,49 +247,88 @@ class Translator:
         best, *others = (Translation(decode(h.tokens), h.tokens, h.score, h.log_prob) for h in hypotheses)
         return replace(best, alternatives=tuple(others))
 
-    def _evidence(
+    def _source_batch(self, sources: Sequence[Source]) -> torch.Tensor:
+        """Right-padded source ids (B, S) on the model's device, each sentence ending with EOS."""
+        width = max(len(source.ids) for source in sources) + 1
+        pad_id, eos_id = self.model.config.pad_id, self.tokenizer.eos_id
+        rows = [[*source.ids, eos_id] + [pad_id] * (width - 1 - len(source.ids)) for source in sources]
+        return torch.tensor(rows, device=self.device)
+
+    def _explain(
         self,
         chunk: list[int],
         texts: Sequence[str],
-        sources: Sequence[list[int] | None],
+        sources: list[Source],
+        encoded: EncodedSource,
+        found: list[list[Hypothesis]],
         translations: list[Translation],
         settings: DecodeConfig,
-    ) -> list[Evidence]:
-        """The evidence of one batch's best translations (`chunk`: their indices in `texts`)."""
-        lengths = torch.tensor([len(sources[i]) + 1 for i in chunk])  # with EOS, as the search counted them
-        limits = output_limits(lengths, model_max_len=self.model.config.max_len, decode=settings).tolist()
-        sentences = [
-            Sentence(
-                source_text=texts[i],
-                source_ids=sources[i],
-                source_pieces=self.tokenizer.source_pieces(texts[i]),
-                output_text=translation.text,
-                output_ids=translation.tokens,
-                output_pieces=self.tokenizer.target_pieces(translation.tokens),
-                ended=len(translation.tokens) < limit,  # a search stopped by its limit wrote no EOS
-            )
-            for i, translation, limit in zip(chunk, translations, limits, strict=True)
-        ]
-        return gather_evidence(
-            self.model, sentences, settings, bos_id=self.tokenizer.bos_id, eos_id=self.tokenizer.eos_id
+        attention: bool,
+        evidence: bool,
+    ) -> list[tuple[TokenAttention | None, Evidence | None]]:
+        """The attention maps and the evidence of one batch's best translations (`chunk`: their indices in
+        `texts`), from one teacher-forced pass over them on the search's `encoded` sources: through every layer
+        when the maps are wanted, else only through the aligning layer (decode/evidence.py)."""
+        if not (attention or evidence):
+            return [(None, None)] * len(chunk)
+        outputs = [hypotheses[0] for hypotheses in found]
+        aligning = alignment_layer_index(settings.alignment_layer, self.model.config.n_decoder_layers)
+        layers = None if attention else aligning + 1
+        bos_id = self.tokenizer.bos_id
+        weights = teacher_forced_attention(
+            self.model, encoded, [h.tokens for h in outputs], bos_id=bos_id, layers=layers
         )
+        proofs: list[Evidence | None] = [None] * len(chunk)
+        if evidence:
+            sentences = [
+                Sentence(
+                    source_text=texts[i],
+                    source_ids=source.ids,
+                    source_pieces=source.pieces,
+                    output_text=translation.text,
+                    output_ids=hypothesis.tokens,
+                    output_pieces=self.tokenizer.target_pieces(hypothesis.tokens),
+                    ended=hypothesis.ended,
+                    token_log_probs=hypothesis.token_log_probs,
+                )
+                for i, source, translation, hypothesis in zip(chunk, sources, translations, outputs, strict=True)
+            ]
+            proofs = gather_evidence(sentences, weights[aligning][1], settings)
+        if not attention:
+            return [(None, proof) for proof in proofs]
+        maps = [
+            self._token_attention(b, source, hypothesis.tokens, encoded, weights)
+            for b, (source, hypothesis) in enumerate(zip(sources, outputs, strict=True))
+        ]
+        return list(zip(maps, proofs, strict=True))
 
-    def _attention(self, text: str, ids: list[int], output: list[int]) -> TokenAttention:
-        """The maps of one teacher-forced forward pass over `output`, which the search found for `ids`."""
-        src = torch.tensor([[*ids, self.tokenizer.eos_id]], device=self.device)  # (1, S)
-        tgt = [self.tokenizer.bos_id, *output]
-        with torch.inference_mode():
-            _, maps = self.model.attention_maps(src, torch.tensor([tgt], device=self.device))
-        return TokenAttention(self._source_pieces(text, ids), self.tokenizer.target_pieces(tgt), maps)
+    def _token_attention(
+        self,
+        b: int,
+        source: Source,
+        output: list[int],
+        encoded: EncodedSource,
+        weights: list[tuple[torch.Tensor, torch.Tensor]],
+    ) -> TokenAttention:
+        """Sentence b's maps, cut from the batch's weights to its own source (with EOS) and decoder input (BOS and
+        the output): what a forward pass over that sentence alone gives."""
+        s, t = len(source.ids) + 1, len(output) + 1
+        maps = AttentionMaps(
+            encoder=[layer[b : b + 1, :, :s, :s] for layer in encoded.encoder_attention],
+            decoder_self=[self_w[b : b + 1, :, :t, :t] for self_w, _ in weights],
+            cross=[cross[b : b + 1, :, :t, :s] for _, cross in weights],
+        )
+        pieces = self.tokenizer.target_pieces([self.tokenizer.bos_id, *output])
+        return TokenAttention(self._source_pieces(source), pieces, maps)
 
-    def _source_pieces(self, text: str, ids: list[int]) -> list[str]:
+    def _source_pieces(self, source: Source) -> list[str]:
         """The pieces of the source ids `encode` kept, and EOS: the labels of attention over the source."""
-        return self.tokenizer.source_pieces(text)[: len(ids)] + self.tokenizer.target_pieces([self.tokenizer.eos_id])
+        return source.pieces[: len(source.ids)] + self.tokenizer.target_pieces([self.tokenizer.eos_id])
 
 
-def _lengths(texts: Sequence[str], sources: Sequence[list[int] | None]) -> list[int | None]:
+def _lengths(texts: Sequence[str], sources: Sequence[Source | None]) -> list[int | None]:
     """Each source's length, None for a text that is not decoded (empty, or blanked with a None source)."""
-    return [len(ids) if ids is not None and text.strip() else None for text, ids in zip(texts, sources, strict=True)]
+    return [len(s.ids) if s is not None and text.strip() else None for text, s in zip(texts, sources, strict=True)]
 
 
 def _length_batches(lengths: Sequence[int | None], batch_size: int) -> list[list[int]]:

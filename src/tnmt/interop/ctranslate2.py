@@ -31,7 +31,8 @@ from torch import Tensor, nn
 from tnmt.checkpoint import load_checkpoint, read_model_json, write_model_json
 from tnmt.config import DecodeConfig
 from tnmt.data.tokenizer import Tokenizer
-from tnmt.decode.step import Hypothesis, banned_ids, fit_source, output_limits
+from tnmt.decode.hypothesis import Hypothesis
+from tnmt.decode.rules import banned_ids, fit_source, output_limits
 from tnmt.decode.translator import EMPTY, Translation
 from tnmt.errors import UserError
 from tnmt.interop import require

@@ -27,11 +27,10 @@ import torch
 
 from tnmt.config import DecodeConfig
 from tnmt.decode.trace import Trace
-from tnmt.decode.translator import Translation, Translator
+from tnmt.decode.translator import Source, Translation, Translator
 
 # One element of `Translator.encode`: tokenised once when the request arrives and handed back to the translator
 # as it is; only `_tokens` looks into it.
-Source = list[int] | None
 
 
 class QueueFull(Exception):
@@ -43,7 +42,7 @@ class Job:
     """One sentence to translate, and where its translation goes."""
 
     text: str
-    source: Source  # tokenised once when the request arrives
+    source: Source | None  # tokenised once when the request arrives (ids and pieces); None: an empty text
     settings: DecodeConfig  # complete: the request's choices over the model's defaults
     n_best: int
     attention: bool
@@ -55,7 +54,7 @@ class TraceJob:
     """One sentence whose search is traced (decode/trace.py), and where its trace goes."""
 
     text: str
-    source: Source
+    source: Source | None
     settings: DecodeConfig
     top_k: int  # next tokens listed per hypothesis
     future: Future[Trace]
@@ -212,4 +211,4 @@ class Batcher:
 
 def _tokens(jobs: list[Job | TraceJob]) -> int:
     """Source tokens with EOS, for the batch budget: the one place that looks into a source."""
-    return sum(len(job.source or ()) + 1 for job in jobs)
+    return sum((0 if job.source is None else len(job.source.ids)) + 1 for job in jobs)

@@ -57,8 +57,8 @@ def load_models(paths: list[Path], config: ServeConfig, *, device: str = "cpu") 
         checkpoint = load_checkpoint(path, map_location=device, training=False)
         if checkpoint.languages is None:
             raise UserError(f'{path}: the checkpoint does not name its languages (config.json has no "languages")')
-        model = checkpoint.model.to(device).requires_grad_(False)  # served, never trained: frozen (fast_step.py)
-        translator = Translator(model, checkpoint.tokenizer, checkpoint.decode, fast_step=config.fast_step)
+        model = checkpoint.model.to(device).requires_grad_(False)  # served, never trained
+        translator = Translator(model, checkpoint.tokenizer, checkpoint.decode, frozen=True)
         batcher = Batcher(
             translator,
             max_queue=config.max_queue,

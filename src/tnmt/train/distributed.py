@@ -31,7 +31,7 @@ from typing import TypeVar
 import torch
 import torch.distributed as dist
 
-from tnmt.decode.translator import Translator
+from tnmt.decode.translator import Source, Translator
 
 T = TypeVar("T")
 
@@ -88,20 +88,24 @@ class World:
 
 
 def translate_across(
-    world: World, translator: Translator, texts: Sequence[str], sources: Sequence[list[int]] | None = None
+    world: World, translator: Translator, texts: Sequence[str], ids: Sequence[list[int]] | None = None
 ) -> list[str]:
     """`translator.translate(texts)`, shared by the ranks: rank r decodes batches r, r + N, ... of those one
     process would decode (`Translator.batches`), so every sentence is decoded in the same batch and gives
     the same translation as in one process; every rank returns all of them, in input order.
 
-    `sources`: the texts' ids (`Translator.encode`) when the caller has them, so nothing is tokenised twice.
+    `ids`: the texts' source ids (fitted to the model, no EOS) when the caller has them, so nothing is tokenised
+    twice.
     """
-    sources = translator.encode(texts) if sources is None else sources
+    if ids is None:
+        sources = translator.encode(texts)
+    else:
+        sources = [Source(row, pieces=None) if text.strip() else None for text, row in zip(texts, ids, strict=True)]
     if world.size == 1:
         return [translation.text for translation in translator.translations(texts, sources=sources)]
     batches = translator.batches(texts, sources, translator.decode.batch_size)
     mine = {i for batch in batches[world.rank :: world.size] for i in batch}
-    blanked = [ids if i in mine else None for i, ids in enumerate(sources)]
+    blanked = [source if i in mine else None for i, source in enumerate(sources)]
     done = translator.translations(texts, sources=blanked)
     translations = [""] * len(texts)
     ordered = sorted(mine)

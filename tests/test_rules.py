@@ -1,9 +1,8 @@
-import pytest
 import torch
 
-from tnmt import ModelConfig, Transformer
+from tnmt import ModelConfig
 from tnmt.config import DecodeConfig
-from tnmt.decode.step import TokenRules, fit_source, output_limits, top_k
+from tnmt.decode.rules import TokenRules, fit_source, output_limits
 
 
 def test_output_limits_is_the_smallest_of_relative_absolute_and_model_caps():
@@ -34,7 +33,7 @@ def test_fit_source_cuts_to_the_models_positions_with_a_one_line_warning(caplog)
 
 def test_token_rules_ban_pad_and_bos_always_and_eos_before_min_len():
     config = ModelConfig(src_vocab_size=6, tgt_vocab_size=6, d_model=4, n_heads=1, d_ff=4, max_len=8, tie_output=False)
-    rules = TokenRules.of(Transformer(config), min_len=2, device=torch.device("cpu"))
+    rules = TokenRules.of(config, min_len=2, device=torch.device("cpu"))
     scores = rules.apply_(torch.zeros(2, 6), generated=1)
     assert torch.isinf(scores[:, [0, 1, 2]]).all() and (scores[:, 3:] == 0).all()
     assert torch.isinf(rules.apply_(torch.zeros(2, 6), generated=2)[:, 2]).logical_not().all()
@@ -44,25 +43,5 @@ def test_token_rules_keep_eos_when_it_doubles_as_bos_or_pad():
     config = ModelConfig(
         src_vocab_size=6, tgt_vocab_size=6, d_model=4, n_heads=1, d_ff=4, pad_id=2, bos_id=2, eos_id=0, tie_output=False
     )  # MarianMT-style: decoding starts from pad
-    rules = TokenRules.of(Transformer(config), min_len=0, device=torch.device("cpu"))
+    rules = TokenRules.of(config, min_len=0, device=torch.device("cpu"))
     assert rules.banned.tolist() == [2]
-
-
-@pytest.mark.parametrize(
-    ("shape", "k"), [((1, 8000), 1), ((16, 8000), 1), ((5, 32000), 8), ((3, 37003), 2), ((2, 500), 8)]
-)
-def test_top_k_equals_torch_topk(shape, k):
-    torch.manual_seed(0)
-    scores = torch.randn(shape)
-    values, index = top_k(scores, k)
-    expected_values, expected_index = scores.topk(k, dim=1)
-    assert torch.equal(values, expected_values) and torch.equal(index, expected_index)
-
-
-def test_top_k_with_dead_rows_returns_the_scores_it_names():
-    scores = torch.full((4, 4 * 1000), float("-inf"))  # a first beam step: only beam 0 is alive
-    scores[:, :1000] = torch.randn(4, 1000)
-    scores[1] = float("-inf")
-    values, index = top_k(scores, 8)
-    assert torch.equal(values, scores.topk(8, dim=1).values)
-    assert torch.equal(scores.gather(1, index), values)
