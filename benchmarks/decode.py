@@ -233,16 +233,24 @@ def random_runner(system: str, work: Path, threads: int):
         return padded, run_hf
 
     from tnmt.config import DecodeConfig
-    from tnmt.decode import beam_search, greedy_search
+    from tnmt.decode import beam_search_nbest, greedy_hypotheses
 
     model = tnmt_model(quantize=system == "tnmt-int8")
     if system == "textbook":
         return padded, lambda src, beam: textbook_greedy(model, src)
 
+    try:  # the weight copies a `Translator` keeps for the frozen model it loaded (decode/projection.py)
+        from tnmt.decode.projection import OutputProjection
+
+        projection = {"project": OutputProjection(model)} if OutputProjection.usable(model) else {}
+    except ImportError:  # a --baseline checkout from before it: its fast step made its own copies
+        projection = {}
+
     def run_tnmt(src, beam):
+        settings = DecodeConfig(beam_size=beam, max_len=STEPS, min_len=STEPS)
         if beam == 1:
-            return greedy_search(model, src, DecodeConfig(max_len=STEPS, min_len=STEPS))
-        return beam_search(model, src, DecodeConfig(beam_size=beam, max_len=STEPS, min_len=STEPS))
+            return [h.tokens for h in greedy_hypotheses(model, src, settings, **projection)]
+        return [hyps[0].tokens for hyps in beam_search_nbest(model, src, settings, **projection)]
 
     return padded, run_tnmt
 
@@ -251,8 +259,8 @@ def checkpoint_runner(system: str, work: Path, threads: int, checkpoint: Path):
     """(prepare(batch of texts) -> input, run(input, beam) -> translations) for the trained checkpoint."""
     if system.startswith("ct2"):
         import torch
-        from tnmt.decode.step import banned_ids, output_limits
 
+        from tnmt.decode.rules import banned_ids, output_limits
         from tnmt.interop.ctranslate2 import CTranslate2Translator
 
         export = work / ("ct2-checkpoint-int8" if system == "ct2-int8" else "ct2-checkpoint")

@@ -16,8 +16,8 @@ PyTorch's fused attention kernel, not in the products' time; fp32's speed is ove
 `decode`: greedy search, batch 16 and 64, the random d 256 model of `decode.py` (32 forced steps),
 float32 and int8 (`quantize_int8`), at 1 thread (where CTranslate2 is fastest on this host); with
 `--checkpoint`, also the trained model on the first test_2016_flickr sentences (its own length
-limits) at batch 1, 16 and 64: float32 on the fast step and through the modules (`fast_step=False`),
-and int8. Categories as above plus int8's own: quantised products, and the quantisation of activations.
+limits) at batch 1, 16 and 64: float32 and int8, on `Transformer.step`. Categories as above plus int8's
+own: quantised products, and the quantisation of activations.
 Results go to benchmarks/results/profile_step.json and a summary on stdout.
 """
 
@@ -157,16 +157,15 @@ def profile_decoding(steps: int, checkpoint: Path | None) -> dict:
         from tnmt.decode.translator import Translator
 
         texts = sorted(read_gz(data_dir() / "test_2016_flickr.en.gz")[:256], key=lambda t: -len(t.split()))
-        for quantize, fast_step in (("none", True), ("none", False), ("int8", True)):
-            translator = Translator.from_checkpoint(checkpoint, quantize=quantize, fast_step=fast_step)
+        for quantize in ("none", "int8"):
+            translator = Translator.from_checkpoint(checkpoint, quantize=quantize)
             for batch in (1, 16, 64):
                 some = texts[::8] if batch == 1 else texts  # 32 sentences one at a time
                 settings = replace(translator.decode, beam_size=1, batch_size=batch)
                 run = partial(translator.translate, some, settings)
                 run()
                 seconds = timed(run, max(3, steps // 3))
-                step = "fast step" if fast_step else "modules"
-                report[f"checkpoint {'int8' if quantize == 'int8' else 'fp32'} {step} greedy b{batch}"] = {
+                report[f"checkpoint {'int8' if quantize == 'int8' else 'fp32'} greedy b{batch}"] = {
                     "sentences_per_s": round(len(some) / seconds, 1),
                     **profiled(run, max(3, steps // 3)),
                 }

@@ -9,7 +9,7 @@ import pytest
 
 from tnmt.config import DecodeConfig
 from tnmt.decode.evidence import Evidence
-from tnmt.decode.translator import EMPTY, TokenAttention, Translation
+from tnmt.decode.translator import EMPTY, Source, TokenAttention, Translation
 from tnmt.serve.batcher import Batcher, QueueFull
 
 WAIT = 10  # seconds: generous bounds on waits that should end at once
@@ -34,9 +34,9 @@ class ScriptedTranslator:
         self.evidence_asked: list[bool] = []
         self.traced: list[tuple[str, DecodeConfig, int, list]] = []
 
-    def encode(self, texts: list[str]) -> list[list[str] | None]:
+    def encode(self, texts: list[str]) -> list[Source | None]:
         self.encoded.append(list(texts))
-        return [text.split() or None for text in texts]
+        return [Source(text.split(), text.split()) if text.strip() else None for text in texts]
 
     def translations(
         self, texts, settings, *, n_best=1, attention=False, evidence=False, sources=None
@@ -287,7 +287,7 @@ def test_each_text_is_tokenised_once_when_it_arrives_and_its_ids_travel_to_the_s
     assert texts(batcher.submit(["a b", "", "c"], SETTINGS)) == ["A B", "", "C"]
     batcher.stop()
     assert fake.encoded == [["a b", "", "c"]]
-    assert fake.calls[0][4] == [["a", "b"], None, ["c"]]
+    assert fake.calls[0][4] == [Source(["a", "b"], ["a", "b"]), None, Source(["c"], ["c"])]
 
 
 def test_a_trace_waits_in_the_queue_with_the_translations_and_resolves_to_its_trace():
@@ -303,7 +303,7 @@ def test_a_trace_waits_in_the_queue_with_the_translations_and_resolves_to_its_tr
     assert traced.result(timeout=WAIT) == ("trace of", "b c")
     assert texts(a + d) == ["A", "D"]
     assert fake.batches() == [["hold"], ["a", "d"]]  # the trace is no part of the translations' batch
-    assert fake.traced == [("b c", replace(SETTINGS, beam_size=2), 3, ["b", "c"])]  # tokenised once, on arrival
+    assert fake.traced == [("b c", replace(SETTINGS, beam_size=2), 3, Source(["b", "c"], ["b", "c"]))]  # tokenised once, on arrival
     assert fake.encoded == [["hold"], ["a"], ["b c"], ["d"]]
     assert sizes == [1, 2, 1]  # a trace follows one search: a batch of one
     assert batcher.depth == 0

@@ -12,7 +12,6 @@ import sys
 
 import pytest
 import torch
-from tnmt.decode.step import banned_ids, output_limits
 
 from tnmt.checkpoint import load_checkpoint, read_model_json, save_checkpoint
 from tnmt.cli import main
@@ -20,6 +19,7 @@ from tnmt.config import DecodeConfig, ModelConfig
 from tnmt.data.corpus import read_lines
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.decode import beam_search, greedy_hypotheses, greedy_search
+from tnmt.decode.rules import banned_ids, output_limits
 from tnmt.errors import UserError
 from tnmt.interop.ctranslate2 import CTranslate2Translator, export_ctranslate2
 from tnmt.model import Transformer

@@ -108,7 +108,9 @@ def test_attention_labels_match_the_maps(translator, model):
     assert maps.cross[-1].shape == (1, 2, len(tgt_pieces), 4)
     assert tgt_pieces[1:] == translator.tokenizer.target_pieces(
         beam_search(
-            model, torch.tensor([[*translator.tokenizer.encode_source_pieces("a dog runs")[0], 2]]), DecodeConfig(beam_size=1)
+            model,
+            torch.tensor([[*translator.tokenizer.encode_source_pieces("a dog runs")[0], 2]]),
+            DecodeConfig(beam_size=1),
         )[0]
     )
     with pytest.raises(ValueError, match="empty"):

@@ -11,7 +11,7 @@ An exported directory holds CTranslate2's model.bin, config.json and vocabulary 
 plus tnmt's tokenizer files and `tnmt_model.json` (the ModelConfig, the checkpoint's DecodeConfig and
 languages, as `checkpoint.write_model_json` writes them), built in a hidden directory and renamed into
 place (`io.atomic_directory`). `CTranslate2Translator` therefore tokenises exactly like tnmt and follows
-the rules of `tnmt.decode.step`: the same source truncation, per-sentence length limits and banned ids.
+the rules of `tnmt.decode.rules`: the same source truncation, per-sentence length limits and banned ids.
 Greedy search then gives tnmt's ids, and so does beam search with length_penalty 0
 (tests/test_ctranslate2.py): like tnmt, CTranslate2 keeps the 2K best candidates, finishes the EOS ones
 among the best K, and stops a sentence once its best candidate ends. With alpha > 0 it differs:
