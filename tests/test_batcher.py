@@ -303,7 +303,9 @@ def test_a_trace_waits_in_the_queue_with_the_translations_and_resolves_to_its_tr
     assert traced.result(timeout=WAIT) == ("trace of", "b c")
     assert texts(a + d) == ["A", "D"]
     assert fake.batches() == [["hold"], ["a", "d"]]  # the trace is no part of the translations' batch
-    assert fake.traced == [("b c", replace(SETTINGS, beam_size=2), 3, Source(["b", "c"], ["b", "c"]))]  # tokenised once, on arrival
+    assert fake.traced == [
+        ("b c", replace(SETTINGS, beam_size=2), 3, Source(["b", "c"], ["b", "c"]))
+    ]  # tokenised once, on arrival
     assert fake.encoded == [["hold"], ["a"], ["b c"], ["d"]]
     assert sizes == [1, 2, 1]  # a trace follows one search: a batch of one
     assert batcher.depth == 0
