@@ -171,7 +171,9 @@ class Transformer(nn.Module):
         cache.reserve(t)
         x = self.embed_dropout(self.positions(self.tgt_embed(tgt_ids), start=cache.length)).view(n * t, -1)
         weights = []
-        for i, layer in enumerate(self.decoder_layers[:layers]):
+        for i, layer in enumerate(self.decoder_layers):  # (not a slice: slicing a ModuleList builds a module)
+            if i == layers:
+                break
             x, w = layer.step(x, cache.layer(i), positions=t, need_weights=need_weights)
             weights.append(w)
         cache.advance(t)
