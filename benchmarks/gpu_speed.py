@@ -42,6 +42,7 @@ from pathlib import Path
 
 import torch
 from gpu_check import (
+    DRY_TRAINING,
     NO_GPU,
     RECIPE,
     REPO,
@@ -126,23 +127,7 @@ DRY = Sizes(
     steps=(1, 2),
     peak_n=256,
     backend="aot_eager",
-    curve=(
-        "--data.max_train_pairs=400",
-        "--data.max_valid_pairs=20",
-        "--data.vocab_size=500",
-        "--data.prepare_workers=1",
-        "--model.d_model=32",
-        "--model.d_ff=64",
-        "--model.n_heads=2",
-        "--model.n_encoder_layers=1",
-        "--model.n_decoder_layers=1",
-        "--train.max_tokens=500",
-        "--train.max_steps=4",
-        "--train.log_every=2",
-        "--train.eval_every=4",
-        "--train.threads=1",
-        "--decode.max_len=8",
-    ),
+    curve=(*DRY_TRAINING, "--train.eval_every=4"),  # gpu_check's dry run, validated once at the end
     new_path=(),  # inductor's C++ compilation takes minutes here; tests/test_compiled.py checks the switch
 )
 
