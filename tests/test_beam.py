@@ -42,7 +42,10 @@ class ScriptedModel:
         lengths = (src_ids != PAD).sum(dim=1)
         return SimpleNamespace(lengths=lengths, batch_size=len(sentences), cache=lambda _: ScriptedCache(sentences))
 
-    def step(self, tokens, cache, *, need_weights=False, project=None):
+    def incremental_decoder(self, *, project=None):
+        return self  # what a search steps: `step` below
+
+    def step(self, tokens, cache, *, need_weights=False):
         self.calls.append(tokens.size(0))
         logits = torch.full((tokens.size(0), 1, 6), float("-inf"))
         for row, token in enumerate(tokens[:, 0].tolist()):

@@ -8,7 +8,7 @@ import torch
 
 from tnmt import ModelConfig, Transformer
 from tnmt.blocks import attention as attention_module
-from tnmt.blocks.layers import Residual
+from tnmt.blocks.layers import DecoderLayer, ResidualStep
 from tnmt.blocks.masks import padding_mask
 from tnmt.config import Architecture, DecodeConfig
 from tnmt.decode.quantize import quantize_int8
@@ -32,13 +32,13 @@ STEP_HANDLES = {
     "n_encoder_layers": "encoder (encode_for_decoding runs the encoder's forward)",
     "n_decoder_layers": "the layers' step",
     "d_ff": "FeedForward",
-    "dropout": "Residual.add and the embedding dropout, in train mode",
-    "attention_dropout": "MultiHeadAttention._heads, in train mode",
+    "dropout": "ResidualStep.add and the embedding dropout, in train mode",
+    "attention_dropout": "AttentionStep (MultiHeadAttention.bind), in train mode",
     "activation_dropout": "FeedForward, in train mode",
     "max_len": "PositionalEncoding",
     "positional": "PositionalEncoding",
     "positional_layout": "PositionalEncoding",
-    "norm_first": "Residual.inner/add and decoder_norm",
+    "norm_first": "ResidualStep.inner/add and decoder_norm",
     "activation": "FeedForward",
     "share_embeddings": "tgt_embed",
     "tie_output": "output",
@@ -157,14 +157,20 @@ def test_train_mode_drops_out_in_the_step_as_in_forward():
     assert not torch.allclose(stepped, evaluated, atol=1e-3)
 
 
-def test_step_runs_the_modules_own_code(monkeypatch):
-    """A breakpoint in the modules is hit by a search: the residual blocks are what decodes."""
+@pytest.mark.parametrize("beam_size", [1, 2])
+def test_step_runs_the_modules_own_code(monkeypatch, beam_size):
+    """A breakpoint in the modules is hit by a search: each search binds the layers once, and the residual
+    blocks that `forward` runs are what decodes, at every step."""
     model = make_model()
-    calls = []
-    add = Residual.add
-    monkeypatch.setattr(Residual, "add", lambda self, x, out: calls.append(x.shape) or add(self, x, out))
-    search(model, SOURCES, DecodeConfig(beam_size=2, max_len=3))
-    assert len(calls) >= 3 * 3  # three sub-layers per decoder layer and step
+    binds, adds = [], []
+    bind, add = DecoderLayer.bind, ResidualStep.add
+    monkeypatch.setattr(DecoderLayer, "bind", lambda self: binds.append(self) or bind(self))
+    monkeypatch.setattr(ResidualStep, "add", lambda self, x, out: adds.append(x.shape) or add(self, x, out))
+    search(model, SOURCES[:1], DecodeConfig(beam_size=beam_size, max_len=3, min_len=3))
+    assert binds == list(model.decoder_layers)  # once per search
+    stepped = [shape for shape in adds if len(shape) == 2]  # (N * T, D) rows of a step; the encoder's are (B, S, D)
+    assert len(stepped) == 3 * 3 * 3  # three sub-layers per decoder layer, three layers, three steps
+    assert len(adds) - len(stepped) == 2 * 2  # the encoder's forward runs the same residual code
 
 
 @torch.inference_mode()

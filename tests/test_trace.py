@@ -16,7 +16,7 @@ class AttendingScriptedModel(ScriptedModel):
     """The scripted decoder, with a cross-attention row per search row: 1 layer, 1 head, 1 source position,
     holding the number of tokens the row was fed (so a row can be told from another)."""
 
-    def step(self, tokens, cache, *, need_weights=False, project=None):
+    def step(self, tokens, cache, *, need_weights=False):
         logits, _ = super().step(tokens, cache)
         fed = torch.tensor([float(len(row[1])) for row in cache.rows])  # (N,) after this step's token
         cross = fed[:, None, None, None]  # (N, H, 1, S)

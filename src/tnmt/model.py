@@ -10,16 +10,17 @@ experiments and for loading MarianMT checkpoints; the defaults are the paper's.
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
+from tnmt.blocks.bound import bind_norm
 from tnmt.blocks.dropout import Dropout
 from tnmt.blocks.embedding import TokenEmbedding
 from tnmt.blocks.kv_cache import KVCache
-from tnmt.blocks.layers import DecoderLayer, EncoderLayer
+from tnmt.blocks.layers import DecoderLayer, DecoderLayerStep, EncoderLayer
 from tnmt.blocks.masks import padding_mask, target_mask
 from tnmt.blocks.positional import PositionalEncoding
 from tnmt.config import ModelConfig
@@ -139,6 +140,19 @@ class Transformer(nn.Module):
         lengths = src_mask.view(b, s).sum(dim=1)
         return EncodedSource(cross, src_mask if padded else None, lengths, weights if need_weights else None)
 
+    def incremental_decoder(self, *, project: Callable[[Tensor], Tensor] | None = None) -> "IncrementalDecoder":
+        """The decoder for decoding on a KV cache, bound to this model's tensors (blocks/bound.py): a search binds
+        it once and steps it to the end. `project` replaces the output projection (features (M, D) -> logits
+        (M, V), bias included): a `Translator` passes its copy of a frozen model's weights, laid out for the
+        product (decode/projection.py)."""
+        final_norm = self.decoder_norm
+        return IncrementalDecoder(
+            embed=partial(self._embed, self.tgt_embed),
+            layers=tuple(layer.bind() for layer in self.decoder_layers),
+            final_norm=bind_norm(final_norm) if isinstance(final_norm, nn.LayerNorm) else None,
+            project=self.project if project is None else project,
+        )
+
     def step(
         self,
         tgt_ids: Tensor,
@@ -147,37 +161,8 @@ class Transformer(nn.Module):
         need_weights: bool = False,
         project: Callable[[Tensor], Tensor] | None = None,
     ) -> tuple[Tensor, list[tuple[Tensor, Tensor]] | None]:
-        """The decoder on T new positions per row, after the `cache.length` it holds: ids (N, T) -> logits
-        (N, T, V), and with `need_weights` each layer's (self-attention (N, H, T, length + T), cross-attention
-        (N, H, T, S)) weights.
-
-        The one way tnmt decodes incrementally: greedy and beam search feed each row's newest token (T = 1),
-        the evidence pass a whole output (T = its length) on a fresh cache over the search's sources. The
-        positions' keys/values join the cache, which counts them. `project` replaces the output projection
-        (features (M, D) -> logits (M, V), bias included): a `Translator` passes its copy of a frozen model's
-        weights, laid out for the product (decode/projection.py).
-        """
-        features, weights = self.step_features(tgt_ids, cache, need_weights=need_weights)
-        logits = self.project(features) if project is None else project(features)  # (N * T, V)
-        return logits.view(*tgt_ids.shape, -1), weights
-
-    def step_features(
-        self, tgt_ids: Tensor, cache: KVCache, *, need_weights: bool = False, layers: int | None = None
-    ) -> tuple[Tensor, list[tuple[Tensor, Tensor]] | None]:
-        """`step` up to the decoder's output features (N * T, D), rows ordered (row, position), before the output
-        projection; with `layers`, only through the first `layers` decoder layers (their output, no final norm):
-        what reads a middle layer's attention needs nothing after it."""
-        n, t = tgt_ids.shape
-        cache.reserve(t)
-        x = self.embed_dropout(self.positions(self.tgt_embed(tgt_ids), start=cache.length)).view(n * t, -1)
-        weights = []
-        for i, layer in enumerate(self.decoder_layers):  # (not a slice: slicing a ModuleList builds a module)
-            if i == layers:
-                break
-            x, w = layer.step(x, cache.layer(i), positions=t, need_weights=need_weights)
-            weights.append(w)
-        cache.advance(t)
-        return x if layers is not None else self.decoder_norm(x), weights if need_weights else None
+        """One `IncrementalDecoder.step`, binding the decoder for it (a loop binds once: `incremental_decoder`)."""
+        return self.incremental_decoder(project=project).step(tgt_ids, cache, need_weights=need_weights)
 
     def project(self, features: Tensor) -> Tensor:
         """The pre-softmax projection: decoder features (..., D) -> logits (..., V)."""
@@ -226,7 +211,7 @@ class Transformer(nn.Module):
     def _encode(self, src_ids: Tensor, src_mask: Tensor | None, *, need_weights: bool) -> tuple[Tensor, list]:
         if src_mask is None:
             src_mask = padding_mask(src_ids, self.config.pad_id)
-        x = self.embed_dropout(self.positions(self.src_embed(src_ids)))  # (B, S, D)
+        x = self._embed(self.src_embed, src_ids)  # (B, S, D)
         weights = []
         for layer in self.encoder_layers:
             x, w = self._layer(layer, x, src_mask, need_weights=need_weights)
@@ -248,7 +233,7 @@ class Transformer(nn.Module):
         `weights_of` alone."""
         if tgt_mask is None:
             tgt_mask = target_mask(tgt_ids, self.config.pad_id)
-        x = self.embed_dropout(self.positions(self.tgt_embed(tgt_ids)))  # (B, T, D)
+        x = self._embed(self.tgt_embed, tgt_ids)  # (B, T, D)
         self_w, cross_w = [], []
         for i, layer in enumerate(self.decoder_layers):
             x, w = self._layer(
@@ -267,6 +252,10 @@ class Transformer(nn.Module):
             return features, self_w, cross_w
         return self.project(features), self_w, cross_w  # (B, T, V)
 
+    def _embed(self, embedding: TokenEmbedding, ids: Tensor, start: int = 0) -> Tensor:
+        """Token embeddings plus the positions from `start` on, dropped out in train mode: ids (B, T) -> (B, T, D)."""
+        return self.embed_dropout(self.positions(embedding(ids), start=start))
+
     def _layer(self, layer: nn.Module, *args, **kwargs):
         """Run one encoder or decoder layer; in a training forward pass through `compiled_layer` when set, and
         through `torch.utils.checkpoint` when activation checkpointing is on."""
@@ -277,3 +266,42 @@ class Transformer(nn.Module):
         if self.activation_checkpointing:
             return checkpoint(layer, *args, use_reentrant=False, **kwargs)
         return layer(*args, **kwargs)
+
+
+class IncrementalDecoder(NamedTuple):
+    """The decoder on a KV cache, bound to a model's tensors once per search (`Transformer.incremental_decoder`):
+    the one way tnmt decodes incrementally. Greedy and beam search feed each row's newest token (T = 1), the
+    evidence pass a whole output (T = its length) on a fresh cache over the search's sources; the new positions'
+    keys/values join the cache, which counts them."""
+
+    embed: Callable[[Tensor, int], Tensor]  # ids (N, T) from a first position -> (N, T, D)
+    layers: tuple[DecoderLayerStep, ...]
+    final_norm: Callable[[Tensor], Tensor] | None  # pre-norm's LayerNorm after the stack
+    project: Callable[[Tensor], Tensor]  # features (M, D) -> logits (M, V)
+
+    def step(
+        self, tgt_ids: Tensor, cache: KVCache, *, need_weights: bool = False
+    ) -> tuple[Tensor, list[tuple[Tensor, Tensor]] | None]:
+        """The decoder on T new positions per row, after the `cache.length` it holds: ids (N, T) -> logits
+        (N, T, V), and with `need_weights` each layer's (self-attention (N, H, T, length + T), cross-attention
+        (N, H, T, S)) weights."""
+        features, weights = self.features(tgt_ids, cache, need_weights=need_weights)
+        return self.project(features).view(*tgt_ids.shape, -1), weights  # (N * T, V) -> (N, T, V)
+
+    def features(
+        self, tgt_ids: Tensor, cache: KVCache, *, need_weights: bool = False, layers: int | None = None
+    ) -> tuple[Tensor, list[tuple[Tensor, Tensor]] | None]:
+        """`step` up to the decoder's output features (N * T, D), rows ordered (row, position), before the output
+        projection; with `layers`, only through the first `layers` decoder layers (their output, no final norm):
+        what reads a middle layer's attention needs nothing after it."""
+        n, t = tgt_ids.shape
+        cache.reserve(t)
+        x = self.embed(tgt_ids, cache.length).view(n * t, -1)
+        weights = []
+        for i, layer in enumerate(self.layers[:layers]):
+            x, w = layer(x, cache.layer(i), positions=t, need_weights=need_weights)
+            weights.append(w)
+        cache.advance(t)
+        if layers is None and self.final_norm is not None:
+            x = self.final_norm(x)
+        return x, weights if need_weights else None

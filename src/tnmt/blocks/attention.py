@@ -12,11 +12,13 @@ them too.
 """
 
 import math
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from tnmt.blocks.bound import Linear, bind_linear, bind_rows
 from tnmt.blocks.kv_cache import LayerCache
 from tnmt.blocks.masks import additive_mask, causal_mask
 
@@ -69,12 +71,11 @@ def attention(
     Asking for the weights never changes the output: they are computed beside it (`attention_weights`, before
     dropout), so a traced or explained translation is the plain one, to the last bit.
     """
-    slow_fused_backward = q.device.type == "cpu" and q.dtype != torch.float32 and q.requires_grad
-    if slow_fused_backward:
+    if q.requires_grad and q.dtype != torch.float32 and q.is_cpu:  # (cheapest checks first: a step makes 8 calls)
         out, weights = reference_attention(q, k, v, mask, dropout_p=dropout_p)
         return out, weights if need_weights else None
     few_queries = q.size(2) <= BATCHED_MAX_QUERIES and q.size(0) * q.size(1) >= BATCHED_MIN_GROUPS
-    if few_queries and q.device.type == "cpu" and not q.requires_grad and dropout_p == 0.0:
+    if few_queries and dropout_p == 0.0 and not q.requires_grad and q.is_cpu:
         out = batched_attention(q, k, v, mask)
     else:
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
@@ -154,17 +155,58 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[Tensor, Tensor | None]:
         """Decoder states x (B, T, D) attend to the encoder memory (B, S, D)."""
         k, v = self.project_kv(memory)
-        return self._attend(self._split_heads(self._project_q(x)), k, v, mask, need_weights)
+        return self._attend(self._split_heads(self.query_projection()(x)), k, v, mask, need_weights)
 
-    def self_attention_step(
+    def query_projection(self) -> Linear:
+        """Cross-attention's W_Q as a function: the first D rows of the stacked in_proj, or q_proj once split."""
+        if self.q_proj is not None:
+            return bind_linear(self.q_proj)
+        return bind_rows(self.in_proj, slice(0, self.out_proj.in_features))
+
+    def bind(self) -> "AttentionStep":
+        """This attention for a decoder step on a KV cache, bound to its tensors once per search (blocks/bound.py)."""
+        sliceable = self.q_proj is not None or type(self.in_proj) is nn.Linear
+        return AttentionStep(
+            qkv=None if self.in_proj is None else bind_linear(self.in_proj),
+            q=self.query_projection() if sliceable else None,
+            out=bind_linear(self.out_proj),
+            heads=self.n_heads,
+            d_head=self.d_head,
+            dropout_p=self.dropout if self.training else 0.0,
+        )
+
+    def _attend(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool
+    ) -> tuple[Tensor, Tensor | None]:
+        dropout_p = self.dropout if self.training else 0.0  # attention dropout
+        out, weights = attention(q, k, v, mask, dropout_p=dropout_p, need_weights=need_weights)
+        b, h, t, dh = out.shape
+        out = out.transpose(1, 2).reshape(b, t, h * dh)  # (B, H, Tq, Dh) -> (B, Tq, D)
+        return self.out_proj(out), weights
+
+
+class AttentionStep(NamedTuple):
+    """`MultiHeadAttention` for T new positions per row of a KV cache (`MultiHeadAttention.bind`): its
+    projections bound to its tensors, so that a step reads no module attribute (blocks/bound.py).
+
+    Rows are hypotheses, x (N * T, D) ordered (row, position); a sentence's `cache.beams` consecutive rows share
+    its cross-attention keys and values."""
+
+    qkv: Linear | None  # [W_Q; W_K; W_V]: (M, D) -> (M, 3D); None for a cross-attention split for int8
+    q: Linear | None  # W_Q alone: (M, D) -> (M, D); None for an int8 self-attention (never needs it alone)
+    out: Linear  # W_O
+    heads: int
+    d_head: int
+    dropout_p: float  # attention dropout, in train mode
+
+    def self_attention(
         self, x: Tensor, cache: LayerCache, *, positions: int, need_weights: bool = False
     ) -> tuple[Tensor, Tensor | None]:
-        """`self_attention` of T new positions per row on a KV cache: x (N * T, D), rows ordered (row, position),
-        -> (N * T, D), and with `need_weights` the weights (N, H, T, length + T). Their keys/values join the
-        cache after the `cache.length` held, and each new position attends to those and to the new ones up to
-        itself."""
-        n, t, h, dh = x.size(0) // positions, positions, self.n_heads, self.d_head
-        qkv = self.in_proj(x)  # (N * T, 3D)
+        """`MultiHeadAttention.self_attention` of the new positions: x (N * T, D) -> (N * T, D), and with
+        `need_weights` the weights (N, H, T, length + T). Their keys/values join the cache after the
+        `cache.length` held, and each new position attends to those and to the new ones up to itself."""
+        n, t, h, dh = x.size(0) // positions, positions, self.heads, self.d_head
+        qkv = self.qkv(x)  # (N * T, 3D)
         start, end = cache.length, cache.length + t
         k_v = qkv[:, h * dh :].view(n, t, 2, h, dh).permute(2, 0, 3, 1, 4)  # (2, N, H, T, Dh)
         if t == 1:
@@ -174,41 +216,21 @@ class MultiHeadAttention(nn.Module):
         k, v = cache.kv.narrow(3, 0, end).unbind(0)  # (N, H, L + T, Dh), views of the cache
         q = qkv[:, : h * dh].view(n, t, h, dh).transpose(1, 2)  # (N, H, T, Dh)
         mask = None if t == 1 else causal_mask(t, end, device=x.device)  # one new position sees every key
-        out, weights = self._heads(q, k, v, mask, need_weights=need_weights)  # (N, H, T, Dh)
-        return self.out_proj(out.transpose(1, 2).reshape(n * t, h * dh)), weights
+        out, weights = attention(q, k, v, mask, dropout_p=self.dropout_p, need_weights=need_weights)  # (N, H, T, Dh)
+        return self.out(out.transpose(1, 2).reshape(n * t, h * dh)), weights
 
-    def cross_attention_step(
+    def cross_attention(
         self, x: Tensor, cache: LayerCache, *, positions: int, need_weights: bool = False
     ) -> tuple[Tensor, Tensor | None]:
-        """`cross_attention` of T new positions per row on a KV cache: x (N * T, D) -> (N * T, D), and with
+        """`MultiHeadAttention.cross_attention` of the new positions: x (N * T, D) -> (N * T, D), and with
         `need_weights` the weights (N, H, T, S). The queries of a sentence's `cache.beams` rows go to its keys and
         values together, as one (beams * T)-query attention per sentence."""
-        n, t, h, dh = x.size(0) // positions, positions, self.n_heads, self.d_head
+        n, t, h, dh = x.size(0) // positions, positions, self.heads, self.d_head
         b, queries = n // cache.beams, cache.beams * positions
-        q = self._project_q(x).view(b, queries, h, dh).transpose(1, 2)  # (B, H, beams * T, Dh)
-        out, weights = self._heads(q, cache.cross_k, cache.cross_v, cache.bias, need_weights=need_weights)
+        q = self.q(x).view(b, queries, h, dh).transpose(1, 2)  # (B, H, beams * T, Dh)
+        out, weights = attention(
+            q, cache.cross_k, cache.cross_v, cache.bias, dropout_p=self.dropout_p, need_weights=need_weights
+        )
         if weights is not None:  # (B, H, beams * T, S) -> (N, H, T, S)
             weights = weights.unflatten(2, (cache.beams, t)).transpose(1, 2).flatten(0, 1)
-        return self.out_proj(out.transpose(1, 2).reshape(n * t, h * dh)), weights
-
-    def _project_q(self, x: Tensor) -> Tensor:
-        """Cross-attention's queries W_Q x: (..., D) -> (..., D)."""
-        if self.q_proj is not None:
-            return self.q_proj(x)
-        d = self.out_proj.in_features
-        return F.linear(x, self.in_proj.weight[:d], self.in_proj.bias[:d])
-
-    def _heads(
-        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, need_weights: bool
-    ) -> tuple[Tensor, Tensor | None]:
-        """Eq. 1 over the heads (`attention`), with attention dropout while training."""
-        dropout_p = self.dropout if self.training else 0.0
-        return attention(q, k, v, mask, dropout_p=dropout_p, need_weights=need_weights)
-
-    def _attend(
-        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool
-    ) -> tuple[Tensor, Tensor | None]:
-        out, weights = self._heads(q, k, v, mask, need_weights=need_weights)
-        b, h, t, dh = out.shape
-        out = out.transpose(1, 2).reshape(b, t, h * dh)  # (B, H, Tq, Dh) -> (B, Tq, D)
-        return self.out_proj(out), weights
+        return self.out(out.transpose(1, 2).reshape(n * t, h * dh)), weights

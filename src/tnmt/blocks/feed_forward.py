@@ -9,6 +9,7 @@ GELU and swish (SiLU) exist because pretrained MarianMT / OPUS-MT models use the
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from tnmt.blocks.bound import Linear, bind_linear
 from tnmt.blocks.dropout import Dropout
 
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
@@ -27,5 +28,15 @@ class FeedForward(nn.Module):
         self.dropout = Dropout(dropout)  # on the hidden activations ("relu dropout"; 0 in the paper)
 
     def forward(self, x: Tensor) -> Tensor:
-        hidden = self.activation(self.linear1(x))
-        return self.linear2(self.dropout(hidden) if self.training else hidden)
+        return self.bind()(x)
+
+    def bind(self) -> Linear:
+        """This network as a function of its own tensors (blocks/bound.py), what `forward` and a decoder step run."""
+        linear1, linear2, activation = bind_linear(self.linear1), bind_linear(self.linear2), self.activation
+        dropout = self.dropout if self.training else None
+
+        def feed_forward(x: Tensor) -> Tensor:
+            hidden = activation(linear1(x))  # (..., F)
+            return linear2(hidden if dropout is None else dropout(hidden))
+
+        return feed_forward

@@ -7,11 +7,12 @@ stably for deep stacks); the stacks then end with a final LayerNorm (see model.p
 """
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from torch import Tensor, nn
 
-from tnmt.blocks.attention import MultiHeadAttention
+from tnmt.blocks.attention import AttentionStep, MultiHeadAttention
+from tnmt.blocks.bound import bind_norm
 from tnmt.blocks.dropout import Dropout
 from tnmt.blocks.feed_forward import FeedForward
 from tnmt.blocks.kv_cache import LayerCache
@@ -30,8 +31,21 @@ class Residual(nn.Module):
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], tuple[Tensor, W]]) -> tuple[Tensor, W]:
         """x (..., D) -> (..., D), and what `sublayer` returns beside its output (attention weights or None)."""
-        out, extra = sublayer(self.inner(x))
-        return self.add(x, out), extra
+        block = self.bind()
+        out, extra = sublayer(block.inner(x))
+        return block.add(x, out), extra
+
+    def bind(self) -> "ResidualStep":
+        """This block bound to its LayerNorm's tensors (blocks/bound.py): what `forward` and a decoder step run."""
+        return ResidualStep(bind_norm(self.norm), self.norm_first, self.dropout if self.training else None)
+
+
+class ResidualStep(NamedTuple):
+    """`Residual` as functions of its tensors (`Residual.bind`), in two halves around the sub-layer."""
+
+    norm: Callable[[Tensor], Tensor]  # the LayerNorm
+    norm_first: bool
+    dropout: Callable[[Tensor], Tensor] | None  # residual dropout, in train mode
 
     def inner(self, x: Tensor) -> Tensor:
         """What the sub-layer reads: LayerNorm(x) for pre-norm, x itself for post-norm."""
@@ -39,7 +53,7 @@ class Residual(nn.Module):
 
     def add(self, x: Tensor, out: Tensor) -> Tensor:
         """The residual sum of x and the sub-layer's output: x + Dropout(out), then LayerNorm for post-norm."""
-        if self.training:
+        if self.dropout is not None:
             out = self.dropout(out)
         return x + out if self.norm_first else self.norm(x + out)
 
@@ -116,23 +130,38 @@ class DecoderLayer(nn.Module):
         x, _ = self.ffn_block(x, lambda h: (self.ffn(h), None))
         return x, (self_weights, cross_weights) if need_weights else None
 
-    def step(
+    def bind(self) -> "DecoderLayerStep":
+        """This layer for a decoder step on a KV cache, bound to its tensors once per search (blocks/bound.py)."""
+        return DecoderLayerStep(
+            self.self_attn.bind(),
+            self.cross_attn.bind(),
+            self.ffn.bind(),
+            (self.self_block.bind(), self.cross_block.bind(), self.ffn_block.bind()),
+        )
+
+
+class DecoderLayerStep(NamedTuple):
+    """`DecoderLayer.forward` of T new positions per row on a KV cache (`DecoderLayer.bind`), the one way tnmt
+    decodes incrementally (`Transformer.incremental_decoder`): the same sub-layers and residual blocks, bound."""
+
+    self_attn: AttentionStep
+    cross_attn: AttentionStep
+    ffn: Callable[[Tensor], Tensor]
+    blocks: tuple[ResidualStep, ResidualStep, ResidualStep]  # around self-attention, cross-attention, FFN
+
+    def __call__(
         self, x: Tensor, cache: LayerCache, *, positions: int, need_weights: bool = False
     ) -> tuple[Tensor, tuple[Tensor, Tensor] | None]:
-        """`forward` of T new positions per row on a KV cache (`Transformer.step`): x (N * T, D), rows ordered
-        (row, position), -> (N * T, D), and with `need_weights` (self weights (N, H, T, length + T), cross
-        weights (N, H, T, S)).
-
-        The same sub-layers and residual blocks as `forward`, called directly rather than through closures: a
-        decoder step at batch 1 costs about as much in Python calls as in arithmetic.
-        """
-        out, self_weights = self.self_attn.self_attention_step(
-            self.self_block.inner(x), cache, positions=positions, need_weights=need_weights
+        """x (N * T, D), rows ordered (row, position), -> (N * T, D), and with `need_weights` (self weights
+        (N, H, T, length + T), cross weights (N, H, T, S))."""
+        self_block, cross_block, ffn_block = self.blocks
+        out, self_weights = self.self_attn.self_attention(
+            self_block.inner(x), cache, positions=positions, need_weights=need_weights
         )
-        x = self.self_block.add(x, out)
-        out, cross_weights = self.cross_attn.cross_attention_step(
-            self.cross_block.inner(x), cache, positions=positions, need_weights=need_weights
+        x = self_block.add(x, out)
+        out, cross_weights = self.cross_attn.cross_attention(
+            cross_block.inner(x), cache, positions=positions, need_weights=need_weights
         )
-        x = self.cross_block.add(x, out)
-        x = self.ffn_block.add(x, self.ffn(self.ffn_block.inner(x)))
+        x = cross_block.add(x, out)
+        x = ffn_block.add(x, self.ffn(ffn_block.inner(x)))
         return x, (self_weights, cross_weights) if need_weights else None

@@ -107,8 +107,9 @@ def beam_search_nbest(
     rules = TokenRules.of(c, min_len=decode.min_len, device=device)
     state, cache = _init(source, limits.tolist(), beam_size=k)
     inputs = torch.full((batch * k,), c.bos_id, dtype=torch.long, device=device)  # (Ba * K,)
+    decoder = model.incremental_decoder(project=project)
     while True:
-        logits, weights = model.step(inputs[:, None], cache, need_weights=recorder is not None, project=project)
+        logits, weights = decoder.step(inputs[:, None], cache, need_weights=recorder is not None)
         log_probs = logits[:, 0].log_softmax(dim=-1)  # (Ba * K, V)
         if recorder is not None:
             recorder.attention(weights)

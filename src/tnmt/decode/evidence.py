@@ -150,7 +150,7 @@ def teacher_forced_attention(
     width = max(len(ids) for ids in outputs) + 1
     rows = [[bos_id, *ids] + [pad] * (width - 1 - len(ids)) for ids in outputs]
     tgt = torch.tensor(rows, device=source.lengths.device)  # (B, T)
-    _, weights = model.step_features(tgt, source.cache(width), need_weights=True, layers=layers)
+    _, weights = model.incremental_decoder().features(tgt, source.cache(width), need_weights=True, layers=layers)
     return weights
 
 

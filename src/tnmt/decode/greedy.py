@@ -65,8 +65,9 @@ def greedy_hypotheses(
     rows = torch.arange(batch, device=device)  # (N,) sentence of each open cache row
     tokens = torch.full((batch,), c.bos_id, dtype=torch.long, device=device)  # (N,)
     history = []  # (rows, tokens, log-probs) of every step; read once at the end, so a step costs no copy
+    decoder = model.incremental_decoder(project=project)
     for step in range(longest):
-        logits, weights = model.step(tokens[:, None], cache, need_weights=recorder is not None, project=project)
+        logits, weights = decoder.step(tokens[:, None], cache, need_weights=recorder is not None)
         logits = logits[:, 0]  # (N, 1, V) -> (N, V)
         if recorder is not None:
             recorder.attention(weights)
