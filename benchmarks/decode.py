@@ -239,10 +239,12 @@ def random_runner(system: str, work: Path, threads: int):
     if system == "textbook":
         return padded, lambda src, beam: textbook_greedy(model, src)
 
-    try:  # the weight copies a `Translator` keeps for the frozen model it loaded (decode/projection.py)
-        from tnmt.decode.projection import OutputProjection
+    try:  # what a `Translator` keeps for the frozen model it loaded: the model bound for decoding, with the
+        # copies of its weights laid out for the products (decode/frozen.py)
+        from tnmt.decode.frozen import OutputProjection, transposed_linear
 
-        projection = {"project": OutputProjection(model)} if OutputProjection.usable(model) else {}
+        projection = OutputProjection(model) if OutputProjection.usable(model) else None
+        projection = {"decoder": model.incremental_decoder(project=projection, linear=transposed_linear)}
     except ImportError:  # a --baseline checkout from before it: its fast step made its own copies
         projection = {}
 

@@ -1,4 +1,4 @@
-"""The operator-level choices of the decoder step (`Transformer.step`, `decode/projection.py`), timed on this host.
+"""The operator-level choices of the decoder step (`Transformer.step`, `decode/frozen.py`), timed on this host.
 
     python benchmarks/step_ops.py [--threads 1]
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from tnmt.blocks.attention import MultiHeadAttention, attention, batched_attention, reference_attention
+from tnmt.blocks.attention import MultiHeadAttention, attention, batched_attention, reference_attention, softmax_rows
 from tnmt.blocks.kv_cache import LayerCache
 from tnmt.blocks.masks import additive_mask, causal_mask, padding_mask
 
@@ -144,3 +144,14 @@ def test_batched_products_equal_the_fused_kernel_with_a_bool_or_additive_mask():
     torch.testing.assert_close(batched_attention(q, k, v, mask), fused, atol=1e-6, rtol=0)
     torch.testing.assert_close(batched_attention(q, k, v, additive_mask(mask, q.dtype)), fused, atol=1e-6, rtol=0)
     torch.testing.assert_close(batched_attention(q, k, v, None), attention(q, k, v)[0], atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("shape", [(256, 1, 14), (64, 4, 3), (300, 1, 2), (8, 1, 5), (256, 1, 20)])
+def test_softmax_across_short_rows_equals_the_softmax_of_each_row(shape):
+    """Short rows of many (`softmax_rows`'s transposed path) and the rest (the plain kernel) alike; -inf masks."""
+    scores = torch.randn(shape, generator=torch.Generator().manual_seed(0)) * 4
+    scores[..., 0] = float("-inf")  # a masked key in every row (no row is all masked)
+    scores[..., -1] = 30.0
+    rows = softmax_rows(scores)
+    torch.testing.assert_close(rows, scores.softmax(dim=-1), atol=1e-6, rtol=0)
+    assert rows.is_contiguous() and bool((rows[..., 0] == 0).all())

@@ -1,9 +1,10 @@
 """Layers bound to their tensors (blocks/bound.py) compute what the modules do, on the same tensors, not copies."""
 
+import pytest
 import torch
 from torch import nn
 
-from tnmt.blocks.bound import bind_linear, bind_norm, bind_rows
+from tnmt.blocks.bound import bind_linear, bind_norm
 from tnmt.config import ModelConfig
 from tnmt.decode.quantize import quantize_int8
 from tnmt.model import Transformer
@@ -24,7 +25,7 @@ def test_a_bound_linear_and_norm_equal_their_modules_and_follow_in_place_changes
 def test_rows_of_a_stacked_projection_are_its_block():
     torch.manual_seed(0)
     stacked, x = nn.Linear(4, 12), torch.randn(2, 4)
-    torch.testing.assert_close(bind_rows(stacked, slice(4, 8))(x), stacked(x)[:, 4:8], atol=1e-6, rtol=0)
+    torch.testing.assert_close(bind_linear(stacked, slice(4, 8))(x), stacked(x)[:, 4:8], atol=1e-6, rtol=0)
 
 
 def test_an_int8_linear_is_bound_as_its_own_forward():
@@ -36,3 +37,5 @@ def test_an_int8_linear_is_bound_as_its_own_forward():
     assert type(linear) is not nn.Linear
     x = torch.randn(3, 16)
     torch.testing.assert_close(bind_linear(linear)(x), linear(x), atol=0, rtol=0)
+    with pytest.raises(ValueError, match="packed"):
+        bind_linear(linear, slice(0, 4))

@@ -164,7 +164,7 @@ def test_step_runs_the_modules_own_code(monkeypatch, beam_size):
     model = make_model()
     binds, adds = [], []
     bind, add = DecoderLayer.bind, ResidualStep.add
-    monkeypatch.setattr(DecoderLayer, "bind", lambda self: binds.append(self) or bind(self))
+    monkeypatch.setattr(DecoderLayer, "bind", lambda self, linear: binds.append(self) or bind(self, linear))
     monkeypatch.setattr(ResidualStep, "add", lambda self, x, out: adds.append(x.shape) or add(self, x, out))
     search(model, SOURCES[:1], DecodeConfig(beam_size=beam_size, max_len=3, min_len=3))
     assert binds == list(model.decoder_layers)  # once per search

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from tnmt.blocks.bound import bind_norm
+from tnmt.blocks.bound import LinearBinder, bind_linear, bind_norm
 from tnmt.blocks.dropout import Dropout
 from tnmt.blocks.embedding import TokenEmbedding
 from tnmt.blocks.kv_cache import KVCache
@@ -140,15 +140,17 @@ class Transformer(nn.Module):
         lengths = src_mask.view(b, s).sum(dim=1)
         return EncodedSource(cross, src_mask if padded else None, lengths, weights if need_weights else None)
 
-    def incremental_decoder(self, *, project: Callable[[Tensor], Tensor] | None = None) -> "IncrementalDecoder":
+    def incremental_decoder(
+        self, *, project: Callable[[Tensor], Tensor] | None = None, linear: LinearBinder = bind_linear
+    ) -> "IncrementalDecoder":
         """The decoder for decoding on a KV cache, bound to this model's tensors (blocks/bound.py): a search binds
         it once and steps it to the end. `project` replaces the output projection (features (M, D) -> logits
-        (M, V), bias included): a `Translator` passes its copy of a frozen model's weights, laid out for the
-        product (decode/projection.py)."""
+        (M, V), bias included) and `linear` binds the layers' Linear layers: a `Translator` passes functions on
+        copies of its frozen model's weights laid out for the products (decode/frozen.py)."""
         final_norm = self.decoder_norm
         return IncrementalDecoder(
             embed=partial(self._embed, self.tgt_embed),
-            layers=tuple(layer.bind() for layer in self.decoder_layers),
+            layers=tuple(layer.bind(linear) for layer in self.decoder_layers),
             final_norm=bind_norm(final_norm) if isinstance(final_norm, nn.LayerNorm) else None,
             project=self.project if project is None else project,
         )
@@ -254,7 +256,7 @@ class Transformer(nn.Module):
 
     def _embed(self, embedding: TokenEmbedding, ids: Tensor, start: int = 0) -> Tensor:
         """Token embeddings plus the positions from `start` on, dropped out in train mode: ids (B, T) -> (B, T, D)."""
-        return self.embed_dropout(self.positions(embedding(ids), start=start))
+        return self.embed_dropout(embedding(ids, self.positions.rows(start, ids.size(1))))
 
     def _layer(self, layer: nn.Module, *args, **kwargs):
         """Run one encoder or decoder layer; in a training forward pass through `compiled_layer` when set, and

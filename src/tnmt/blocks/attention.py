@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tnmt.blocks.bound import Linear, bind_linear, bind_rows
+from tnmt.blocks.bound import Linear, LinearBinder, bind_linear
 from tnmt.blocks.kv_cache import LayerCache
 from tnmt.blocks.masks import additive_mask, causal_mask
 
@@ -97,7 +97,29 @@ def batched_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> T
             mask = additive_mask(mask, q.dtype)
         bias = mask.expand(b, h, -1, -1).reshape(b * h, mask.size(2), mask.size(3))  # a view when not broadcast
         scores = torch.baddbmm(bias, q, k.transpose(1, 2), alpha=dh**-0.5)
-    return torch.bmm(scores.softmax(dim=-1), v).view(b, h, tq, dh)
+    return torch.bmm(softmax_rows(scores), v).view(b, h, tq, dh)
+
+
+SHORT_ROW = 16  # keys per row below which `softmax_rows` works across the rows
+ACROSS_MIN_ROWS = 128  # rows from which it does
+
+
+def softmax_rows(scores: Tensor) -> Tensor:
+    """`scores.softmax(dim=-1)` for (..., Tk) scores on CPU, across the rows when they are short.
+
+    Why: PyTorch's CPU softmax over the last dimension is vectorised along that dimension, and a row shorter than
+    one vector (16 floats with AVX-512) takes scalar code: 256 rows of 14 keys (4 heads x 64 sentences of 13
+    tokens and EOS, the cross-attention of a Multi30k batch) cost 82 us, against 18 us for the kernel over the
+    first dimension of the transposed view, which is vectorised across the rows (AMX Xeon, torch 2.13,
+    benchmarks/step_ops.py); the copy back to rows costs less than the batched product would lose on the
+    transposed layout (41 us for both, against 89 us for the plain softmax and the product). From 16 keys the
+    last-dimension kernel is the faster.
+    """
+    tk = scores.size(-1)
+    rows = scores.numel() // max(tk, 1)
+    if tk >= SHORT_ROW or rows < ACROSS_MIN_ROWS or not scores.is_cpu:
+        return scores.softmax(dim=-1)
+    return scores.reshape(rows, tk).t().softmax(dim=0).t().contiguous().view(scores.shape)
 
 
 class MultiHeadAttention(nn.Module):
@@ -157,19 +179,20 @@ class MultiHeadAttention(nn.Module):
         k, v = self.project_kv(memory)
         return self._attend(self._split_heads(self.query_projection()(x)), k, v, mask, need_weights)
 
-    def query_projection(self) -> Linear:
+    def query_projection(self, linear: LinearBinder = bind_linear) -> Linear:
         """Cross-attention's W_Q as a function: the first D rows of the stacked in_proj, or q_proj once split."""
         if self.q_proj is not None:
-            return bind_linear(self.q_proj)
-        return bind_rows(self.in_proj, slice(0, self.out_proj.in_features))
+            return linear(self.q_proj, None)
+        return linear(self.in_proj, slice(0, self.out_proj.in_features))
 
-    def bind(self) -> "AttentionStep":
-        """This attention for a decoder step on a KV cache, bound to its tensors once per search (blocks/bound.py)."""
+    def bind(self, linear: LinearBinder = bind_linear) -> "AttentionStep":
+        """This attention for a decoder step on a KV cache, bound to its tensors once per search by `linear`
+        (blocks/bound.py)."""
         sliceable = self.q_proj is not None or type(self.in_proj) is nn.Linear
         return AttentionStep(
-            qkv=None if self.in_proj is None else bind_linear(self.in_proj),
-            q=self.query_projection() if sliceable else None,
-            out=bind_linear(self.out_proj),
+            qkv=None if self.in_proj is None else linear(self.in_proj, None),
+            q=self.query_projection(linear) if sliceable else None,
+            out=linear(self.out_proj, None),
             heads=self.n_heads,
             d_head=self.d_head,
             dropout_p=self.dropout if self.training else 0.0,

@@ -17,27 +17,39 @@ binding time, so a search binds afresh rather than keep a binding across a chang
 from collections.abc import Callable
 from functools import partial
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 Linear = Callable[[Tensor], Tensor]  # (..., in) -> (..., out)
+LinearBinder = Callable[[nn.Module, slice | None], Linear]  # (a Linear layer, rows of it or None) -> a function
 
 
-def bind_linear(module: nn.Module) -> Linear:
-    """A Linear layer as a function of its own tensors; anything else (torch.ao's dynamic int8 Linear, which
-    keeps its weights packed) as its `forward`, without the module call around it."""
+def bind_linear(module: nn.Module, rows: slice | None = None) -> Linear:
+    """A Linear layer as a function of its own tensors, or of rows `rows` of its weight and bias (views: one block
+    of a stacked projection); anything else (torch.ao's dynamic int8 Linear, which keeps its weights packed) as its
+    `forward`, without the module call around it.
+
+    The binder the blocks use unless given another: a `Translator` passes one that lays out copies of its frozen
+    model's weights for the step's products (`tnmt.decode.frozen.transposed_linear`).
+    """
     if type(module) is nn.Linear:
-        return partial(F.linear, weight=module.weight, bias=module.bias)
+        weight, bias = module.weight, module.bias
+        if rows is not None:
+            weight, bias = weight[rows], bias[rows]
+        return partial(F.linear, weight=weight, bias=bias)
+    if rows is not None:
+        raise ValueError(f"rows of a {type(module).__name__} cannot be bound: its weights are packed")
     return module.forward
-
-
-def bind_rows(module: nn.Linear, rows: slice) -> Linear:
-    """Rows `rows` of a Linear layer's weight and bias (views) as a Linear: one block of a stacked projection."""
-    return partial(F.linear, weight=module.weight[rows], bias=module.bias[rows])
 
 
 def bind_norm(module: nn.LayerNorm) -> Linear:
     """A LayerNorm as a function of its own tensors."""
+    # torch.layer_norm is what F.layer_norm calls, less a Python wrapper that costs a fifth of the call at one row
     return partial(
-        F.layer_norm, normalized_shape=module.normalized_shape, weight=module.weight, bias=module.bias, eps=module.eps
+        torch.layer_norm,
+        normalized_shape=module.normalized_shape,
+        weight=module.weight,
+        bias=module.bias,
+        eps=module.eps,
     )

@@ -9,7 +9,7 @@ GELU and swish (SiLU) exist because pretrained MarianMT / OPUS-MT models use the
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tnmt.blocks.bound import Linear, bind_linear
+from tnmt.blocks.bound import Linear, LinearBinder, bind_linear
 from tnmt.blocks.dropout import Dropout
 
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
@@ -30,9 +30,10 @@ class FeedForward(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         return self.bind()(x)
 
-    def bind(self) -> Linear:
-        """This network as a function of its own tensors (blocks/bound.py), what `forward` and a decoder step run."""
-        linear1, linear2, activation = bind_linear(self.linear1), bind_linear(self.linear2), self.activation
+    def bind(self, linear: LinearBinder = bind_linear) -> Linear:
+        """This network as a function of its own tensors, bound by `linear` (blocks/bound.py): what `forward` and
+        a decoder step run."""
+        linear1, linear2, activation = linear(self.linear1, None), linear(self.linear2, None), self.activation
         dropout = self.dropout if self.training else None
 
         def feed_forward(x: Tensor) -> Tensor:

@@ -12,7 +12,7 @@ from typing import NamedTuple, TypeVar
 from torch import Tensor, nn
 
 from tnmt.blocks.attention import AttentionStep, MultiHeadAttention
-from tnmt.blocks.bound import bind_norm
+from tnmt.blocks.bound import LinearBinder, bind_linear, bind_norm
 from tnmt.blocks.dropout import Dropout
 from tnmt.blocks.feed_forward import FeedForward
 from tnmt.blocks.kv_cache import LayerCache
@@ -130,12 +130,13 @@ class DecoderLayer(nn.Module):
         x, _ = self.ffn_block(x, lambda h: (self.ffn(h), None))
         return x, (self_weights, cross_weights) if need_weights else None
 
-    def bind(self) -> "DecoderLayerStep":
-        """This layer for a decoder step on a KV cache, bound to its tensors once per search (blocks/bound.py)."""
+    def bind(self, linear: LinearBinder = bind_linear) -> "DecoderLayerStep":
+        """This layer for a decoder step on a KV cache, bound to its tensors once per search, its Linear layers by
+        `linear` (blocks/bound.py)."""
         return DecoderLayerStep(
-            self.self_attn.bind(),
-            self.cross_attn.bind(),
-            self.ffn.bind(),
+            self.self_attn.bind(linear),
+            self.cross_attn.bind(linear),
+            self.ffn.bind(linear),
             (self.self_block.bind(), self.cross_block.bind(), self.ffn_block.bind()),
         )
 

@@ -48,9 +48,11 @@ class PositionalEncoding(nn.Module):
             raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {kind!r}")
 
     def forward(self, x: Tensor, *, start: int = 0) -> Tensor:
-        end = start + x.size(1)
+        return x + self.rows(start, x.size(1))
+
+    def rows(self, start: int, length: int) -> Tensor:
+        """The position vectors of positions start ... start + length - 1: (length, D)."""
+        end = start + length
         if end > self.max_len:
             raise ValueError(f"sequence of {end} positions exceeds max_len={self.max_len} (ModelConfig.max_len)")
-        if self.learned is not None:
-            return x + self.learned.weight[start:end]
-        return x + self.table[start:end]
+        return (self.table if self.learned is None else self.learned.weight)[start:end]

@@ -19,7 +19,6 @@ exactly greedy search. With alpha = 0 it is exact: log-probs only fall as beams 
 leave the batch, so the search ends when the last one is done.
 """
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -31,7 +30,7 @@ from tnmt.decode.hypothesis import Hypothesis, gnmt_length_penalty
 from tnmt.decode.rules import TokenRules, output_limits
 from tnmt.decode.top_k import top_k
 from tnmt.decode.trace import SearchRecorder
-from tnmt.model import EncodedSource, Transformer
+from tnmt.model import EncodedSource, IncrementalDecoder, Transformer
 
 
 @dataclass
@@ -76,7 +75,7 @@ def beam_search_nbest(
     *,
     n_best: int = 1,
     recorder: SearchRecorder | None = None,
-    project: Callable[[Tensor], Tensor] | None = None,
+    decoder: IncrementalDecoder | None = None,
 ) -> list[list[Hypothesis]]:
     """The `n_best` best hypotheses of every sentence of a batch, best first.
 
@@ -89,7 +88,7 @@ def beam_search_nbest(
             `min_len` tokens were generated. None = `DecodeConfig()`.
         n_best: How many hypotheses to return per sentence (1 <= n_best <= beam_size).
         recorder: Told what every step did (decode/trace.py); for a batch of one sentence.
-        project: The output projection to use instead of the model's (`Transformer.step`).
+        decoder: The model bound for decoding (`Transformer.incremental_decoder`); None binds it here.
 
     Raises:
         ValueError: n_best outside [1, beam_size].
@@ -107,7 +106,7 @@ def beam_search_nbest(
     rules = TokenRules.of(c, min_len=decode.min_len, device=device)
     state, cache = _init(source, limits.tolist(), beam_size=k)
     inputs = torch.full((batch * k,), c.bos_id, dtype=torch.long, device=device)  # (Ba * K,)
-    decoder = model.incremental_decoder(project=project)
+    decoder = decoder or model.incremental_decoder()
     while True:
         logits, weights = decoder.step(inputs[:, None], cache, need_weights=recorder is not None)
         log_probs = logits[:, 0].log_softmax(dim=-1)  # (Ba * K, V)

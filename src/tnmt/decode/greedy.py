@@ -5,8 +5,6 @@ EOS or reaches its length limit leaves the batch (its cache rows are dropped), s
 for the sentences still being written, and the loop stops when none is left.
 """
 
-from collections.abc import Callable
-
 import torch
 from torch import Tensor
 
@@ -15,7 +13,7 @@ from tnmt.decode.hypothesis import Hypothesis, gnmt_length_penalty
 from tnmt.decode.rules import TokenRules, output_limits
 from tnmt.decode.top_k import top_k
 from tnmt.decode.trace import SearchRecorder
-from tnmt.model import EncodedSource, Transformer
+from tnmt.model import EncodedSource, IncrementalDecoder, Transformer
 
 
 @torch.inference_mode()
@@ -33,7 +31,7 @@ def greedy_hypotheses(
     decode: DecodeConfig | None = None,
     *,
     recorder: SearchRecorder | None = None,
-    project: Callable[[Tensor], Tensor] | None = None,
+    decoder: IncrementalDecoder | None = None,
 ) -> list[Hypothesis]:
     """The greedy translation of every sentence of a batch, with its log-probability and score.
 
@@ -45,7 +43,7 @@ def greedy_hypotheses(
             tokens were generated); `length_penalty` scores the result as beam search would; the beam size
             is ignored. None = `DecodeConfig()`.
         recorder: Told what every step did (decode/trace.py); for a batch of one sentence.
-        project: The output projection to use instead of the model's (`Transformer.step`).
+        decoder: The model bound for decoding (`Transformer.incremental_decoder`); None binds it here.
 
     Returns:
         Per sentence a `Hypothesis`: the output ids (without BOS and EOS), the sum of their log-probabilities
@@ -65,18 +63,17 @@ def greedy_hypotheses(
     rows = torch.arange(batch, device=device)  # (N,) sentence of each open cache row
     tokens = torch.full((batch,), c.bos_id, dtype=torch.long, device=device)  # (N,)
     history = []  # (rows, tokens, log-probs) of every step; read once at the end, so a step costs no copy
-    decoder = model.incremental_decoder(project=project)
+    decoder = decoder or model.incremental_decoder()
     for step in range(longest):
         logits, weights = decoder.step(tokens[:, None], cache, need_weights=recorder is not None)
-        logits = logits[:, 0]  # (N, 1, V) -> (N, V)
+        log_probs = logits[:, 0].log_softmax(dim=1)  # (N, V), normalised over every token, banned ones included
         if recorder is not None:
             recorder.attention(weights)
-        normaliser = logits.logsumexp(dim=1)  # (N,) log of the softmax's denominator, over every token
-        best, picked = top_k(rules.apply_(logits, step), 1)  # (N, 1) the argmax and its logit
+        best, picked = top_k(rules.apply_(log_probs, step), 1)  # (N, 1) the argmax and its log-probability
         tokens = picked[:, 0]
         if recorder is not None:
-            recorder.greedy_step(logits - normaliser[:, None], int(tokens[0]), at_limit=bool(limits[0] == step + 1))
-        history.append((rows, tokens, best[:, 0] - normaliser))
+            recorder.greedy_step(log_probs, int(tokens[0]), at_limit=bool(limits[0] == step + 1))
+        history.append((rows, tokens, best[:, 0]))
         ended = (tokens == c.eos_id) | (limits == step + 1)  # (N,)
         if not bool(ended.any()):
             continue

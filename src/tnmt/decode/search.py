@@ -5,8 +5,6 @@ greedy search skips the beams' bookkeeping. Both return `Hypothesis` objects, so
 (the `Translator`, the server) never asks which one ran.
 """
 
-from collections.abc import Callable
-
 from torch import Tensor
 
 from tnmt.config import DecodeConfig
@@ -15,7 +13,7 @@ from tnmt.decode.greedy import greedy_hypotheses
 from tnmt.decode.hypothesis import Hypothesis
 from tnmt.decode.trace import SearchRecorder
 from tnmt.errors import UserError
-from tnmt.model import EncodedSource, Transformer
+from tnmt.model import EncodedSource, IncrementalDecoder, Transformer
 
 
 def search(
@@ -25,11 +23,11 @@ def search(
     *,
     n_best: int = 1,
     recorder: SearchRecorder | None = None,
-    project: Callable[[Tensor], Tensor] | None = None,
+    decoder: IncrementalDecoder | None = None,
 ) -> list[list[Hypothesis]]:
     """The `n_best` best hypotheses of every sentence of a right-padded (B, S) batch (or the batch encoded
     already), best first; a `recorder` (decode/trace.py, a batch of one) is told what every step did, and
-    `project` replaces the model's output projection (decode/projection.py).
+    `decoder` is the model bound for decoding (`Transformer.incremental_decoder`; None binds it here).
 
     Raises:
         ValueError: n_best outside [1, settings.beam_size].
@@ -41,6 +39,6 @@ def search(
     if settings.beam_size == 1:
         if n_best != 1:
             raise ValueError(f"need 1 <= n_best <= beam_size, got n_best {n_best} and beam_size 1")
-        found = greedy_hypotheses(model, src, settings, recorder=recorder, project=project)
+        found = greedy_hypotheses(model, src, settings, recorder=recorder, decoder=decoder)
         return [[hypothesis] for hypothesis in found]
-    return beam_search_nbest(model, src, settings, n_best=n_best, recorder=recorder, project=project)
+    return beam_search_nbest(model, src, settings, n_best=n_best, recorder=recorder, decoder=decoder)

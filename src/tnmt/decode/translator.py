@@ -22,8 +22,8 @@ import torch
 from tnmt.checkpoint import load_checkpoint
 from tnmt.config import DecodeConfig
 from tnmt.decode.evidence import Evidence, Sentence, alignment_layer_index, gather_evidence, teacher_forced_attention
+from tnmt.decode.frozen import OutputProjection, transposed_linear
 from tnmt.decode.hypothesis import Hypothesis
-from tnmt.decode.projection import OutputProjection
 from tnmt.decode.quantize import quantize_int8
 from tnmt.decode.rules import fit_source
 from tnmt.decode.search import search
@@ -109,8 +109,9 @@ class Translator:
         """`decode` (default `DecodeConfig()`) is every call's default settings; `quantize="int8"` quantises the
         model now (`tnmt.decode.quantize`): a property of the loaded model, not of a call. `frozen=True` promises
         that the model's weights do not change while this translator uses it (it loaded its own): the translator
-        then keeps a copy of the output projection laid out for decoding (decode/projection.py). A quantised
-        model is a copy of the translator's own, so it is frozen too."""
+        then binds it for decoding once (`Transformer.incremental_decoder`), on copies of its weights laid out
+        for the step's products (decode/frozen.py). A quantised model is a copy of the translator's own, so it is
+        frozen too."""
         if quantize not in QUANTIZE:
             raise ValueError(f"quantize must be one of {QUANTIZE}, got {quantize!r}")
         self.decode = decode or DecodeConfig()
@@ -121,7 +122,10 @@ class Translator:
         self.model = quantize_int8(model) if quantize == "int8" else model.eval()
         self.tokenizer = tokenizer
         owned = frozen or quantize == "int8"
-        self.projection = OutputProjection(self.model) if owned and OutputProjection.usable(self.model) else None
+        self.decoder = None  # the model bound for decoding: per search, unless its weights are frozen
+        if owned:  # once, on copies of the weights laid out for the products (decode/frozen.py)
+            projection = OutputProjection(self.model) if OutputProjection.usable(self.model) else None
+            self.decoder = self.model.incremental_decoder(project=projection, linear=transposed_linear)
 
     @classmethod
     def from_checkpoint(
@@ -179,7 +183,7 @@ class Translator:
             batch = [sources[i] for i in chunk]
             with torch.inference_mode():
                 encoded = self.model.encode_for_decoding(self._source_batch(batch), need_weights=attention)
-                found = search(self.model, encoded, settings, n_best=n_best, project=self.projection)
+                found = search(self.model, encoded, settings, n_best=n_best, decoder=self.decoder)
                 translations = [self._translation(hypotheses) for hypotheses in found]
                 extras = self._explain(chunk, texts, batch, encoded, found, translations, settings, attention, evidence)
             for i, translation, (maps, proof) in zip(chunk, translations, extras, strict=True):
@@ -214,7 +218,7 @@ class Translator:
         recorder = SearchRecorder(top_k=top_k, length_penalty=settings.length_penalty, eos_id=self.tokenizer.eos_id)
         with torch.inference_mode():  # the encoder's self-attention from the search's own encoder pass
             encoded = self.model.encode_for_decoding(self._source_batch([source]), need_weights=True)
-            best = search(self.model, encoded, settings, recorder=recorder, project=self.projection)[0][0]
+            best = search(self.model, encoded, settings, recorder=recorder, decoder=self.decoder)[0][0]
         encoder = torch.stack([layer[0] for layer in encoded.encoder_attention]).float().cpu()  # (L, H, S, S)
         text_out = self.tokenizer.decode_target(best.tokens)
         return Trace(text_out, self._source_pieces(source), encoder, recorder.steps)
