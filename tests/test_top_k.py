@@ -22,3 +22,12 @@ def test_top_k_with_dead_rows_returns_the_scores_it_names():
     values, index = top_k(scores, 8)
     assert torch.equal(values, scores.topk(8, dim=1).values)
     assert torch.equal(scores.gather(1, index), values)
+
+
+def test_the_best_of_tied_scores_is_the_first():
+    """Greedy search's argmax is deterministic: of equal best scores, the lowest id."""
+    scores = torch.zeros(2, 300)
+    scores[0, [7, 250]] = 1.0
+    scores[1, [0, 299]] = 2.0
+    values, index = top_k(scores, 1)
+    assert index.tolist() == [[7], [0]] and values.tolist() == [[1.0], [2.0]]

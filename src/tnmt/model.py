@@ -149,7 +149,7 @@ class Transformer(nn.Module):
         copies of its frozen model's weights laid out for the products (decode/frozen.py)."""
         final_norm = self.decoder_norm
         return IncrementalDecoder(
-            embed=partial(self._embed, self.tgt_embed),
+            embed=self._bind_embedding(self.tgt_embed),
             layers=tuple(layer.bind(linear) for layer in self.decoder_layers),
             final_norm=bind_norm(final_norm) if isinstance(final_norm, nn.LayerNorm) else None,
             project=self.project if project is None else project,
@@ -254,9 +254,20 @@ class Transformer(nn.Module):
             return features, self_w, cross_w
         return self.project(features), self_w, cross_w  # (B, T, V)
 
-    def _embed(self, embedding: TokenEmbedding, ids: Tensor, start: int = 0) -> Tensor:
-        """Token embeddings plus the positions from `start` on, dropped out in train mode: ids (B, T) -> (B, T, D)."""
-        return self.embed_dropout(embedding(ids, self.positions.rows(start, ids.size(1))))
+    def _embed(self, embedding: TokenEmbedding, ids: Tensor) -> Tensor:
+        """Token embeddings plus positions, dropped out in train mode: ids (B, T) -> (B, T, D)."""
+        return self._bind_embedding(embedding)(ids, 0)
+
+    def _bind_embedding(self, embedding: TokenEmbedding) -> Callable[[Tensor, int], Tensor]:
+        """`_embed` from a first position, bound to its tensors (blocks/bound.py): ids (N, T), start -> (N, T, D)."""
+        embed, rows = embedding.bind(), self.positions.rows
+        dropout = self.embed_dropout if self.training else None
+
+        def embed_from(ids: Tensor, start: int) -> Tensor:
+            x = embed(ids, rows(start, ids.size(1)))
+            return x if dropout is None else dropout(x)
+
+        return embed_from
 
     def _layer(self, layer: nn.Module, *args, **kwargs):
         """Run one encoder or decoder layer; in a training forward pass through `compiled_layer` when set, and

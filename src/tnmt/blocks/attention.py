@@ -71,14 +71,15 @@ def attention(
     Asking for the weights never changes the output: they are computed beside it (`attention_weights`, before
     dropout), so a traced or explained translation is the plain one, to the last bit.
     """
-    if q.requires_grad and q.dtype != torch.float32 and q.is_cpu:  # (cheapest checks first: a step makes 8 calls)
-        out, weights = reference_attention(q, k, v, mask, dropout_p=dropout_p)
-        return out, weights if need_weights else None
-    few_queries = q.size(2) <= BATCHED_MAX_QUERIES and q.size(0) * q.size(1) >= BATCHED_MIN_GROUPS
-    if few_queries and dropout_p == 0.0 and not q.requires_grad and q.is_cpu:
-        out = batched_attention(q, k, v, mask)
-    else:
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    # (the cheapest checks first, arguments by position: a decoder step makes 8 calls, ~1 us of checks each)
+    if q.requires_grad:
+        if q.dtype != torch.float32 and q.is_cpu:
+            out, weights = reference_attention(q, k, v, mask, dropout_p=dropout_p)
+            return out, weights if need_weights else None
+    elif dropout_p == 0.0 and q.size(2) <= BATCHED_MAX_QUERIES and q.size(0) * q.size(1) >= BATCHED_MIN_GROUPS:
+        if q.is_cpu:
+            return batched_attention(q, k, v, mask), attention_weights(q, k, mask) if need_weights else None
+    out = F.scaled_dot_product_attention(q, k, v, mask, dropout_p)
     return out, attention_weights(q, k, mask) if need_weights else None
 
 
@@ -229,15 +230,11 @@ class AttentionStep(NamedTuple):
         `need_weights` the weights (N, H, T, length + T). Their keys/values join the cache after the
         `cache.length` held, and each new position attends to those and to the new ones up to itself."""
         n, t, h, dh = x.size(0) // positions, positions, self.heads, self.d_head
-        qkv = self.qkv(x)  # (N * T, 3D)
         start, end = cache.length, cache.length + t
-        k_v = qkv[:, h * dh :].view(n, t, 2, h, dh).permute(2, 0, 3, 1, 4)  # (2, N, H, T, Dh)
-        if t == 1:
-            cache.kv.select(3, start).copy_(k_v[:, :, :, 0])
-        else:
-            cache.kv[:, :, :, start:end] = k_v
-        k, v = cache.kv.narrow(3, 0, end).unbind(0)  # (N, H, L + T, Dh), views of the cache
-        q = qkv[:, : h * dh].view(n, t, h, dh).transpose(1, 2)  # (N, H, T, Dh)
+        qkv = self.qkv(x).view(n, t, 3 * h, dh).transpose(1, 2)  # (N * T, 3D) -> (N, 3H, T, Dh): Q, K, V heads
+        cache.kv.narrow(3, start, t).copy_(qkv[:, h:].view(n, 2, h, t, dh).transpose(0, 1))  # (2, N, H, T, Dh)
+        k, v = cache.k.narrow(2, 0, end), cache.v.narrow(2, 0, end)  # (N, H, L + T, Dh), views of the cache
+        q = qkv[:, :h]  # (N, H, T, Dh)
         mask = None if t == 1 else causal_mask(t, end, device=x.device)  # one new position sees every key
         out, weights = attention(q, k, v, mask, dropout_p=self.dropout_p, need_weights=need_weights)  # (N, H, T, Dh)
         return self.out(out.transpose(1, 2).reshape(n * t, h * dh)), weights

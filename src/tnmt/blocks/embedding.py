@@ -7,6 +7,7 @@ projection is the paper's choice when both languages share a subword vocabulary;
 """
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
@@ -29,7 +30,16 @@ class TokenEmbedding(nn.Module):
                 self.weight[self.pad_id].zero_()
 
     def forward(self, ids: Tensor, positions: Tensor | None = None) -> Tensor:
-        """ids (B, T) -> (B, T, D); with `positions` (T, D), plus those, scaled and added in one operation: the
-        embedding a decoder step starts from costs as much as a layer's product at batch 1 when done in three."""
-        vectors = torch.embedding(self.weight, ids)  # what nn.functional.embedding calls, less its checks
-        return vectors * self.scale if positions is None else torch.add(positions, vectors, alpha=self.scale)
+        """ids (B, T) -> (B, T, D); with `positions` (T, D), plus those."""
+        return self.bind()(ids, positions)
+
+    def bind(self) -> Callable[[Tensor, Tensor | None], Tensor]:
+        """`forward` as a function of this module's tensors (blocks/bound.py): what a decoder step starts from."""
+        weight, scale = self.weight, self.scale
+
+        def embed(ids: Tensor, positions: Tensor | None = None) -> Tensor:
+            vectors = torch.embedding(weight, ids)  # what nn.functional.embedding calls, less its checks
+            # scaled and added in one operation: in three, a step's embedding costs as much as a product at batch 1
+            return vectors * scale if positions is None else torch.add(positions, vectors, alpha=scale)
+
+        return embed
