@@ -76,9 +76,13 @@ def attention(
         if q.dtype != torch.float32 and q.is_cpu:
             out, weights = reference_attention(q, k, v, mask, dropout_p=dropout_p)
             return out, weights if need_weights else None
-    elif dropout_p == 0.0 and q.size(2) <= BATCHED_MAX_QUERIES and q.size(0) * q.size(1) >= BATCHED_MIN_GROUPS:
-        if q.is_cpu:
-            return batched_attention(q, k, v, mask), attention_weights(q, k, mask) if need_weights else None
+    elif (
+        dropout_p == 0.0
+        and q.size(2) <= BATCHED_MAX_QUERIES
+        and q.size(0) * q.size(1) >= BATCHED_MIN_GROUPS
+        and q.is_cpu
+    ):
+        return batched_attention(q, k, v, mask), attention_weights(q, k, mask) if need_weights else None
     out = F.scaled_dot_product_attention(q, k, v, mask, dropout_p)
     return out, attention_weights(q, k, mask) if need_weights else None
 
