@@ -121,7 +121,8 @@ class Transformer(nn.Module):
     ) -> Tensor:
         """Target ids (B, T) and memory (B, S, D) -> logits (B, T, V), every position at once (teacher forcing).
 
-        `tgt_mask` defaults to causal + target padding. Decoding one token at a time goes through `step`.
+        `tgt_mask` defaults to causal + target padding. Decoding one token at a time goes through
+        `incremental_decoder`.
         """
         return self._decode(tgt_ids, memory, memory_mask=memory_mask, tgt_mask=tgt_mask)[0]
 

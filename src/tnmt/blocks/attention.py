@@ -9,6 +9,9 @@ cross-attention uses the Q rows on the decoder states and the K/V rows on the en
 inference copy may split cross-attention's matrix into W_Q and [W_K; W_V] Linear layers
 (`split_cross_projections`), so that int8 quantisation, which cannot slice a quantised matrix, covers
 them too.
+
+Decoding runs the same attention on a KV cache, T new positions per row (`AttentionStep`, from
+`MultiHeadAttention.bind`): the projections bound to their tensors once per search (blocks/bound.py).
 """
 
 import math

@@ -4,7 +4,8 @@
 `beam_search_nbest` return `Hypothesis` objects with their scores, and `search` picks between them. A
 `Translator` returns `Translation` objects. Read bottom-up: `hypothesis.py` (the result type), `rules.py`
 (what enters and leaves a search), `top_k.py`, the searches (greedy.py, beam.py, search.py, all on
-`Transformer.step`), `projection.py`, then the `Translator` and its consumers: evidence, trace, stream.
+`Transformer.incremental_decoder`), `frozen.py` (the weight copies of a frozen model), then the `Translator`
+and its consumers: evidence, trace, stream.
 """
 
 from tnmt.decode.beam import beam_search, beam_search_nbest
