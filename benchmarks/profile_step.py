@@ -16,7 +16,7 @@ PyTorch's fused attention kernel, not in the products' time; fp32's speed is ove
 `decode`: greedy search, batch 16 and 64, the random d 256 model of `decode.py` (32 forced steps),
 float32 and int8 (`quantize_int8`), at 1 thread (where CTranslate2 is fastest on this host); with
 `--checkpoint`, also the trained model on the first test_2016_flickr sentences (its own length
-limits) at batch 1, 16 and 64: float32 and int8, on `Transformer.step`. Categories as above plus int8's
+limits) at batch 1, 16 and 64: float32 and int8, on `Transformer.incremental_decoder`. Categories as above plus int8's
 own: quantised products, and the quantisation of activations.
 Results go to benchmarks/results/profile_step.json and a summary on stdout.
 """

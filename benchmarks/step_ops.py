@@ -1,4 +1,4 @@
-"""The operator-level choices of the decoder step (`Transformer.step`, `decode/frozen.py`), timed on this host.
+"""The operator-level choices of the decoder step (`Transformer.incremental_decoder`, decode/frozen.py), timed here.
 
     python benchmarks/step_ops.py [--threads 1]
 

@@ -4,7 +4,7 @@ At inference the decoder's self-attention keys/values of past positions never ch
 causally masked from the future), so each step only computes the new positions' K/V and writes them after
 the others. The cross-attention K/V depend only on the encoder memory and are computed once per batch
 (`Transformer.encode_for_decoding`). The cache is an explicit object that the caller creates, passes to
-every `Transformer.step` and reorders for beam search: no hidden state lives on the modules.
+every step (`IncrementalDecoder.step`) and reorders for beam search: no hidden state lives on the modules.
 
 Layout: every layer's self-attention keys and values live in one tensor (L, 2, N, H, capacity, Dh),
 preallocated for the positions the search may write (it doubles if a caller goes past them), so a step
@@ -17,7 +17,7 @@ Rows are hypotheses. Beam search keeps K of them per sentence, all attending to 
 cross-attention K/V once; cross-attention reads them once for all its beams (`LayerCache.beams`), and a
 reorder among the beams of each sentence copies nothing of them.
 
-The cache owns its write position: `length` counts the positions written, `Transformer.step` reads it
+The cache owns its write position: `length` counts the positions written, the step reads it
 as the offset of the positional encodings and of the causal mask, and `advance` moves it once all layers
 have written. Per-layer views (`layer`) are made once per (re)allocation, not at every step: indexing a
 6-d tensor from Python costs more than a layer's matrix product at batch 1.
@@ -87,7 +87,7 @@ class KVCache:
         self._set_kv(grown)
 
     def advance(self, positions: int) -> None:
-        """Count `positions` more as written: every layer wrote them (`Transformer.step`)."""
+        """Count `positions` more as written: every layer wrote them (`IncrementalDecoder.step`)."""
         self.length += positions
 
     def reorder(self, indices: Tensor, *, same_sources: bool = False) -> None:
