@@ -146,6 +146,10 @@ def test_warnings_name_each_problem():
     assert _warnings("a b c", "x y z", narrow) == []
     assert _warnings("a b c d e", "x", narrow, rows=torch.ones(2, 6) / 6) == ["length_ratio"]
     assert _warnings("a b c", "x y z", source_pieces=["▁a", "▁b", "▁c", "▁d"]) == ["truncated"]
+    # an empty translation of a sentence: no word to loop or copy, but too short for its source
+    assert _warnings("two dogs play", "", DecodeConfig(length_ratio_min=0.5), rows=torch.ones(1, 4) / 4) == [
+        "length_ratio"
+    ]
 
 
 def test_uncovered_source_needs_a_word_with_letters_left_unread():

@@ -225,7 +225,8 @@ def _warnings(s: Sentence, attention: Tensor, source_words: list[int], settings:
     lettered = [w for w in words if _LETTER.search(w)]
     if len(lettered) >= COPY_MIN_WORDS and sum(w in source_set for w in lettered) >= COPY_SHARE * len(lettered):
         found.add("copy")
-    if s.output_ids and not _length_ratio_fits(len(s.source_ids), len(s.output_ids), settings):
+    # (an empty output too: the search gave up on a source it was given, the shortest output there is)
+    if not _length_ratio_fits(len(s.source_ids), len(s.output_ids), settings):
         found.add("length_ratio")
     if s.output_ids and _uncovered(s.source_text.split(), source_words, attention.sum(dim=0)):
         found.add("uncovered_source")
