@@ -131,7 +131,7 @@ def test_self_attention_step_writes_after_the_cached_positions_and_equals_causal
     outputs, start = [], 0
     for t in (4, 1, 1):  # L = 0, T = 4; then steps that see every cached key
         layer = LayerCache(kv, kv[0], kv[1], empty, empty, None, length=start, beams=1)
-        out, _ = ours.bind().self_attention(x[:, start : start + t].reshape(-1, d), layer, positions=t)
+        out, _ = ours.bind(cross=False).self_attention(x[:, start : start + t].reshape(-1, d), layer, positions=t)
         outputs.append(out.view(2, t, d))
         start += t
     torch.testing.assert_close(torch.cat(outputs, 1), full, atol=1e-5, rtol=0)

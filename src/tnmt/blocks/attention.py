@@ -124,7 +124,7 @@ def softmax_rows(scores: Tensor) -> Tensor:
     last-dimension kernel is the faster.
     """
     tk = scores.size(-1)
-    rows = scores.numel() // max(tk, 1)
+    rows = scores.numel() // tk
     if tk >= SHORT_ROW or rows < ACROSS_MIN_ROWS or not scores.is_cpu:
         return scores.softmax(dim=-1)
     return scores.reshape(rows, tk).t().softmax(dim=0).t().contiguous().view(scores.shape)
@@ -193,13 +193,12 @@ class MultiHeadAttention(nn.Module):
             return linear(self.q_proj, None)
         return linear(self.in_proj, slice(0, self.out_proj.in_features))
 
-    def bind(self, linear: LinearBinder = bind_linear) -> "AttentionStep":
-        """This attention for a decoder step on a KV cache, bound to its tensors once per search by `linear`
-        (blocks/bound.py)."""
-        sliceable = self.q_proj is not None or type(self.in_proj) is nn.Linear
+    def bind(self, linear: LinearBinder = bind_linear, *, cross: bool) -> "AttentionStep":
+        """This attention for a decoder step on a KV cache, as self-attention or as cross-attention, bound to its
+        tensors once per search by `linear` (blocks/bound.py): only the projections that attention uses."""
         return AttentionStep(
-            qkv=None if self.in_proj is None else linear(self.in_proj, None),
-            q=self.query_projection(linear) if sliceable else None,
+            qkv=None if cross else linear(self.in_proj, None),
+            q=self.query_projection(linear) if cross else None,
             out=linear(self.out_proj, None),
             heads=self.n_heads,
             d_head=self.d_head,
@@ -223,8 +222,8 @@ class AttentionStep(NamedTuple):
     Rows are hypotheses, x (N * T, D) ordered (row, position); a sentence's `cache.beams` consecutive rows share
     its cross-attention keys and values."""
 
-    qkv: Linear | None  # [W_Q; W_K; W_V]: (M, D) -> (M, 3D); None for a cross-attention split for int8
-    q: Linear | None  # W_Q alone: (M, D) -> (M, D); None for an int8 self-attention (never needs it alone)
+    qkv: Linear | None  # [W_Q; W_K; W_V]: (M, D) -> (M, 3D), for self-attention (None for cross-attention)
+    q: Linear | None  # W_Q alone: (M, D) -> (M, D), for cross-attention (None for self-attention)
     out: Linear  # W_O
     heads: int
     d_head: int

@@ -134,8 +134,8 @@ class DecoderLayer(nn.Module):
         """This layer for a decoder step on a KV cache, bound to its tensors once per search, its Linear layers by
         `linear` (blocks/bound.py)."""
         return DecoderLayerStep(
-            self.self_attn.bind(linear),
-            self.cross_attn.bind(linear),
+            self.self_attn.bind(linear, cross=False),
+            self.cross_attn.bind(linear, cross=True),
             self.ffn.bind(linear),
             (self.self_block.bind(), self.cross_block.bind(), self.ffn_block.bind()),
         )
