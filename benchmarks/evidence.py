@@ -21,7 +21,8 @@ against sentence chrF, and how often warnings fire on clean and on broken output
   French and Czech test sources given to the English model;
   random noise; lines of eight test sentences run together; and, with --undertrained, the test outputs of
   an early checkpoint.
-- Cost. Translating test sentences with and without evidence (one more teacher-forced pass per batch).
+- Cost. Translating test sentences with and without evidence (one more teacher-forced pass per batch); alone
+  with `--cost-only`.
 
 Multi30k comes from TNMT_DATA_DIR, else ../shared/data/multi30k. Results: benchmarks/results/evidence.json.
 """
@@ -309,10 +310,20 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--runs", type=int, default=3, help="rounds of the cost measurement (median)")
     parser.add_argument("--cost-sentences", type=int, default=300, help="test sentences the cost is measured on")
+    parser.add_argument("--cost-only", action="store_true", help="measure only the cost (no alignment, no warnings)")
     parser.add_argument("--out", type=Path, default=RESULTS / "evidence.json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     data = data_dir()
+    if args.cost_only:
+        test = read_gz(data / "test_2016_flickr.en.gz")[: args.cost_sentences]
+        report = {"host": describe(), "threads": args.threads, "cost": {}}
+        for checkpoint in args.checkpoint:
+            translator = with_length_ratio(Translator.from_checkpoint(checkpoint), checkpoint)
+            report["cost"][str(checkpoint)] = measure_cost(translator, test, args.runs)
+        print(json.dumps(report["cost"], indent=1))
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+        return
     cut = slice(None, args.limit or None)
     splits = {
         "val": (read_gz(data / "val.en.gz")[cut], read_gz(data / "val.de.gz")[cut]),
