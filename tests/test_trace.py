@@ -25,7 +25,7 @@ class AttendingScriptedModel(ScriptedModel):
 
 def traced(beam_size: int, *, top_k: int = 3, max_len: int = 10):
     model = AttendingScriptedModel({3: SCRIPT}, DEFAULT)
-    settings = DecodeConfig(beam_size=beam_size, length_penalty=0.0, max_len=max_len)
+    settings = DecodeConfig(beam_size=beam_size, length_penalty=0.0, max_len=max_len, block_loops=False)
     recorder = SearchRecorder(top_k=top_k, length_penalty=0.0, eos_id=EOS)
     src = torch.tensor([[3, EOS]])
     if beam_size == 1:

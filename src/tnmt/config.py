@@ -266,6 +266,9 @@ class DecodeConfig:
     max_len_a: float = field(default=1.0, metadata=_help("output cap = a * source length + b (the paper: + 50)"))
     max_len_b: int = field(default=50, metadata=_help("see max_len_a"))
     min_len: int = field(default=0, metadata=_help("output tokens before EOS is allowed"))
+    block_loops: bool = field(
+        default=True, metadata=_help("never repeat an n-gram (n <= 4) a third time in a row, unless the source does")
+    )
     batch_size: int = field(default=64, metadata=_help("sentences decoded together"))
     # Word alignment from cross-attention (decode/evidence.py); the defaults were chosen on validation.
     alignment_layer: int = field(
@@ -285,6 +288,7 @@ class DecodeConfig:
         for name in ("length_ratio_min", "length_ratio_max"):
             value = getattr(self, name)
             _check(self, name, math.isfinite(value) and value >= 0, "a finite number >= 0")
+        _check(self, "block_loops", isinstance(self.block_loops, bool), "true or false")
         _check(self, "alignment_layer", _is_int(self.alignment_layer) and self.alignment_layer >= 1, ">= 1")
         _check(self, "alignment_head", _is_int(self.alignment_head) and self.alignment_head >= -1, ">= -1")
         for name in ("beam_size", "batch_size"):

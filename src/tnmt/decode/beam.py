@@ -19,6 +19,7 @@ exactly greedy search. With alpha = 0 it is exact: log-probs only fall as beams 
 leave the batch, so the search ends when the last one is done.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -26,6 +27,8 @@ from torch import Tensor
 
 from tnmt.blocks.kv_cache import KVCache
 from tnmt.config import DecodeConfig
+from tnmt.decode.bans import Bans
+from tnmt.decode.constraints import NO_CONSTRAINTS, Constraints, Progress, allocate
 from tnmt.decode.hypothesis import Hypothesis, gnmt_length_penalty
 from tnmt.decode.rules import TokenRules, output_limits
 from tnmt.decode.top_k import top_k
@@ -45,12 +48,16 @@ class BeamState:
     worst_kept: Tensor  # (Ba,) score of the K-th best finished hypothesis, -inf while there are fewer
     finished: list[list[Hypothesis]]  # per input sentence, best first
     first_rows: Tensor  # (Ba, 1) cache row of each sentence's first beam: 0, K, 2K, ...
+    row_sentences: Tensor  # (Ba * K,) each beam's sentence in the input batch
+    constraints: list[Constraints]  # (Ba) each searched sentence's
+    progress: list[Progress] | None  # (Ba * K) each beam's progress on its constraints; None: no sentence has any
 
     def add(self, i: int, hypothesis: Hypothesis) -> None:
-        """File a finished hypothesis of searched sentence i and update its K-th best score."""
+        """File a finished hypothesis of searched sentence i and update its K-th best score. Hypotheses that met
+        more constraints rank first (they differ only at the length limit), then by score."""
         hyps = self.finished[self.sentences[i]]
         hyps.append(hypothesis)
-        hyps.sort(key=lambda h: -h.score)
+        hyps.sort(key=lambda h: (-h.met, -h.score))
         k = self.log_probs.size(1)
         if len(hyps) >= k:
             self.worst_kept[i] = hyps[k - 1].score
@@ -65,6 +72,14 @@ class BeamState:
         indices = keep.tolist()
         self.sentences = [self.sentences[i] for i in indices]
         self.limits = [self.limits[i] for i in indices]
+        self.constraints = [self.constraints[i] for i in indices]
+        self.row_sentences = self.row_sentences.view(ba, k)[keep].view(-1)
+        if self.progress is not None:
+            self.progress = [self.progress[i * k + j] for i in indices for j in range(k)]
+
+    def spans(self, row: int) -> tuple[tuple[int, int] | None, ...]:
+        """Where the beam in `row` met each of its sentence's constraints (None: not met)."""
+        return () if self.progress is None else self.progress[row].spans
 
 
 @torch.inference_mode()
@@ -76,6 +91,7 @@ def beam_search_nbest(
     n_best: int = 1,
     recorder: SearchRecorder | None = None,
     decoder: IncrementalDecoder | None = None,
+    constraints: Sequence[Constraints] | None = None,
 ) -> list[list[Hypothesis]]:
     """The `n_best` best hypotheses of every sentence of a batch, best first.
 
@@ -89,9 +105,11 @@ def beam_search_nbest(
         n_best: How many hypotheses to return per sentence (1 <= n_best <= beam_size).
         recorder: Told what every step did (decode/trace.py); for a batch of one sentence.
         decoder: The model bound for decoding (`Transformer.incremental_decoder`); None binds it here.
+        constraints: Each sentence's (decode/constraints.py): phrases to include (met by dynamic beam
+            allocation), to avoid, and a forced prefix; None: none. `decode.block_loops` bans loops (decode/bans.py).
 
     Raises:
-        ValueError: n_best outside [1, beam_size].
+        ValueError: n_best outside [1, beam_size], or not one `Constraints` per sentence.
     """
     decode = decode or DecodeConfig()
     beam_size, length_penalty = decode.beam_size, decode.length_penalty
@@ -104,7 +122,11 @@ def beam_search_nbest(
         raise ValueError(f"a recorder follows one sentence, got a batch of {batch}")
     limits = output_limits(source.lengths, model_max_len=c.max_len, decode=decode)  # (B,)
     rules = TokenRules.of(c, min_len=decode.min_len, device=device)
-    state, cache = _init(source, limits.tolist(), beam_size=k)
+    constraints = list(constraints) if constraints is not None else [NO_CONSTRAINTS] * batch
+    if len(constraints) != batch:
+        raise ValueError(f"need one Constraints per sentence: {len(constraints)} for {batch} sentences")
+    bans = Bans(constraints, block_loops=decode.block_loops, device=device)
+    state, cache = _init(source, limits.tolist(), beam_size=k, constraints=constraints)
     inputs = torch.full((batch * k,), c.bos_id, dtype=torch.long, device=device)  # (Ba * K,)
     decoder = decoder or model.incremental_decoder()
     while True:
@@ -113,9 +135,13 @@ def beam_search_nbest(
         if recorder is not None:
             recorder.attention(weights)
         rules.apply_(log_probs, state.tokens.size(1))
+        if bans.active:
+            bans.apply_(log_probs, state.tokens, state.row_sentences)
         if recorder is not None:
-            recorder.open(state.tokens.tolist(), state.log_probs.view(-1).tolist(), log_probs)
-        parents = _step(state, log_probs, eos_id=c.eos_id, alpha=length_penalty, recorder=recorder)
+            met = None if state.progress is None else [p.spans for p in state.progress]
+            recorder.open(state.tokens.tolist(), state.log_probs.view(-1).tolist(), log_probs, met=met)
+        step = _step if state.progress is None else _constrained_step
+        parents = step(state, log_probs, eos_id=c.eos_id, alpha=length_penalty, recorder=recorder)
         done = _finalize(state, alpha=length_penalty, recorder=recorder)  # (Ba,)
         n_done = int(done.sum())
         if n_done == done.numel():
@@ -133,7 +159,9 @@ def beam_search(model: Transformer, src: Tensor | EncodedSource, decode: DecodeC
     return [hyps[0].tokens for hyps in beam_search_nbest(model, src, decode)]
 
 
-def _init(source: EncodedSource, limits: list[int], *, beam_size: int) -> tuple[BeamState, KVCache]:
+def _init(
+    source: EncodedSource, limits: list[int], *, beam_size: int, constraints: list[Constraints]
+) -> tuple[BeamState, KVCache]:
     """Start K beams per sentence, of which only the first is alive, on a cache over the sources."""
     batch, k, device = source.batch_size, beam_size, source.lengths.device
     cache = source.cache(max(limits))
@@ -149,7 +177,12 @@ def _init(source: EncodedSource, limits: list[int], *, beam_size: int) -> tuple[
         worst_kept=torch.full((batch,), float("-inf"), device=device),
         finished=[[] for _ in range(batch)],
         first_rows=torch.arange(0, batch * k, k, device=device)[:, None],
+        row_sentences=torch.arange(batch, device=device).repeat_interleave(k),
+        constraints=constraints,
+        progress=None,
     )
+    if any(c.include for c in constraints):
+        state.progress = [Progress.start(c) for c in constraints for _ in range(k)]
     return state, cache
 
 
@@ -185,6 +218,105 @@ def _step(state: BeamState, log_probs: Tensor, *, eos_id: int, alpha: float, rec
     return parents
 
 
+def _constrained_step(
+    state: BeamState, log_probs: Tensor, *, eos_id: int, alpha: float, recorder: SearchRecorder | None
+) -> Tensor:
+    """`_step` with dynamic beam allocation (decode/constraints.py): the candidates are the 2K best extensions,
+    each beam's best token and each token that advances a beam's constraints; `allocate` orders them over the
+    banks of progress, and the first K of that order are taken as `_step` takes the 2K best. EOS waits until a
+    beam's constraints are met, or can no longer be met before its length limit: such a beam (and candidate)
+    competes as an unconstrained one."""
+    ba, k = state.log_probs.shape
+    vocab, t = log_probs.size(-1), state.tokens.size(1)
+    progress, constraints = state.progress, state.constraints
+    # tokens each beam needs to meet its constraints, against the tokens it may still write (this one included)
+    needed = [p.needed(constraints[row // k]) for row, p in enumerate(progress)]
+    left = [state.limits[row // k] - t for row in range(ba * k)]
+    waiting = [row for row, (n, room) in enumerate(zip(needed, left, strict=True)) if 0 < n <= room]
+    if waiting:
+        log_probs[waiting, eos_id] = float("-inf")
+    scores = log_probs.view(ba, k, vocab).add_(state.log_probs[:, :, None])  # (Ba, K, V), in place
+    top, index = top_k(scores.view(ba, k * vocab), min(2 * k, k * vocab))  # (Ba, 2K)
+    best = scores.argmax(dim=2)  # (Ba, K) each beam's best token
+    alive = (state.log_probs > float("-inf")).view(-1).tolist()
+    hopeful = [alive[row] and 0 < needed[row] <= left[row] for row in range(ba * k)]
+    wanted = [
+        (row, token) for row, p in enumerate(progress) if hopeful[row] for token in p.wants(constraints[row // k])
+    ]
+    pairs = {(i, j // vocab, j % vocab) for i, row in enumerate(index.tolist()) for j in row}
+    pairs |= {(i, j, token) for i, row in enumerate(best.tolist()) for j, token in enumerate(row)}
+    pairs |= {(row // k, row % k, token) for row, token in wanted}
+    found = sorted(pairs)  # (sentence, beam, token), one per candidate
+    ids = torch.tensor(found, device=log_probs.device)  # (M, 3)
+    flat = scores.view(ba * k, vocab)
+    rows = ids[:, 0] * k + ids[:, 1]
+    values = flat[rows, ids[:, 2]].tolist()  # (M,) summed log-probs
+    own = (flat[rows, ids[:, 2]] - state.log_probs.view(-1)[rows]).tolist()  # (M,) each token's own log-prob
+    per_sentence: list[list[int]] = [[] for _ in range(ba)]
+    for m, (i, _, _) in enumerate(found):
+        if values[m] > float("-inf"):
+            per_sentence[i].append(m)
+    new_progress, chosen, picks = [], [], []
+    for i, members in enumerate(per_sentence):
+        c = constraints[i]
+        after = [
+            progress[i * k + found[m][1]]
+            if found[m][2] == eos_id
+            else progress[i * k + found[m][1]].advance(c, found[m][2], t)
+            for m in members
+        ]
+        # a candidate that can no longer meet its constraints before its limit competes as an unconstrained one
+        room = state.limits[i] - t - 1
+        banks = [p.bank(c) if p.needed(c) <= room else 0 for p in after]
+        order = allocate([values[m] for m in members], banks)
+        kept: list[int] = []
+        for rank, o in enumerate(order):
+            m = members[o]
+            _, j, token = found[m]
+            if token == eos_id:
+                if rank < k:  # EOS among the first K: a finished hypothesis
+                    spans = after[o].spans
+                    ids_out = state.tokens[i * k + j].tolist()
+                    log_prob_row = (*state.token_log_probs[i * k + j].tolist(), own[m])
+                    score = values[m] / gnmt_length_penalty(t + 1, alpha)
+                    state.add(i, Hypothesis(ids_out, score, values[m], True, log_prob_row, spans))
+                continue
+            if len(kept) < k:
+                kept.append(o)
+        kept.sort(key=lambda o: -values[members[o]])  # best first: `_finalize` reads the best open beam first
+        chosen.append([members[o] for o in kept])
+        new_progress += [after[o] for o in kept] + [Progress.start(c)] * (k - len(kept))
+        picks.append((members, order, kept))
+    if recorder is not None:
+        _record_allocation(recorder, picks[0], found, values, k, eos_id)
+    dead = (0, 0, eos_id)
+    state.log_probs = torch.tensor(
+        [[values[m] for m in row] + [float("-inf")] * (k - len(row)) for row in chosen], device=log_probs.device
+    )
+    picked = [[found[m] for m in row] + [dead] * (k - len(row)) for row in chosen]
+    parents = torch.tensor([i * k + j for row in picked for i, j, _ in row], device=log_probs.device)  # (Ba * K,)
+    new = torch.tensor([token for row in picked for _, _, token in row], device=log_probs.device)[:, None]
+    own_rows = [[own[m] for m in row] + [float("-inf")] * (k - len(row)) for row in chosen]  # (Ba, K)
+    state.tokens = torch.cat([state.tokens.index_select(0, parents), new], dim=1)
+    chosen_own = torch.tensor(own_rows, device=log_probs.device).view(-1, 1)  # (Ba * K, 1)
+    state.token_log_probs = torch.cat([state.token_log_probs.index_select(0, parents), chosen_own], dim=1)
+    state.progress = new_progress
+    return parents
+
+
+def _record_allocation(recorder: SearchRecorder, pick, found, values, k: int, eos_id: int) -> None:
+    """Tell the recorder sentence 0's candidates in allocation order, as `_step` tells its 2K best."""
+    members, order, kept = pick
+    ordered = [members[o] for o in order]
+    scores = torch.tensor([values[m] for m in ordered])
+    beams = torch.tensor([found[m][1] for m in ordered], dtype=torch.long)
+    tokens = torch.tensor([found[m][2] for m in ordered], dtype=torch.long)
+    ended = torch.tensor([found[m][2] == eos_id for m in ordered[:k]], dtype=torch.bool)
+    position = {o: rank for rank, o in enumerate(order)}
+    pick_ranks = torch.tensor(sorted((position[o] for o in kept), key=lambda r: -scores[r]), dtype=torch.long)
+    recorder.beam_step(scores, beams, tokens, ended, pick_ranks)
+
+
 def _finalize(state: BeamState, *, alpha: float, recorder: SearchRecorder | None) -> Tensor:
     """Finish open beams at the length limit and tell which sentences are done: (Ba,) bool."""
     k = state.log_probs.size(1)
@@ -196,7 +328,7 @@ def _finalize(state: BeamState, *, alpha: float, recorder: SearchRecorder | None
                 ids = state.tokens[i * k + j].tolist()
                 token_log_probs = tuple(state.token_log_probs[i * k + j].tolist())
                 score = log_prob / gnmt_length_penalty(length, alpha)
-                state.add(i, Hypothesis(ids, score, log_prob, False, token_log_probs))
+                state.add(i, Hypothesis(ids, score, log_prob, False, token_log_probs, state.spans(i * k + j)))
     best_open = state.log_probs[:, 0] / gnmt_length_penalty(length, alpha)  # (Ba,) if it ended now
     done = best_open <= state.worst_kept
     if at_limit:

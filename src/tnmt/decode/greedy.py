@@ -5,10 +5,14 @@ EOS or reaches its length limit leaves the batch (its cache rows are dropped), s
 for the sentences still being written, and the loop stops when none is left.
 """
 
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor
 
 from tnmt.config import DecodeConfig
+from tnmt.decode.bans import Bans
+from tnmt.decode.constraints import NO_CONSTRAINTS, Constraints
 from tnmt.decode.hypothesis import Hypothesis, gnmt_length_penalty
 from tnmt.decode.rules import TokenRules, output_limits
 from tnmt.decode.top_k import top_k
@@ -32,6 +36,7 @@ def greedy_hypotheses(
     *,
     recorder: SearchRecorder | None = None,
     decoder: IncrementalDecoder | None = None,
+    constraints: Sequence[Constraints] | None = None,
 ) -> list[Hypothesis]:
     """The greedy translation of every sentence of a batch, with its log-probability and score.
 
@@ -44,6 +49,8 @@ def greedy_hypotheses(
             is ignored. None = `DecodeConfig()`.
         recorder: Told what every step did (decode/trace.py); for a batch of one sentence.
         decoder: The model bound for decoding (`Transformer.incremental_decoder`); None binds it here.
+        constraints: Each sentence's phrases to avoid and forced prefix (decode/bans.py); phrases to include
+            need beam search (`search` sends them there). `decode.block_loops` bans loops.
 
     Returns:
         Per sentence a `Hypothesis`: the output ids (without BOS and EOS), the sum of their log-probabilities
@@ -58,10 +65,15 @@ def greedy_hypotheses(
         raise ValueError(f"a recorder follows one sentence, got a batch of {batch}")
     limits = output_limits(source.lengths, model_max_len=c.max_len, decode=decode)  # (B,)
     rules = TokenRules.of(c, min_len=decode.min_len, device=device)
+    constraints = list(constraints) if constraints is not None else [NO_CONSTRAINTS] * batch
+    if len(constraints) != batch or any(c.include for c in constraints):
+        raise ValueError("greedy search takes one Constraints per sentence, without phrases to include")
+    bans = Bans(constraints, block_loops=decode.block_loops, device=device)
     longest = int(limits.max())
     cache = source.cache(longest)
     rows = torch.arange(batch, device=device)  # (N,) sentence of each open cache row
     tokens = torch.full((batch,), c.bos_id, dtype=torch.long, device=device)  # (N,)
+    written = torch.empty(batch, 0, dtype=torch.long, device=device)  # (N, t) each row's output, for the bans
     history = []  # (rows, tokens, log-probs) of every step; read once at the end, so a step costs no copy
     decoder = decoder or model.incremental_decoder()
     for step in range(longest):
@@ -69,8 +81,13 @@ def greedy_hypotheses(
         log_probs = logits[:, 0].log_softmax(dim=1)  # (N, V), normalised over every token, banned ones included
         if recorder is not None:
             recorder.attention(weights)
-        best, picked = top_k(rules.apply_(log_probs, step), 1)  # (N, 1) the argmax and its log-probability
+        rules.apply_(log_probs, step)
+        if bans.active:
+            bans.apply_(log_probs, written, rows)
+        best, picked = top_k(log_probs, 1)  # (N, 1) the argmax and its log-probability
         tokens = picked[:, 0]
+        if bans.active:
+            written = torch.cat([written, picked], dim=1)
         if recorder is not None:
             recorder.greedy_step(log_probs, int(tokens[0]), at_limit=bool(limits[0] == step + 1))
         history.append((rows, tokens, best[:, 0]))
@@ -81,6 +98,8 @@ def greedy_hypotheses(
         if keep.numel() == 0:
             break
         rows, tokens, limits = rows[keep], tokens[keep], limits[keep]
+        if bans.active:
+            written = written[keep]
         cache.reorder(keep)
     return _hypotheses(history, batch, eos_id=c.eos_id, alpha=decode.length_penalty)
 

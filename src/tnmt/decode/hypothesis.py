@@ -15,6 +15,8 @@ class Hypothesis:
     was generated; `score` is log_prob / lp(length), the ranking key. `ended` tells whether the search wrote
     EOS (False: it stopped at the length limit). `token_log_probs` holds each token's log-probability, EOS's
     last when it ended, as the search computed them (empty from an engine that does not report them).
+    `constraints` tells, per positive constraint of its sentence (decode/constraints.py), the token positions
+    [start, end) of the form that met it, None for one not met.
     """
 
     tokens: list[int]
@@ -22,6 +24,12 @@ class Hypothesis:
     log_prob: float
     ended: bool = True
     token_log_probs: tuple[float, ...] = ()
+    constraints: tuple[tuple[int, int] | None, ...] = ()
+
+    @property
+    def met(self) -> int:
+        """How many of its sentence's positive constraints it meets."""
+        return sum(span is not None for span in self.constraints)
 
 
 def gnmt_length_penalty(length: int, alpha: float) -> float:

@@ -45,6 +45,7 @@ class OpenHypothesis:
     log_prob: float
     score: float
     top: list[NextToken]
+    constraints: tuple[bool, ...] = ()  # per positive constraint of the sentence: met yet?
 
 
 @dataclass(frozen=True)
@@ -92,9 +93,17 @@ class SearchRecorder:
         if weights:
             self._attention = torch.stack([cross[:, :, 0] for _, cross in weights]).float().cpu()
 
-    def open(self, tokens: list[list[int]], log_probs: list[float], next_log_probs: Tensor) -> None:
+    def open(
+        self,
+        tokens: list[list[int]],
+        log_probs: list[float],
+        next_log_probs: Tensor,
+        *,
+        met: list[tuple[tuple[int, int] | None, ...]] | None = None,
+    ) -> None:
         """A step starts: the search's rows (ids, summed log-probs; -inf = no live path) and their next-token
-        log-probabilities (N, V), banned tokens at -inf."""
+        log-probabilities (N, V), banned tokens at -inf; `met`: each row's constraint spans (None: unmet), when
+        the sentence has constraints."""
         self._live = [row for row, log_prob in enumerate(log_probs) if log_prob > -math.inf]
         k = min(self.top_k, next_log_probs.size(1))
         values, ids = next_log_probs[self._live].float().topk(k, dim=1)  # (N', k)
@@ -104,6 +113,7 @@ class SearchRecorder:
                 log_probs[row],
                 log_probs[row] / gnmt_length_penalty(len(tokens[row]), self.alpha),
                 [NextToken(t, math.exp(v)) for t, v in zip(ids[i].tolist(), values[i].tolist(), strict=True)],
+                () if met is None else tuple(span is not None for span in met[row]),
             )
             for i, row in enumerate(self._live)
         ]
@@ -215,6 +225,7 @@ def _step_dict(index: int, step: TraceStep, tokenizer: Pieces) -> dict[str, Any]
                 "log_prob": h.log_prob,
                 "score": h.score,
                 "top": [{"piece": pieces([t.token])[0], "token": t.token, "prob": t.prob} for t in h.top],
+                "constraints": list(h.constraints),
             }
             for h in step.hypotheses
         ],

@@ -1,0 +1,91 @@
+"""What a hypothesis may write next given what it wrote: no avoided phrase, no loop, and its forced prefix.
+
+Both searches apply these to the next-token log-probabilities of their rows before choosing, so a phrase
+in `Constraints.avoid` is never completed, and a forced prefix is written whatever the model prefers (its
+tokens keep their real log-probabilities, so scores stay comparable).
+
+Loops: a model that cannot read its source (emoji, html sent as text) tends to repeat a subword until the
+length limit ("...achtachtacht..."). The evidence flags an n-gram (n <= 4) repeated `LOOP_REPEATS` times back
+to back as a loop (decode/evidence.py); with `DecodeConfig.block_loops` the search never writes the token that
+would complete such a third repeat, unless the sentence's source loops itself (`Constraints.allow_loops`).
+"""
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+from tnmt.decode.constraints import Constraints
+from tnmt.decode.evidence import LOOP_MAX_N, LOOP_REPEATS
+
+NEG_INF = float("-inf")
+LONGEST_AVOIDED = 64  # tokens of history read for avoided phrases (longer phrases are refused upstream)
+
+
+class Bans:
+    """The bans of a batch's sentences; `apply_` takes the rows of the sentences still searched."""
+
+    def __init__(self, constraints: Sequence[Constraints], *, block_loops: bool, device: torch.device) -> None:
+        self.constraints = list(constraints)
+        self.block_loops = block_loops
+        self.loops_allowed = torch.tensor([c.allow_loops for c in self.constraints], dtype=torch.bool, device=device)
+        self.any_allowed = bool(self.loops_allowed.any())
+        self.steered = any(c.avoid or c.prefix for c in self.constraints)
+
+    @property
+    def active(self) -> bool:
+        """Is there anything to ban at all? (Else a search skips `apply_`.)"""
+        return self.block_loops or self.steered
+
+    def apply_(self, log_probs: Tensor, tokens: Tensor, sentences: Tensor) -> Tensor:
+        """Set what rows may not write next to -inf in `log_probs` (N, V), in place.
+
+        tokens: (N, t) what each row wrote so far; sentences: (N,) each row's sentence in the batch.
+        """
+        forced = self._forced(log_probs, tokens.size(1), sentences.tolist()) if self.steered else None
+        if self.block_loops:
+            self._loops(log_probs, tokens, sentences)
+        if self.steered:
+            self._avoid(log_probs, tokens, sentences.tolist())
+        if forced is not None:  # the prefix wins over every ban: it is what the user wrote
+            rows, ids, kept = forced
+            log_probs[rows] = NEG_INF
+            log_probs[rows, ids] = kept
+        return log_probs
+
+    def _forced(self, log_probs: Tensor, t: int, sentences: list[int]) -> tuple[Tensor, Tensor, Tensor] | None:
+        """The rows at a forced prefix token: (rows, their forced ids, those ids' log-probabilities), or None."""
+        pairs = [(row, p[t]) for row, s in enumerate(sentences) if t < len(p := self.constraints[s].prefix)]
+        if not pairs:
+            return None
+        rows, ids = torch.tensor(pairs, device=log_probs.device).unbind(1)
+        return rows, ids, log_probs[rows, ids]  # (F,) each: the forced tokens keep their own log-probabilities
+
+    def _loops(self, log_probs: Tensor, tokens: Tensor, sentences: Tensor) -> None:
+        """Ban the token that would repeat an n-gram `LOOP_REPEATS` times back to back: the last R * n - 1 tokens
+        repeat with period n and the next would continue them."""
+        t = tokens.size(1)
+        for n in range(1, LOOP_MAX_N + 1):
+            span = LOOP_REPEATS * n - 1
+            if t < span:
+                break
+            tail = tokens[:, t - span :]  # (N, R * n - 1)
+            periodic = (tail[:, :-n] == tail[:, n:]).all(dim=1)  # (N,)
+            if self.any_allowed:
+                periodic &= ~self.loops_allowed[sentences]
+            rows = periodic.nonzero().view(-1)
+            if rows.numel():
+                log_probs[rows, tail[rows, -n]] = NEG_INF
+
+    def _avoid(self, log_probs: Tensor, tokens: Tensor, sentences: list[int]) -> None:
+        """Ban the last token of every avoided phrase whose other tokens end the row's output."""
+        t = tokens.size(1)
+        history: list[list[int]] | None = None
+        for row, s in enumerate(sentences):
+            for phrase in self.constraints[s].avoid:
+                if len(phrase) == 1:
+                    log_probs[row, phrase[0]] = NEG_INF
+                elif len(phrase) - 1 <= t:
+                    history = history if history is not None else tokens[:, -LONGEST_AVOIDED:].tolist()
+                    if tuple(history[row][len(history[row]) - len(phrase) + 1 :]) == phrase[:-1]:
+                        log_probs[row, phrase[-1]] = NEG_INF

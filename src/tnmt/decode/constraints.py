@@ -1,0 +1,140 @@
+"""Lexical constraints: target phrases a translation must contain, phrases it must avoid, and a prefix it must
+start with, as target ids; and the dynamic beam allocation that lets beam search meet them.
+
+A positive constraint (`Constraints.include`) lists one or more forms ("Hund" | "Hunde" as ids): writing any
+one of them meets it. Forcing a constraint in at the first step would put it in the wrong place, and a
+beam left alone never writes it, so each step (decode/beam.py) considers, beside the 2K best extensions,
+every open hypothesis's best token and every token that starts or continues a form it has not met yet
+(Post & Vilar, 2018). A candidate's *bank* is how far it got: constraints met, then tokens into a form under
+way. `allocate` orders the candidates round-robin over the banks, most advanced bank first, each bank's
+best first, so the K beams hold hypotheses at every stage of meeting the constraints, not only the likeliest
+ones (which have met none). With no constraints every candidate is in bank 0 and the order is plain beam
+search's. With one beam the round-robin always takes the most advanced bank: each constraint is written at
+the first step it can start (a beam of one cannot keep a hypothesis that waits for a better place).
+
+A hypothesis may end (write EOS) only once every constraint is met, unless the tokens left before the
+length limit are too few to meet them; the finished hypothesis then reports which were not met (None in
+`Progress.spans`). A form must be written as the ids given: the model spelling the same text with other
+subwords does not meet it (the Translator checks the text as well).
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+Phrase = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """What one sentence's search must and must not write.
+
+    include: positive constraints, each a tuple of forms (any one meets it), each form non-empty target ids.
+    avoid: phrases (target ids) never written.
+    prefix: ids the output starts with, forced whatever the model prefers.
+    allow_loops: the source itself repeats a phrase back to back, so the output may too (decode/bans.py).
+    """
+
+    include: tuple[tuple[Phrase, ...], ...] = ()
+    avoid: tuple[Phrase, ...] = ()
+    prefix: Phrase = ()
+    allow_loops: bool = False
+
+    def __post_init__(self) -> None:
+        for c, forms in enumerate(self.include):
+            if not forms or any(not form for form in forms):
+                raise ValueError(f"include[{c}]: every constraint needs at least one non-empty form, got {forms}")
+        if any(not phrase for phrase in self.avoid):
+            raise ValueError("avoid: an empty phrase cannot be avoided")
+
+    @property
+    def width(self) -> int:
+        """Banks per constraint met: the longest form's length, so that meeting one more constraint outranks any
+        progress inside a form."""
+        return max((len(form) for forms in self.include for form in forms), default=0) + 1
+
+    def shortest(self, c: int) -> int:
+        """The fewest tokens that meet constraint c."""
+        return min(len(form) for form in self.include[c])
+
+
+NO_CONSTRAINTS = Constraints()
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far one hypothesis is in meeting its sentence's `include` constraints.
+
+    spans: per constraint, the output positions [start, end) of the form that met it, None while unmet.
+    partial: (constraint, form, tokens written) of every form under way: the output ends with that many of its
+        first tokens.
+    """
+
+    spans: tuple[tuple[int, int] | None, ...]
+    partial: tuple[tuple[int, int, int], ...] = ()
+
+    @classmethod
+    def start(cls, constraints: Constraints) -> "Progress":
+        return cls((None,) * len(constraints.include))
+
+    @property
+    def met(self) -> int:
+        return sum(span is not None for span in self.spans)
+
+    @property
+    def all_met(self) -> bool:
+        return all(span is not None for span in self.spans)
+
+    def advance(self, constraints: Constraints, token: int, position: int) -> "Progress":
+        """The progress after writing `token` at output position `position`."""
+        spans, partial = list(self.spans), []
+        steps = [(c, f, n) for c, f, n in self.partial] + [
+            (c, f, 0) for c, span in enumerate(self.spans) if span is None for f in range(len(constraints.include[c]))
+        ]
+        for c, f, n in steps:
+            form = constraints.include[c][f]
+            if spans[c] is not None or form[n] != token:
+                continue
+            if n + 1 == len(form):
+                spans[c] = (position + 1 - len(form), position + 1)
+            else:
+                partial.append((c, f, n + 1))
+        if len(partial) == len(self.partial) == 0 and spans == list(self.spans):
+            return self
+        return Progress(tuple(spans), tuple(sorted({p for p in partial if spans[p[0]] is None})))
+
+    def bank(self, constraints: Constraints) -> int:
+        """Constraints met, then tokens into the furthest form under way: the allocation's bank."""
+        return self.met * constraints.width + max((n for _, _, n in self.partial), default=0)
+
+    def wants(self, constraints: Constraints) -> set[int]:
+        """The tokens that start a form of an unmet constraint or continue one under way."""
+        wanted = {form[0] for c, span in enumerate(self.spans) if span is None for form in constraints.include[c]}
+        return wanted | {constraints.include[c][f][n] for c, f, n in self.partial}
+
+    def needed(self, constraints: Constraints) -> int:
+        """The fewest tokens that could still meet every unmet constraint (forms under way counted as begun)."""
+        total = 0
+        for c, span in enumerate(self.spans):
+            if span is None:
+                begun = {f: n for c2, f, n in self.partial if c2 == c}
+                total += min(len(form) - begun.get(f, 0) for f, form in enumerate(constraints.include[c]))
+        return total
+
+    def may_end(self, constraints: Constraints, tokens_left: int) -> bool:
+        """May the hypothesis write EOS now, with `tokens_left` tokens (this one included) before its limit? Only
+        when every constraint is met, or when too few tokens are left to meet them."""
+        return self.all_met or self.needed(constraints) > tokens_left
+
+
+def allocate(scores: Sequence[float], banks: Sequence[int]) -> list[int]:
+    """Dynamic beam allocation: the candidates' indices in the order the beam takes them.
+
+    The best of every bank first (most advanced bank first), then every bank's second best, and so on: a
+    beam of K keeps the first K. Candidates of one bank keep the order of their scores (ties: as given).
+    """
+    by_bank: dict[int, list[int]] = {}
+    for i in sorted(range(len(scores)), key=lambda i: -scores[i]):
+        by_bank.setdefault(banks[i], []).append(i)
+    order = sorted(by_bank, reverse=True)
+    depth = max((len(members) for members in by_bank.values()), default=0)
+    return [by_bank[b][r] for r in range(depth) for b in order if r < len(by_bank[b])]

@@ -1,0 +1,97 @@
+"""Lexical constraints: the progress of one hypothesis, the beams' allocation, and the constrained beam search on a
+scripted decoder whose every step is computed by hand below."""
+
+import math
+
+import pytest
+import torch
+from test_beam import DEFAULT, EOS, SCRIPT, A, B, C, ScriptedModel
+
+from tnmt.config import DecodeConfig
+from tnmt.decode import beam_search_nbest, search
+from tnmt.decode.constraints import Constraints, Progress, allocate
+
+ONLY_C = Constraints(include=(((C,),),))
+
+
+def run(constraints: list[Constraints], *, beam_size: int = 2, max_len: int = 0, n_best: int = 2, sentences=(0,)):
+    model = ScriptedModel({0: SCRIPT, 1: SCRIPT}, DEFAULT)
+    src = torch.tensor([[s, EOS] for s in sentences])
+    settings = DecodeConfig(beam_size=beam_size, length_penalty=0.0, max_len=max_len, block_loops=False)
+    return beam_search_nbest(model, src, settings, n_best=n_best, constraints=constraints)
+
+
+def test_progress_follows_forms_and_alternatives():
+    c = Constraints(include=(((A, B), (C,)), ((B, B),)))  # "a b" or "c"; and "b b"
+    p = Progress.start(c)
+    assert p.wants(c) == {A, C, B} and p.needed(c) == 1 + 2 and p.bank(c) == 0
+    p = p.advance(c, A, 0)
+    assert p.partial == ((0, 0, 1),) and p.bank(c) == 1 and p.needed(c) == 1 + 2
+    p = p.advance(c, B, 1)  # meets the first ("a b" at 0..2) and starts "b b"
+    assert p.spans == ((0, 2), None) and p.met == 1 and p.partial == ((1, 0, 1),)
+    assert p.bank(c) == 1 * c.width + 1 and p.wants(c) == {B}
+    assert p.advance(c, A, 2).partial == ()  # a broken form starts over
+    done = p.advance(c, B, 2)
+    assert done.all_met and done.spans == ((0, 2), (1, 3)) and done.may_end(c, 5)
+    assert not p.may_end(c, 1) and p.may_end(c, 0)  # one token left can still meet it; none cannot
+
+
+def test_allocate_takes_each_banks_best_in_turn():
+    scores = [-1.0, -2.0, -3.0, -4.0, -0.5]
+    banks = [0, 2, 2, 1, 0]
+    assert allocate(scores, banks) == [1, 3, 4, 2, 0]  # bank 2's best, bank 1's, bank 0's; then the seconds
+    assert allocate(scores, [0] * 5) == [4, 0, 1, 2, 3]  # one bank: plain order of scores
+
+
+def test_a_constraint_the_plain_beam_never_writes_is_placed_by_allocation():
+    # plain beam 2: step 0 keeps a (.5), b (.4); c (.1) never enters. With "c" required, by hand (alpha 0):
+    # step 0: banks {c: met} {a, b: none} -> beams c, a.
+    # step 1: a's EOS waits (c unmet); candidates aa .175 ab .1 ac .075 | c EOS .06 -> order ac, aa, c EOS, ab.
+    # step 2: a c EOS .045 (met) is in the first two -> finished; beams aaa .0525 (none) and aac .0175 (met).
+    # At max_len 3 the open beams finish there: met ones rank first.
+    found = run([ONLY_C], max_len=3)[0]
+    assert [(h.tokens, h.ended, h.constraints) for h in found] == [
+        ([A, C], True, ((1, 2),)),
+        ([A, A, C], False, ((2, 3),)),
+    ]
+    assert [h.log_prob for h in found] == pytest.approx([math.log(0.045), math.log(0.0175)], abs=1e-5)
+    plain = run([Constraints()], max_len=3)[0]
+    assert all(C not in h.tokens for h in plain)
+
+
+def test_at_the_length_limit_the_unmet_are_reported_and_rank_last():
+    found = run([ONLY_C], max_len=2)[0]
+    assert [(h.tokens, h.ended, h.constraints) for h in found] == [([A, C], False, ((1, 2),)), ([A, A], False, (None,))]
+
+
+def test_eos_is_allowed_when_the_limit_leaves_no_room_for_the_constraint():
+    too_long = Constraints(include=(((C, C, C),),))
+    found = run([too_long], max_len=2, n_best=1)[0]
+    plain = run([Constraints()], max_len=2, n_best=1)[0]
+    assert found[0].tokens == plain[0].tokens and found[0].constraints == (None,)
+
+
+def test_each_sentence_of_a_batch_has_its_own_constraints_and_matches_its_own_search():
+    per_sentence = [ONLY_C, Constraints(include=(((B, B), (C, A)),)), Constraints()]
+    batch = run(per_sentence, sentences=(0, 1, 0), max_len=4)
+    for i, c in enumerate(per_sentence):
+        alone = run([c], sentences=((0, 1, 0)[i],), max_len=4)[0]
+        assert [h.tokens for h in batch[i]] == [h.tokens for h in alone]
+    assert [h.met for h in batch[0]] == [1, 1] and batch[1][0].met == 1 and batch[2][0].constraints == ()
+
+
+def test_a_beam_of_one_writes_the_constraint_at_once():
+    model = ScriptedModel({0: SCRIPT}, DEFAULT)
+    model.config.tgt_vocab_size = 6
+    settings = DecodeConfig(beam_size=1, length_penalty=0.0, block_loops=False)
+    found = search(model, torch.tensor([[0, EOS]]), settings, constraints=[ONLY_C])[0][0]
+    assert found.tokens == [C] and found.constraints == ((0, 1),)
+
+
+def test_constraints_are_checked():
+    with pytest.raises(ValueError, match="non-empty form"):
+        Constraints(include=(((),),))
+    with pytest.raises(ValueError, match="empty phrase"):
+        Constraints(avoid=((),))
+    with pytest.raises(ValueError, match="one Constraints per sentence"):
+        run([ONLY_C, ONLY_C])
