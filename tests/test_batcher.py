@@ -8,7 +8,9 @@ from dataclasses import replace
 import pytest
 
 from tnmt.config import DecodeConfig
+from tnmt.decode.constraints import NO_CONSTRAINTS
 from tnmt.decode.evidence import Evidence
+from tnmt.decode.steering import Plan
 from tnmt.decode.translator import EMPTY, Source, TokenAttention, Translation
 from tnmt.serve.batcher import Batcher, QueueFull
 
@@ -34,12 +36,15 @@ class ScriptedTranslator:
         self.evidence_asked: list[bool] = []
         self.traced: list[tuple[str, DecodeConfig, int, list]] = []
 
+    def plans(self, texts, steering, settings) -> list[Plan]:
+        return [Plan(text, NO_CONSTRAINTS) for text in texts]  # read as sent, nothing to constrain
+
     def encode(self, texts: list[str]) -> list[Source | None]:
         self.encoded.append(list(texts))
         return [Source(text.split(), text.split()) if text.strip() else None for text in texts]
 
     def translations(
-        self, texts, settings, *, n_best=1, attention=False, evidence=False, sources=None
+        self, texts, settings, *, n_best=1, attention=False, evidence=False, sources=None, plans=None
     ) -> list[Translation]:
         self.calls.append((list(texts), settings, n_best, attention, list(sources)))
         self.evidence_asked.append(evidence)
@@ -52,7 +57,7 @@ class ScriptedTranslator:
         proof = Evidence([], [], 0.5, ["copy"]) if evidence else None
         return [replace(self._translation(text, n_best, attention), evidence=proof) for text in texts]
 
-    def trace(self, text, settings, *, top_k, source) -> tuple:
+    def trace(self, text, settings, *, top_k, source, steering=None) -> tuple:
         self.traced.append((text, settings, top_k, source))
         if text in self.fail_on:
             raise RuntimeError(f"scripted failure on {text}")

@@ -8,7 +8,16 @@ import pytest
 
 from tnmt.config import DecodeConfig, ServeConfig
 from tnmt.serve.batcher import QueueFull
-from tnmt.serve.models import CLIENT_GONE, ApiError, ServedModel, check_limits, pick, trace, translations
+from tnmt.serve.models import (
+    CLIENT_GONE,
+    ApiError,
+    ServedModel,
+    alternatives,
+    check_limits,
+    pick,
+    trace,
+    translations,
+)
 
 SETTINGS = DecodeConfig(beam_size=1, max_len=5)
 
@@ -26,10 +35,14 @@ class ScriptedBatcher:
         self.futures += [Future() for _ in range(n)]
         return self.futures[-n:]
 
-    def submit(self, texts, settings, *, n_best=1, attention=False) -> list[Future]:
+    def submit(self, texts, settings, *, n_best=1, attention=False, steering=None) -> list[Future]:
         return self._queue(len(texts))
 
-    def trace(self, text, settings, *, top_k) -> Future:
+    def trace(self, text, settings, *, top_k, steering=None) -> Future:
+        [future] = self._queue(1)
+        return future
+
+    def alternatives(self, text, settings, *, position, k, steering=None) -> Future:
         [future] = self._queue(1)
         return future
 
@@ -54,6 +67,9 @@ PASSAGES = {
         model, ["a", "b"], SETTINGS, timeout=timeout, client=client
     ),
     "trace": lambda model, client, timeout: trace(model, "a", SETTINGS, top_k=3, timeout=timeout, client=client),
+    "alternatives": lambda model, client, timeout: alternatives(
+        model, "a", SETTINGS, position=0, k=3, steering=None, timeout=timeout, client=client
+    ),
 }
 
 

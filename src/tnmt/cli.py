@@ -135,6 +135,11 @@ def _add_decoding_commands(sub: argparse._SubParsersAction) -> None:
         "--scores", action="store_true", help="sentence confidence, then each word's probability (space-separated)"
     )
     evidence.add_argument("--warnings", action="store_true", help="warning codes (comma-separated; empty when clean)")
+    steer = p.add_argument_group("steering (decode/steering.py): applied to every line")
+    steer.add_argument(
+        "--glossary", type=_path_text, help="TSV of source term<TAB>target term (forms separated by ' | ')"
+    )
+    steer.add_argument("--do-not-translate", type=_path_text, help="terms kept as written, one per line")
     p.set_defaults(run=_translate)
 
     p = sub.add_parser("evaluate", help="translate a source file and score it with sacreBLEU")
@@ -368,7 +373,11 @@ def _translate(args: argparse.Namespace, _: list[str]) -> int:
     annotate = {"alignment": args.alignment, "scores": args.scores, "warnings": args.warnings}
     if any(annotate.values()) and args.engine != "tnmt":
         raise UserError("--alignment, --scores and --warnings are for --engine tnmt (they read its attention)")
+    steering = _steering(args)
+    if steering is not None and args.engine != "tnmt":
+        raise UserError("--glossary and --do-not-translate are for --engine tnmt (its search meets them)")
     translator, settings = _translator(args)
+    translator.steering = steering
     if any(annotate.values()):
         translator = AnnotatedLines(translator, **annotate)
     _check_output(args.output)
@@ -379,6 +388,18 @@ def _translate(args: argparse.Namespace, _: list[str]) -> int:
             out.flush()
             bar.update(len(chunk))
     return 0
+
+
+def _steering(args: argparse.Namespace) -> Any:
+    """The `Steering` of `--glossary` and `--do-not-translate`, read (and checked) before the model loads."""
+    if not (args.glossary or args.do_not_translate):
+        return None
+    from tnmt.decode.glossary import load_glossary, load_terms
+    from tnmt.decode.steering import Steering
+
+    glossary = tuple(load_glossary(args.glossary)) if args.glossary else ()
+    keep = tuple(load_terms(args.do_not_translate)) if args.do_not_translate else ()
+    return Steering(glossary=glossary, do_not_translate=keep)
 
 
 def _evaluate(args: argparse.Namespace, _: list[str]) -> int:

@@ -315,6 +315,9 @@ class ServeConfig:
     max_trace_chars: int = field(default=200, metadata=_help("characters of a text /v1/explain traces (over: 413)"))
     max_trace_beam: int = field(default=4, metadata=_help("largest beam /v1/explain traces (over: 422)"))
     max_top_k: int = field(default=10, metadata=_help("most next tokens per hypothesis in a trace (over: 422)"))
+    max_glossary: int = field(
+        default=256, metadata=_help("glossary, do-not-translate, constraint and avoid entries per request (over: 413)")
+    )
     max_queue: int = field(default=1024, metadata=_help("sentences waiting per model (full: 503 + Retry-After)"))
     max_batch_tokens: int = field(default=4096, metadata=_help("source tokens decoded together at most"))
     max_wait_ms: float = field(default=5.0, metadata=_help("how long a batch waits for more sentences"))
@@ -337,7 +340,7 @@ class ServeConfig:
         _check(self, "port", _is_int(self.port) and 0 <= self.port <= 65535, "from 0 to 65535 (0: a free port)")
         _check(self, "threads", _is_int(self.threads) and 0 <= self.threads <= MAX_THREADS, f"from 0 to {MAX_THREADS}")
         limits = ("max_chars", "max_texts", "max_body_bytes", "max_beam_size", "max_n_best", "max_queue")
-        for name in (*limits, "max_trace_chars", "max_trace_beam", "max_top_k"):
+        for name in (*limits, "max_trace_chars", "max_trace_beam", "max_top_k", "max_glossary"):
             _check(self, name, _is_int(getattr(self, name)) and getattr(self, name) >= 1, ">= 1")
         _check(self, "max_batch_tokens", self.max_batch_tokens >= 1, ">= 1")
         threshold = self.mmap_threshold_mb

@@ -217,6 +217,16 @@ class Tokenizer:
                 drawn[k].append(self._model_ids(model, segmentations[choice]))
         return drawn
 
+    def target_segmentations(self, text: str, n: int) -> list[list[int]]:
+        """Up to `n` ways the target side can spell `text` in ids, most likely first: a search that must never
+        write a phrase bans them all (decode/steering.py), not only the one `encode_target` picks. A BPE model
+        has one."""
+        try:
+            found = self._target.nbest_encode_as_ids(SURROGATE.sub("\ufffd", text), nbest_size=n)
+        except RuntimeError:  # BPE: no n-best segmentations
+            return [self.encode_target(text)]
+        return [self._model_ids(self._target, ids) for ids in found] or [self.encode_target(text)]
+
     def decode_target(self, ids: Sequence[int]) -> str:
         """Text of target ids. Pad, BOS and EOS are skipped wherever they are (no truncation at EOS:
         that is the search's job); unk shows as " ⁇ " so that a gap stays visible."""

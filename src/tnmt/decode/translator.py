@@ -27,7 +27,9 @@ from tnmt.decode.hypothesis import Hypothesis
 from tnmt.decode.quantize import quantize_int8
 from tnmt.decode.rules import fit_source
 from tnmt.decode.search import search
+from tnmt.decode.steering import ConstraintReport, Plan, Steering, finish, plan
 from tnmt.decode.trace import SearchRecorder, Trace
+from tnmt.errors import UserError
 from tnmt.model import AttentionMaps, EncodedSource, Transformer
 
 QUANTIZE = ("none", "int8")
@@ -39,7 +41,10 @@ class TextTokenizer(Protocol):
     pad_id: int
     bos_id: int
     eos_id: int
+    unk_id: int
 
+    def encode_source(self, text: str) -> list[int]: ...
+    def encode_target(self, text: str) -> list[int]: ...
     def encode_source_pieces(self, text: str) -> tuple[list[int], list[str]]: ...
     def decode_target(self, ids: Sequence[int]) -> str: ...
     def target_pieces(self, ids: Sequence[int]) -> list[str]: ...
@@ -74,7 +79,8 @@ class Translation:
 
     `alternatives` holds the next best translations (best first) when an n-best list was asked for,
     `attention` the weights that explain this translation and `evidence` its word alignment, confidence and
-    warnings (decode/evidence.py), each when asked for.
+    warnings (decode/evidence.py), each when asked for; `constraints` how it met each positive constraint of
+    its `Steering` (decode/steering.py).
     """
 
     text: str
@@ -84,6 +90,7 @@ class Translation:
     alternatives: tuple["Translation", ...] = ()
     attention: TokenAttention | None = field(default=None, compare=False)
     evidence: Evidence | None = field(default=None, compare=False)
+    constraints: tuple[ConstraintReport, ...] = ()
 
     @property
     def nbest(self) -> list["Translation"]:
@@ -121,6 +128,10 @@ class Translator:
         self.quantize = quantize
         self.model = quantize_int8(model) if quantize == "int8" else model.eval()
         self.tokenizer = tokenizer
+        self.steering: Steering | None = (
+            None  # every text's steering when a call gives none (tnmt translate --glossary)
+        )
+        self._known_chars: dict[str, bool] = {}
         owned = frozen or quantize == "int8"
         self.decoder = None  # the model bound for decoding: per search, unless its weights are frozen
         if owned:  # once, on copies of the weights laid out for the products (decode/frozen.py)
@@ -154,6 +165,8 @@ class Translator:
         evidence: bool = False,
         first_line: int = 1,
         sources: Sequence[Source | None] | None = None,
+        steering: Sequence[Steering | None] | None = None,
+        plans: Sequence[Plan] | None = None,
     ) -> list[Translation]:
         """The translation of each text, in input order; `EMPTY` for an empty or all-whitespace text.
 
@@ -172,23 +185,89 @@ class Translator:
             first_line: The line number of `texts[0]` in warnings (a file translated chunk by chunk names
                 its own lines).
             sources: The texts as `encode` tokenised them, when the caller has them already (a server counts
-                tokens with them), so nothing is tokenised twice.
+                tokens with them), so nothing is tokenised twice; ignored with `steering` (whose plans change the
+                texts the model reads).
+            steering: Each text's glossary, terms to keep, phrases to include or avoid and prefix
+                (decode/steering.py), None for a text without (default: this translator's `steering` for every
+                text); each translation then reports its constraints.
+                Whatever the steering, spans the model cannot read (URLs, e-mail addresses, emoji, characters
+                outside its vocabulary) are kept as written and placed by the alignment; not when the caller
+                gives `sources` without `plans` (ids it encoded itself, as validation does).
+            plans: The steering planned already (`plans`), with `sources` encoded from the plans' texts: a server
+                plans when a request arrives, so that a bad entry is refused before it is queued.
+
+        Raises:
+            UserError: a steering entry that cannot be met (decode/steering.py names it).
         """
         settings = settings or self.decode
+        if plans is None and (steering is not None or sources is None):  # (ids given alone: validation, unplanned)
+            plans, sources = self.plans(texts, steering or [self.steering] * len(texts), settings), None
+        if plans is not None:
+            texts = [p.text for p in plans]
         if sources is None:
             sources = self.encode(texts, first_line=first_line)
         results: list[Translation] = [EMPTY] * len(texts)
         lengths = _lengths(texts, sources)
         for chunk in _length_batches(lengths, settings.batch_size):
             batch = [sources[i] for i in chunk]
+            steered = None if plans is None else [plans[i] for i in chunk]
+            if steered is not None and not any(p.steers for p in steered):
+                steered = None  # nothing to constrain, place or report: the plain search
+            constraints = None if steered is None else [p.constraints for p in steered]
+            align = evidence or (steered is not None and any(p.kept for p in steered))
             with torch.inference_mode():
-                encoded = self.model.encode_for_decoding(self._source_batch(batch), need_weights=attention)
-                found = search(self.model, encoded, settings, n_best=n_best, decoder=self.decoder)
+                encoded = self.model.encode_for_decoding(self.source_batch(batch), need_weights=attention)
+                found = search(
+                    self.model, encoded, settings, n_best=n_best, decoder=self.decoder, constraints=constraints
+                )
                 translations = [self._translation(hypotheses) for hypotheses in found]
-                extras = self._explain(chunk, texts, batch, encoded, found, translations, settings, attention, evidence)
-            for i, translation, (maps, proof) in zip(chunk, translations, extras, strict=True):
+                extras = self._explain(chunk, texts, batch, encoded, found, translations, settings, attention, align)
+            for b, (i, translation, (maps, proof)) in enumerate(zip(chunk, translations, extras, strict=True)):
                 results[i] = replace(translation, attention=maps, evidence=proof)
+                if steered is not None:
+                    results[i] = self._finish(results[i], found[b], steered[b], evidence)
+        if plans is not None:  # texts the model reads nothing of: only their kept spans
+            for i, (result, p) in enumerate(zip(results, plans, strict=True)):
+                if lengths[i] is None and p.kept:  # e.g. "🐶🐶 🚲"
+                    results[i] = self._finish(result, [], p, evidence)
         return results
+
+    def plans(
+        self, texts: Sequence[str], steering: Sequence[Steering | None], settings: DecodeConfig | None = None
+    ) -> list[Plan]:
+        """Each text as the model will read it and the constraints of its search (decode/steering.py).
+
+        Raises:
+            UserError: a steering entry that cannot be met, or not one steering per text.
+        """
+        if len(steering) != len(texts):
+            raise UserError(f"one steering per text: got {len(steering)} for {len(texts)} texts")
+        cap = (settings or self.decode).max_len or self.model.config.max_len - 1
+        limit = min(cap, self.model.config.max_len - 1)
+        return [
+            plan(text, s, self.tokenizer, readable=self._readable, max_tokens=limit)
+            for text, s in zip(texts, steering, strict=True)
+        ]
+
+    def _readable(self, char: str) -> bool:
+        """Is `char` in the source vocabulary (encoded without an unknown piece)? Cached: a text asks per char."""
+        known = self._known_chars.get(char)
+        if known is None:
+            known = self._known_chars[char] = self.tokenizer.unk_id not in self.tokenizer.encode_source_pieces(char)[0]
+        return known
+
+    def _finish(self, result: Translation, found: list[Hypothesis], plan_: Plan, evidence: bool) -> Translation:
+        """A steered translation in the user's terms (decode/steering.py's `finish`); its alternatives too, their
+        kept spans placed without an alignment of their own (at the ends)."""
+        spans = found[0].constraints if found else ()
+        text, reports, proof = finish(plan_, result.text, result.tokens, spans, result.evidence, self.tokenizer)
+        others = tuple(
+            self._finish(replace(a, evidence=None), [h], plan_, False)
+            for a, h in zip(result.alternatives, found[1:], strict=True)
+        )
+        return replace(
+            result, text=text, constraints=reports, evidence=proof if evidence else None, alternatives=others
+        )
 
     def attention(self, text: str, settings: DecodeConfig | None = None) -> TokenAttention:
         """Translate `text` (settings as for `translations`), then return the attention weights the model used.
@@ -201,12 +280,20 @@ class Translator:
         return self.translations([text], settings, attention=True)[0].attention
 
     def trace(
-        self, text: str, settings: DecodeConfig | None = None, *, top_k: int = 5, source: Source | None = None
+        self,
+        text: str,
+        settings: DecodeConfig | None = None,
+        *,
+        top_k: int = 5,
+        source: Source | None = None,
+        steering: Steering | None = None,
     ) -> Trace:
         """Translate `text` as `translations` does and return the search step by step (decode/trace.py): every
         step's open hypotheses with their `top_k` likeliest next tokens, the candidates kept, finished and
         pruned, the finished list and the cross-attention rows; and the encoder's self-attention. `source`: the
-        text's ids from `encode`, when the caller has them.
+        text's ids from `encode`, when the caller has them (of the plan's text, with `steering`). With `steering`
+        (decode/steering.py) the search is the steered one, each open hypothesis telling which constraints it
+        met; the trace's translation is the model's own words (the kept spans not put back).
 
         Raises:
             ValueError: `text` is empty.
@@ -214,11 +301,18 @@ class Translator:
         if not text.strip():
             raise ValueError("cannot trace the translation of an empty text")
         settings = settings or self.decode
-        source = self.encode([text])[0] if source is None else source
+        [plan_] = self.plans([text], [steering], settings)
+        source = self.encode([plan_.text])[0] if source is None else source
+        if source is None:
+            raise UserError("nothing of this text is translated: it is all kept as written")
         recorder = SearchRecorder(top_k=top_k, length_penalty=settings.length_penalty, eos_id=self.tokenizer.eos_id)
+        constraints = [plan_.constraints] if plan_.steers else None
         with torch.inference_mode():  # the encoder's self-attention from the search's own encoder pass
-            encoded = self.model.encode_for_decoding(self._source_batch([source]), need_weights=True)
-            best = search(self.model, encoded, settings, recorder=recorder, decoder=self.decoder)[0][0]
+            encoded = self.model.encode_for_decoding(self.source_batch([source]), need_weights=True)
+            found = search(
+                self.model, encoded, settings, recorder=recorder, decoder=self.decoder, constraints=constraints
+            )
+            best = found[0][0]
         encoder = torch.stack([layer[0] for layer in encoded.encoder_attention]).float().cpu()  # (L, H, S, S)
         text_out = self.tokenizer.decode_target(best.tokens)
         return Trace(text_out, self._source_pieces(source), encoder, recorder.steps)
@@ -251,7 +345,7 @@ class Translator:
         best, *others = (Translation(decode(h.tokens), h.tokens, h.score, h.log_prob) for h in hypotheses)
         return replace(best, alternatives=tuple(others))
 
-    def _source_batch(self, sources: Sequence[Source]) -> torch.Tensor:
+    def source_batch(self, sources: Sequence[Source]) -> torch.Tensor:
         """Right-padded source ids (B, S) on the model's device, each sentence ending with EOS."""
         width = max(len(source.ids) for source in sources) + 1
         pad_id, eos_id = self.model.config.pad_id, self.tokenizer.eos_id

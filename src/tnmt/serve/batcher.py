@@ -26,6 +26,8 @@ from dataclasses import dataclass, replace
 import torch
 
 from tnmt.config import DecodeConfig
+from tnmt.decode.alternatives import WordAlternatives, word_alternatives
+from tnmt.decode.steering import Plan, Steering
 from tnmt.decode.trace import Trace
 from tnmt.decode.translator import Source, Translation, Translator
 
@@ -47,6 +49,7 @@ class Job:
     n_best: int
     attention: bool
     future: Future[Translation]
+    plan: Plan  # what the model reads of the text and how its search is steered (decode/steering.py)
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,23 @@ class TraceJob:
     settings: DecodeConfig
     top_k: int  # next tokens listed per hypothesis
     future: Future[Trace]
+    steering: Steering | None = None
+
+
+@dataclass(frozen=True)
+class AlternativesJob:
+    """One word of one sentence's translation whose replacements are asked for (decode/alternatives.py)."""
+
+    text: str
+    source: Source | None
+    settings: DecodeConfig
+    position: int
+    k: int
+    steering: Steering | None
+    future: Future[WordAlternatives]
+
+
+Solo = TraceJob | AlternativesJob  # jobs decoded one at a time
 
 
 class Batcher:
@@ -79,7 +99,7 @@ class Batcher:
         self.threads = threads
         self.max_queue, self.max_batch_tokens, self.max_wait = max_queue, max_batch_tokens, max_wait_ms / 1000
         self.batching, self.on_batch = batching, on_batch
-        self._requests: queue.Queue[list[Job | TraceJob] | None] = queue.Queue()  # a request's jobs, or None = stop
+        self._requests: queue.Queue[list[Job | Solo] | None] = queue.Queue()  # a request's jobs, or None = stop
         self._depth = 0  # sentences queued, under _lock
         self._lock = threading.Lock()
         self._worker = threading.Thread(target=self._run, name="tnmt-batcher", daemon=True)
@@ -98,33 +118,61 @@ class Batcher:
         self._worker.join()
 
     def submit(
-        self, texts: Sequence[str], settings: DecodeConfig, *, n_best: int = 1, attention: bool = False
+        self,
+        texts: Sequence[str],
+        settings: DecodeConfig,
+        *,
+        n_best: int = 1,
+        attention: bool = False,
+        steering: Sequence[Steering | None] | None = None,
     ) -> list[Future[Translation]]:
-        """Queue a request's texts for translation; one future per text, in order.
+        """Queue a request's texts for translation, each with its `steering` (decode/steering.py); one future per
+        text, in order.
 
         Raises:
             QueueFull: the queue has no room for all of them (none is queued then).
+            UserError: a steering entry that cannot be met (planned here, before anything is queued).
         """
-        sources = self.translator.encode(texts)
+        plans = self.translator.plans(texts, steering or [None] * len(texts), settings)
+        sources = self.translator.encode([p.text for p in plans])
         jobs = [
-            Job(text, source, settings, n_best, attention, Future())
-            for text, source in zip(texts, sources, strict=True)
+            Job(text, source, settings, n_best, attention, Future(), plan)
+            for text, source, plan in zip(texts, sources, plans, strict=True)
         ]
         self._enqueue(jobs)
         return [job.future for job in jobs]
 
-    def trace(self, text: str, settings: DecodeConfig, *, top_k: int) -> Future[Trace]:
+    def trace(
+        self, text: str, settings: DecodeConfig, *, top_k: int, steering: Steering | None = None
+    ) -> Future[Trace]:
         """Queue one text whose search is traced (`Translator.trace`) with `top_k` next tokens per hypothesis.
 
         Raises:
             QueueFull: the queue is full.
+            UserError: a steering entry that cannot be met.
         """
-        [source] = self.translator.encode([text])
-        job = TraceJob(text, source, settings, top_k, Future())
+        [plan] = self.translator.plans([text], [steering], settings)
+        [source] = self.translator.encode([plan.text])
+        job = TraceJob(text, source, settings, top_k, Future(), steering)
         self._enqueue([job])
         return job.future
 
-    def _enqueue(self, jobs: list[Job | TraceJob]) -> None:
+    def alternatives(
+        self, text: str, settings: DecodeConfig, *, position: int, k: int, steering: Steering | None = None
+    ) -> Future[WordAlternatives]:
+        """Queue one text whose word `position` gets its `k` likeliest replacements (decode/alternatives.py).
+
+        Raises:
+            QueueFull: the queue is full.
+            UserError: a steering entry that cannot be met.
+        """
+        [plan] = self.translator.plans([text], [steering], settings)
+        [source] = self.translator.encode([plan.text])
+        job = AlternativesJob(text, source, settings, position, k, steering, Future())
+        self._enqueue([job])
+        return job.future
+
+    def _enqueue(self, jobs: list[Job | Solo]) -> None:
         """Queue one request's jobs together, or none of them when the queue has no room for all."""
         with self._lock:
             if self._depth + len(jobs) > self.max_queue:
@@ -140,7 +188,7 @@ class Batcher:
         # and only this thread, the one that runs the model, uses `threads`.
         if self.threads:
             torch.set_num_threads(self.threads)
-        carried: list[Job | TraceJob] | None = None  # a request that did not fit the last batch: it starts the next
+        carried: list[Job | Solo] | None = None  # a request that did not fit the last batch: it starts the next
         stopping = False
         while not stopping or carried:
             first = carried if carried is not None else self._requests.get()
@@ -165,7 +213,7 @@ class Batcher:
                 self._depth -= len(batch)
             self._decode([job for job in batch if job.future.set_running_or_notify_cancel()])
 
-    def _decode(self, jobs: list[Job | TraceJob]) -> None:
+    def _decode(self, jobs: list[Job | Solo]) -> None:
         """Translate the jobs that share settings together, every future getting a `Translation` with its
         evidence (the server answers every translation with its warnings); trace the traced ones one at a time,
         since a trace follows one search."""
@@ -178,6 +226,8 @@ class Batcher:
         for job in jobs:
             if isinstance(job, TraceJob):
                 self._settle([job], self._trace)
+            elif isinstance(job, AlternativesJob):
+                self._settle([job], self._alternatives)
 
     def _translations(self, group: list[Job]) -> list[Translation]:
         """One decoder batch of jobs that share settings, n_best and attention."""
@@ -189,11 +239,18 @@ class Batcher:
             attention=first.attention,
             evidence=True,
             sources=[job.source for job in group],
+            plans=[job.plan for job in group],
         )
 
     def _trace(self, jobs: list[TraceJob]) -> list[Trace]:
         [job] = jobs
-        return [self.translator.trace(job.text, job.settings, top_k=job.top_k, source=job.source)]
+        return [
+            self.translator.trace(job.text, job.settings, top_k=job.top_k, source=job.source, steering=job.steering)
+        ]
+
+    def _alternatives(self, jobs: list[AlternativesJob]) -> list[WordAlternatives]:
+        [job] = jobs
+        return [word_alternatives(self.translator, job.text, job.position, job.k, job.settings, steering=job.steering)]
 
     def _settle(self, jobs: list, decode: Callable[[list], list]) -> None:
         """Give each job its result of `decode(jobs)`, or all of them its error: the request reports it and the
@@ -209,6 +266,6 @@ class Batcher:
             job.future.set_result(result)
 
 
-def _tokens(jobs: list[Job | TraceJob]) -> int:
+def _tokens(jobs: list[Job | Solo]) -> int:
     """Source tokens with EOS, for the batch budget: the one place that looks into a source."""
     return sum((0 if job.source is None else len(job.source.ids)) + 1 for job in jobs)

@@ -19,6 +19,8 @@ from starlette.requests import Request
 
 from tnmt.checkpoint import load_checkpoint
 from tnmt.config import DecodeConfig, ServeConfig
+from tnmt.decode.alternatives import WordAlternatives
+from tnmt.decode.steering import Steering
 from tnmt.decode.trace import Trace
 from tnmt.decode.translator import Translation, Translator
 from tnmt.errors import UserError
@@ -116,21 +118,60 @@ async def translations(
     timeout: float,
     unavailable: int = 504,
     client: Request | None = None,
+    steering: list[Steering | None] | None = None,
+    refused: int = 422,
 ) -> list[Translation]:
-    """The texts' translations by the model's batcher, within the deadline (`unavailable` past it)."""
-    with _refused_when_full():
-        futures = model.batcher.submit(texts, settings, n_best=n_best, attention=attention)
+    """The texts' translations by the model's batcher, within the deadline (`unavailable` past it); a steering
+    entry that cannot be met is refused with `refused` and the entry named."""
+    with _refused_when_full(), _refused_steering(refused):
+        futures = model.batcher.submit(texts, settings, n_best=n_best, attention=attention, steering=steering)
     return await _wait(futures, timeout=timeout, unavailable=unavailable, client=client)
 
 
+async def alternatives(
+    model: ServedModel,
+    text: str,
+    settings: DecodeConfig,
+    *,
+    position: int,
+    k: int,
+    steering: Steering | None,
+    timeout: float,
+    client: Request,
+) -> WordAlternatives:
+    """The replacements of one word of `text`'s translation (decode/alternatives.py), within the deadline; a
+    position outside the translation or a bad steering entry is a 422."""
+    with _refused_when_full(), _refused_steering(422):
+        future = model.batcher.alternatives(text, settings, position=position, k=k, steering=steering)
+        [found] = await _wait([future], timeout=timeout, unavailable=504, client=client)
+    return found
+
+
 async def trace(
-    model: ServedModel, text: str, settings: DecodeConfig, *, top_k: int, timeout: float, client: Request
+    model: ServedModel,
+    text: str,
+    settings: DecodeConfig,
+    *,
+    top_k: int,
+    timeout: float,
+    client: Request,
+    steering: Steering | None = None,
 ) -> Trace:
-    """The traced search of `text` (decode/trace.py) by the model's batcher, within the deadline."""
-    with _refused_when_full():
-        future = model.batcher.trace(text, settings, top_k=top_k)
-    [traced] = await _wait([future], timeout=timeout, unavailable=504, client=client)
+    """The traced search of `text` (decode/trace.py) by the model's batcher, within the deadline; a steering entry
+    that cannot be met, or a text of which nothing is translated, is a 422."""
+    with _refused_when_full(), _refused_steering(422):
+        future = model.batcher.trace(text, settings, top_k=top_k, steering=steering)
+        [traced] = await _wait([future], timeout=timeout, unavailable=504, client=client)
     return traced
+
+
+@contextmanager
+def _refused_steering(status: int) -> Iterator[None]:
+    """A steering entry that cannot be met (`UserError` from decode/steering.py) as `status`, naming it."""
+    try:
+        yield
+    except UserError as error:
+        raise ApiError(status, str(error)) from None
 
 
 @contextmanager

@@ -11,15 +11,73 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from tnmt.config import ServeConfig
+from tnmt.decode.alternatives import MAX_K
+from tnmt.decode.glossary import glossary_entry
+from tnmt.decode.steering import Steering
 from tnmt.decode.trace import explanation
 from tnmt.decode.translator import Translation
-from tnmt.serve.models import ApiError, ServedModel, check_limits, pick, trace, translations
+from tnmt.errors import UserError
+from tnmt.serve.models import ApiError, ServedModel, alternatives, check_limits, pick, trace, translations
 
 
-class TranslateRequest(BaseModel):
-    """POST /v1/translate."""
+class GlossaryItem(BaseModel):
+    """A glossary entry: where `source` occurs in a text, the translation uses `target` (or one of its forms)."""
 
     model_config = ConfigDict(extra="forbid")
+    source: str
+    target: str | list[str]
+
+
+class SteeringFields(BaseModel):
+    """How a request steers its translations (decode/steering.py); every text of the request gets the same."""
+
+    model_config = ConfigDict(extra="forbid")
+    glossary: list[GlossaryItem] = []
+    do_not_translate: list[str] = []
+    constraints: list[str | list[str]] = []
+    avoid: list[str] = []
+    prefix: str = ""
+
+    def steering(self, config: ServeConfig) -> Steering | None:
+        """The request's `Steering`, None when it steers nothing.
+
+        Raises:
+            ApiError: 413 over `max_glossary` entries in all; 422 an entry that is empty or malformed (named).
+        """
+        entries = len(self.glossary) + len(self.do_not_translate) + len(self.constraints) + len(self.avoid)
+        if entries > config.max_glossary:
+            raise ApiError(
+                413,
+                f"{entries} glossary, do_not_translate, constraints and avoid entries:"
+                f" over max_glossary={config.max_glossary}",
+            )
+        longest = max(
+            [len(self.prefix), *(len(t) for t in self.do_not_translate), *(len(t) for t in self.avoid)], default=0
+        )
+        if longest > config.max_chars:
+            raise ApiError(413, f"a steering entry has {longest} characters: over max_chars={config.max_chars}")
+        if not (self.glossary or self.do_not_translate or self.constraints or self.avoid or self.prefix):
+            return None
+        try:
+            glossary = tuple(
+                glossary_entry(g.source, g.target, where=f"glossary[{n}]") for n, g in enumerate(self.glossary)
+            )
+        except UserError as error:
+            raise ApiError(422, str(error)) from None
+        for name, terms in (("do_not_translate", self.do_not_translate), ("avoid", self.avoid)):
+            for n, term in enumerate(terms):
+                if not term.strip():
+                    raise ApiError(422, f"{name}[{n}]: an empty term")
+        include = tuple((c,) if isinstance(c, str) else tuple(c) for c in self.constraints)
+        for n, forms in enumerate(include):
+            if not forms or any(not form.strip() for form in forms):
+                raise ApiError(422, f"constraints[{n}]: an empty phrase")
+        return Steering(glossary, tuple(self.do_not_translate), include, tuple(self.avoid), self.prefix)
+
+
+class TranslateRequest(SteeringFields):
+    """POST /v1/translate."""
+
     text: str | list[str]
     source: str | None = None
     target: str | None = None
@@ -31,10 +89,20 @@ class TranslateRequest(BaseModel):
     return_confidence: bool = False
 
 
-class ExplainRequest(BaseModel):
+class AlternativesRequest(SteeringFields):
+    """POST /v1/alternatives."""
+
+    text: str
+    position: int = Field(ge=0)
+    k: int = Field(default=5, ge=1, le=MAX_K)
+    source: str | None = None
+    target: str | None = None
+    beam_size: int | None = Field(default=None, ge=1)
+
+
+class ExplainRequest(SteeringFields):
     """POST /v1/explain."""
 
-    model_config = ConfigDict(extra="forbid")
     text: str
     source: str | None = None
     target: str | None = None
@@ -69,6 +137,7 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
         changes = {"beam_size": request.beam_size, "max_len": request.max_len}
         settings = replace(model.translator.decode, **{k: v for k, v in changes.items() if v is not None})
         check_limits(texts, settings.beam_size, request.n_best, config, size_status=413)
+        steering = request.steering(config)
         results = await translations(
             model,
             texts,
@@ -77,8 +146,37 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
             attention=request.return_attention,
             timeout=config.timeout_s,
             client=http,
+            steering=None if steering is None else [steering] * len(texts),
         )
         return {"model": model.id, "translations": [_translation(result, request) for result in results]}
+
+    @api.post("/v1/alternatives")
+    async def replace_word(request: AlternativesRequest, http: Request) -> dict[str, Any]:
+        """The `k` likeliest replacements of word `position` (0-based over the translation's whitespace words) of
+        `text`'s translation, each with its probability and the translation that keeps the words before it,
+        uses it and translates the rest again (decode/alternatives.py); steering fields as /v1/translate's."""
+        model = pick(models, request.source, request.target)
+        settings = model.translator.decode
+        if request.beam_size is not None:
+            settings = replace(settings, beam_size=request.beam_size)
+        check_limits([request.text], settings.beam_size, 1, config, size_status=413)
+        found = await alternatives(
+            model,
+            request.text,
+            settings,
+            position=request.position,
+            k=request.k,
+            steering=request.steering(config),
+            timeout=config.timeout_s,
+            client=http,
+        )
+        return {
+            "model": model.id,
+            "translation": found.translation.text,
+            "position": found.position,
+            "word": found.word,
+            "alternatives": [asdict(a) for a in found.alternatives],
+        }
 
     @api.post("/v1/explain")
     async def explain(request: ExplainRequest, http: Request) -> dict[str, Any]:
@@ -100,7 +198,10 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
         if request.top_k > config.max_top_k:
             raise ApiError(422, f"top_k {request.top_k}: over max_top_k={config.max_top_k}")
         check_limits([request.text], settings.beam_size, 1, config, size_status=413)
-        traced = await trace(model, request.text, settings, top_k=request.top_k, timeout=config.timeout_s, client=http)
+        steering = request.steering(config)
+        traced = await trace(
+            model, request.text, settings, top_k=request.top_k, timeout=config.timeout_s, client=http, steering=steering
+        )
         return {"model": model.id, **explanation(traced, model.translator.tokenizer, settings, request.top_k)}
 
     return api
@@ -110,6 +211,8 @@ def _translation(result: Translation, request: TranslateRequest) -> dict[str, An
     """A `Translation` as the JSON of /v1/translate: its warnings, and what the request asked for."""
     evidence = result.evidence
     answer: dict[str, Any] = {"text": result.text, "warnings": evidence.warnings}
+    if result.constraints:
+        answer["constraints"] = [asdict(report) for report in result.constraints]
     if request.return_alignment:
         answer["alignment"] = [[i, j] for i, j in evidence.alignment]
     if request.return_confidence:

@@ -1,0 +1,130 @@
+"""Glossaries: source terms and the target terms a translation must use for them, read from TSV and matched in text.
+
+A term matches where it occurs as whole words (not "dog" in "hotdog" or "dogs": a glossary names the forms it
+means), case-insensitively ("Dog" and "DOG" match "dog"), a multi-word term across any run of
+whitespace. Where entries overlap ("fire" and "fire truck") the longest match wins, then the leftmost; matches
+never overlap. One compiled alternation, longest terms first, finds them all in one pass.
+"""
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tnmt.errors import UserError
+
+FORM_SEPARATOR = "|"  # "Hund | Hunde": either form meets the entry
+
+
+@dataclass(frozen=True)
+class GlossaryEntry:
+    """A source term and its target forms, any one of which a translation may use."""
+
+    source: str
+    targets: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TermMatch:
+    """An occurrence of an entry's source term: the text's characters [start, end)."""
+
+    start: int
+    end: int
+    entry: GlossaryEntry
+
+
+def glossary_entry(source: str, targets: str | Sequence[str], *, where: str) -> GlossaryEntry:
+    """A checked entry: whitespace runs made single spaces, a string of targets split on " | ", repeated forms
+    dropped.
+
+    Raises:
+        UserError: an empty source term or target form, or one with a tab or a line break; names `where`.
+    """
+    term = _normalised(source, where=f"{where}: source term")
+    pieces = targets.split(FORM_SEPARATOR) if isinstance(targets, str) else list(targets)
+    if not pieces:
+        raise UserError(f"{where}: no target term")
+    forms = tuple(dict.fromkeys(_normalised(form, where=f"{where}: target term") for form in pieces))
+    return GlossaryEntry(term, forms)
+
+
+def load_glossary(path: str | Path) -> list[GlossaryEntry]:
+    """The entries of a TSV file: `source<TAB>target` per line, the target listing forms as "Hund | Hunde"; blank
+    lines and lines starting with "#" are skipped.
+
+    Raises:
+        UserError: an unreadable file, a line without exactly one tab, a bad term, or a source term given twice
+            (naming both lines).
+    """
+    entries, seen = [], {}
+    for number, line in _lines(path):
+        fields = line.split("\t")
+        if len(fields) != 2:
+            raise UserError(f"{path}:{number}: expected 'source<TAB>target', got {line[:80]!r}")
+        entry = glossary_entry(fields[0], fields[1], where=f"{path}:{number}")
+        key = entry.source.casefold()
+        if key in seen:
+            raise UserError(f"{path}:{number}: {entry.source!r} is already on line {seen[key]}")
+        seen[key] = number
+        entries.append(entry)
+    return entries
+
+
+def load_terms(path: str | Path) -> list[str]:
+    """Do-not-translate terms, one per line (blank lines and "#" lines skipped), whitespace runs made one space.
+
+    Raises:
+        UserError: an unreadable file, or a line with a tab.
+    """
+    return [_normalised(line, where=f"{path}:{number}") for number, line in _lines(path)]
+
+
+def match_glossary(text: str, entries: Sequence[GlossaryEntry]) -> list[TermMatch]:
+    """Where the entries' source terms occur in `text` (the module docstring's rules), sorted by start."""
+    if not entries:
+        return []
+    by_key: dict[str, GlossaryEntry] = {}
+    for entry in entries:
+        by_key.setdefault(_key(entry.source), entry)
+    terms = sorted((entry.source for entry in by_key.values()), key=lambda t: (-len(t), t))
+    alternation = "|".join(r"\s+".join(re.escape(word) for word in term.split(" ")) for term in terms)
+    # a lookahead finds the longest term starting at every position, overlapping ones included
+    pattern = re.compile(rf"(?<!\w)(?=((?:{alternation}))(?!\w))", re.IGNORECASE)
+    found = [(m.start(), m.start() + len(m.group(1)), m.group(1)) for m in pattern.finditer(text)]
+    chosen: list[tuple[int, int, str]] = []
+    for start, end, term in sorted(found, key=lambda f: (f[0] - f[1], f[0])):  # longest first, then leftmost
+        if all(end <= s or e <= start for s, e, _ in chosen):
+            chosen.append((start, end, term))
+    return [TermMatch(start, end, by_key[_key(term)]) for start, end, term in sorted(chosen)]
+
+
+def _key(term: str) -> str:
+    return " ".join(term.casefold().split())
+
+
+def _normalised(term: str, *, where: str) -> str:
+    if "\t" in term or "\n" in term or "\r" in term:
+        raise UserError(f"{where}: a term cannot hold a tab or a line break")
+    cleaned = " ".join(term.split())
+    if not cleaned:
+        raise UserError(f"{where}: an empty term")
+    return cleaned
+
+
+def _lines(path: str | Path) -> list[tuple[int, str]]:
+    """(1-based number, text) of the lines that hold an entry."""
+    try:
+        raw = Path(path).read_bytes()
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a directory, expected a file") from None
+    except OSError as error:
+        raise UserError(f"{path}: cannot read: {error.strerror}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
+        raise UserError(f"{path}:{line}: not UTF-8") from None
+    lines = text.splitlines()
+    return [
+        (n, line.rstrip("\r")) for n, line in enumerate(lines, 1) if line.strip() and not line.lstrip().startswith("#")
+    ]

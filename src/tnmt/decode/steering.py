@@ -1,0 +1,313 @@
+"""Steering a translation by text: a glossary, do-not-translate terms, required and avoided phrases, a prefix.
+
+A `Steering` says in words what a user wants of one text's translation; `plan` turns it into what the model
+reads and the search obeys, and `finish` puts the result back into the user's terms:
+
+- A glossary entry applies where its source term occurs in the text (decode/glossary.py's matching rules) and
+  becomes a positive constraint whose forms are its target terms (decode/constraints.py); a required phrase
+  (`include`) is one wherever it applies.
+- A do-not-translate term the model can read and write back unchanged stays in the text and becomes a
+  constraint of its own spelling. Every other span to keep as it is (a term the model cannot spell, and
+  always URLs, e-mail addresses, emoji and runs of characters outside the source vocabulary: decode/verbatim.py)
+  is taken out of the text the model reads, so it cannot derail the translation, and `finish` puts it back
+  beside the target word aligned to its neighbour (the evidence's word alignment).
+- An avoided phrase is banned in the spellings a writer would use (as given, and with its first letter in
+  upper and lower case), each in its likeliest subword segmentations; the prefix is forced, token by token.
+
+Every check names the entry it refuses (`glossary[2]`, `include[0]`, ...), so a server can answer 4xx.
+"""
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from tnmt.decode.bans import LONGEST_AVOIDED
+from tnmt.decode.constraints import Constraints
+from tnmt.decode.evidence import Evidence, _has_loop, piece_words
+from tnmt.decode.glossary import GlossaryEntry, match_glossary
+from tnmt.decode.verbatim import find_verbatim
+from tnmt.errors import UserError
+
+MAX_CONSTRAINTS = 32  # positive constraints per text: every step considers each one's next tokens
+SPELLINGS = 8  # subword segmentations of an avoided phrase that are banned
+
+
+class SteeringTokenizer(Protocol):
+    unk_id: int
+
+    def encode_source(self, text: str) -> list[int]: ...
+    def encode_target(self, text: str) -> list[int]: ...
+    def target_segmentations(self, text: str, n: int) -> list[list[int]]: ...
+    def decode_target(self, ids: Sequence[int]) -> str: ...
+    def target_pieces(self, ids: Sequence[int]) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class Steering:
+    """What a user asks of one text's translation, in words.
+
+    glossary: source term -> target forms, applied where the source term occurs.
+    do_not_translate: terms copied to the output as they are.
+    include: phrases the output must contain, each as its forms (any one will do).
+    avoid: phrases the output must not contain.
+    prefix: the start of the output, as written.
+    keep_unreadable: pass URLs, e-mail addresses, emoji and characters the model cannot read through untouched.
+    """
+
+    glossary: tuple[GlossaryEntry, ...] = ()
+    do_not_translate: tuple[str, ...] = ()
+    include: tuple[tuple[str, ...], ...] = ()
+    avoid: tuple[str, ...] = ()
+    prefix: str = ""
+    keep_unreadable: bool = True
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A span of the text the model does not read: its text, and the word of the read text it stands before."""
+
+    text: str
+    word: int
+
+
+@dataclass(frozen=True)
+class ConstraintReport:
+    """How a translation met one positive constraint: its forms as the user gave them ("Hund | Hunde"), where it
+    came from ("glossary", "do_not_translate", "include"), and the target words that meet it (empty: not met)."""
+
+    target: str
+    met: bool
+    words: tuple[int, ...] = ()
+    source: str = "include"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One text as the model reads it and the search obeys it (`plan`), and what `finish` needs to answer."""
+
+    text: str  # the text less its kept spans
+    constraints: Constraints
+    labels: tuple[tuple[str, str], ...] = ()  # per positive constraint: (its forms joined by " | ", its source)
+    kept: tuple[Kept, ...] = ()
+    forms: tuple[tuple[str, ...], ...] = field(default=(), compare=False)  # per positive constraint, as text
+
+    @property
+    def steers(self) -> bool:
+        """Does the search or the answer differ from a plain translation's?"""
+        c = self.constraints
+        return bool(c.include or c.avoid or c.prefix or c.allow_loops or self.kept)
+
+
+def plan(
+    text: str,
+    steering: Steering | None,
+    tokenizer: SteeringTokenizer,
+    *,
+    readable: Callable[[str], bool] | None,
+    max_tokens: int,
+) -> Plan:
+    """What the model reads of `text` and the constraints of its search; `readable(char)`: is a character in the
+    source vocabulary; `max_tokens`: the most output tokens the model can write (a constraint longer is refused).
+
+    Raises:
+        UserError: an entry that cannot be met (empty, longer than the model's positions, more constraints than
+            `MAX_CONSTRAINTS`, a required form or the prefix containing an avoided phrase); the message names it.
+    """
+    steering = steering or Steering()
+    auto = find_verbatim(text, (), readable=readable) if steering.keep_unreadable else []
+    listed = [s for s in find_verbatim(text, steering.do_not_translate) if not _overlaps(s, auto)]
+    include: list[tuple[tuple[int, ...], ...]] = []
+    labels: list[tuple[str, str]] = []
+    forms_text: list[tuple[str, ...]] = []
+    taken = list(auto)
+    for start, end in listed:
+        term = text[start:end]
+        ids = tokenizer.encode_target(term)
+        if _writable(term, ids, tokenizer) and (readable is None or all(map(readable, term.replace(" ", "")))):
+            include.append((tuple(ids),))
+            labels.append((term, "do_not_translate"))
+            forms_text.append((term,))
+        else:
+            taken.append((start, end))
+    taken.sort()
+    for match in match_glossary(text, steering.glossary):
+        if _overlaps((match.start, match.end), taken):
+            continue
+        where = f"glossary entry {match.entry.source!r}"
+        include.append(_forms(match.entry.targets, tokenizer, where=where, max_tokens=max_tokens))
+        labels.append((" | ".join(match.entry.targets), "glossary"))
+        forms_text.append(match.entry.targets)
+    for c, forms in enumerate(steering.include):
+        include.append(_forms(forms, tokenizer, where=f"include[{c}]", max_tokens=max_tokens))
+        labels.append((" | ".join(forms), "include"))
+        forms_text.append(tuple(forms))
+    if len(include) > MAX_CONSTRAINTS:
+        raise UserError(f"{len(include)} phrases to include in one text: at most {MAX_CONSTRAINTS}")
+    if sum(min(len(form) for form in forms) for forms in include) > max_tokens:
+        raise UserError(f"the phrases to include need more than the {max_tokens} tokens the output may have")
+    avoid = _avoided(steering.avoid, tokenizer, max_tokens=max_tokens)
+    prefix = tuple(tokenizer.encode_target(steering.prefix)) if steering.prefix.strip() else ()
+    if len(prefix) > max_tokens:
+        raise UserError(f"prefix: {len(prefix)} tokens, more than the {max_tokens} the output may have")
+    _check_conflicts(include, labels, prefix, avoid, steering.avoid, tokenizer)
+    read, kept = _take_out(text, taken)
+    constraints = Constraints(tuple(include), avoid, prefix, allow_loops=_has_loop(read.lower().split()))
+    return Plan(read, constraints, tuple(labels), tuple(kept), tuple(forms_text))
+
+
+def finish(
+    plan_: Plan,
+    text: str,
+    tokens: Sequence[int],
+    spans: Sequence[tuple[int, int] | None],
+    evidence: Evidence | None,
+    tokenizer: SteeringTokenizer,
+) -> tuple[str, tuple[ConstraintReport, ...], Evidence | None]:
+    """A translation `text` (ids `tokens`, the search's constraint `spans`) in the user's terms: the kept spans
+    placed by `evidence`'s alignment, each positive constraint's report, and the evidence over the full texts."""
+    words_of = piece_words(tokenizer.target_pieces(list(tokens)), text) if tokens else []
+    reports = []
+    for (label, source), forms, span in zip(plan_.labels, plan_.forms, _padded(spans, len(plan_.labels)), strict=True):
+        if span is not None and words_of:
+            words = tuple(sorted({words_of[t] for t in range(*span)}))
+        else:  # the model may spell a form with other subwords: the text decides
+            words = _find_words(text, forms)
+        reports.append(ConstraintReport(label, bool(words), words, source))
+    if not plan_.kept:
+        return text, tuple(reports), evidence
+    out_words = text.split()
+    alignment = evidence.alignment if evidence is not None else []
+    inserts = sorted((_anchor(k.word, alignment, len(out_words)), n) for n, k in enumerate(plan_.kept))
+    shift = [0] * (len(out_words) + 1)  # target word j moves to j + shift[j]
+    pieces: list[str] = []
+    placed: list[int] = [0] * len(plan_.kept)
+    at = 0
+    for gap, n in inserts:
+        pieces += out_words[at:gap]
+        at = gap
+        kept_words = plan_.kept[n].text.split()
+        placed[n] = len(pieces)
+        pieces += kept_words
+    pieces += out_words[at:]
+    for j in range(len(out_words) + 1):
+        shift[j] = sum(len(plan_.kept[n].text.split()) for gap, n in inserts if gap <= j)
+    final = " ".join(pieces)
+    reports = [replace(r, words=tuple(j + shift[j] for j in r.words)) for r in reports]
+    return final, tuple(reports), _full_evidence(evidence, plan_, placed, shift, len(pieces))
+
+
+def _full_evidence(
+    evidence: Evidence | None, plan_: Plan, placed: list[int], shift: list[int], n_target: int
+) -> Evidence | None:
+    """The evidence over the full source and target: kept words aligned to themselves, probability 1."""
+    if evidence is None:
+        return None
+    widths = [len(k.text.split()) for k in plan_.kept]
+    n_read = len(plan_.text.split())
+    # read source word i -> its index in the full text: after the kept words standing before it
+    source_shift = [i + sum(w for k, w in zip(plan_.kept, widths, strict=True) if k.word <= i) for i in range(n_read)]
+    alignment = [(source_shift[i], j + shift[j]) for i, j in evidence.alignment]
+    probs: list[float] = [1.0] * n_target
+    for j, p in enumerate(evidence.word_probs):
+        probs[j + shift[j]] = p
+    for n, (k, width) in enumerate(zip(plan_.kept, widths, strict=True)):
+        start = k.word + sum(widths[:n])  # the kept words before it are in the full text too
+        alignment += [(start + w, placed[n] + w) for w in range(width)]
+    return replace(evidence, alignment=sorted(alignment), word_probs=probs)
+
+
+def _anchor(word: int, alignment: Sequence[tuple[int, int]], n_target: int) -> int:
+    """The target gap [0, n_target] for a span standing before read source word `word`: after the target of the
+    nearest aligned source word before it, else before that of the nearest one after it, else pro rata."""
+    by_source: dict[int, list[int]] = {}
+    for i, j in alignment:
+        by_source.setdefault(i, []).append(j)
+    before = [i for i in by_source if i < word]
+    if before:
+        return max(by_source[max(before)]) + 1
+    after = [i for i in by_source if i >= word]
+    if after:
+        return min(by_source[min(after)])
+    return n_target if word > 0 else 0
+
+
+def _take_out(text: str, spans: Sequence[tuple[int, int]]) -> tuple[str, list[Kept]]:
+    """The text without `spans` (whitespace runs made one space), and each span as a `Kept`."""
+    read_parts, kept, at = [], [], 0
+    for start, end in spans:
+        read_parts.append(text[at:start])
+        kept.append(Kept(text[start:end], len("".join(read_parts).split())))
+        read_parts.append(" ")
+        at = end
+    read_parts.append(text[at:])
+    return " ".join("".join(read_parts).split()), kept
+
+
+def _forms(
+    forms: Sequence[str], tokenizer: SteeringTokenizer, *, where: str, max_tokens: int
+) -> tuple[tuple[int, ...], ...]:
+    encoded = []
+    for form in forms:
+        if not form.strip():
+            raise UserError(f"{where}: an empty target term")
+        ids = tuple(tokenizer.encode_target(form.strip()))
+        if len(ids) > max_tokens:
+            raise UserError(f"{where}: {form!r} is {len(ids)} tokens, more than the {max_tokens} the output may have")
+        encoded.append(ids)
+    if not encoded:
+        raise UserError(f"{where}: no target term")
+    return tuple(dict.fromkeys(encoded))
+
+
+def _avoided(phrases: Sequence[str], tokenizer: SteeringTokenizer, *, max_tokens: int) -> tuple[tuple[int, ...], ...]:
+    """Each avoided phrase in the spellings a writer would use (as given, and with its first letter in upper and
+    lower case), each in the `SPELLINGS` likeliest ways to write it in subwords: the model may pick another."""
+    out: dict[tuple[int, ...], None] = {}
+    for n, phrase in enumerate(phrases):
+        phrase = phrase.strip()
+        if not phrase:
+            raise UserError(f"avoid[{n}]: an empty phrase")
+        for variant in dict.fromkeys((phrase, phrase[0].upper() + phrase[1:], phrase[0].lower() + phrase[1:])):
+            for spelling in tokenizer.target_segmentations(variant, SPELLINGS):
+                ids = tuple(spelling)
+                if len(ids) > LONGEST_AVOIDED:
+                    raise UserError(
+                        f"avoid[{n}]: {phrase!r} is {len(ids)} tokens, more than the {LONGEST_AVOIDED} a search checks"
+                    )
+                out[ids] = None
+    return tuple(ids for ids in out if ids)
+
+
+def _check_conflicts(include, labels, prefix, avoid, avoid_text, tokenizer) -> None:
+    """A required form or the prefix that contains an avoided phrase can never be written: name both."""
+    for phrase in avoid:
+        n = len(phrase)
+        for (label, _), forms in zip(labels, include, strict=True):
+            if all(any(form[i : i + n] == phrase for i in range(len(form) - n + 1)) for form in forms):
+                raise UserError(f"{label!r} is required and avoided ({tokenizer.decode_target(phrase)!r})")
+        if any(prefix[i : i + n] == phrase for i in range(len(prefix) - n + 1)):
+            raise UserError(f"the prefix contains the avoided {tokenizer.decode_target(phrase)!r}")
+
+
+def _writable(term: str, ids: Sequence[int], tokenizer: SteeringTokenizer) -> bool:
+    """Can the model write `term` back exactly (no unknown piece, the same text)?"""
+    return bool(ids) and tokenizer.unk_id not in ids and tokenizer.decode_target(ids) == term
+
+
+def _overlaps(span: tuple[int, int], spans: Sequence[tuple[int, int]]) -> bool:
+    return any(span[0] < end and start < span[1] for start, end in spans)
+
+
+def _padded(spans: Sequence[tuple[int, int] | None], n: int) -> list[tuple[int, int] | None]:
+    return list(spans) + [None] * (n - len(spans))
+
+
+def _find_words(text: str, forms: Sequence[str]) -> tuple[int, ...]:
+    """The words of `text` that spell one of `forms` (case-insensitive, whole words), first occurrence."""
+    words = [w.strip(".,;:!?\"'()[]").casefold() for w in text.split()]
+    for form in forms:
+        wanted = form.casefold().split()
+        for j in range(len(words) - len(wanted) + 1):
+            if words[j : j + len(wanted)] == wanted:
+                return tuple(range(j, j + len(wanted)))
+    return ()
