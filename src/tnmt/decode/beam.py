@@ -29,6 +29,7 @@ from tnmt.blocks.kv_cache import KVCache
 from tnmt.config import DecodeConfig
 from tnmt.decode.bans import Bans
 from tnmt.decode.constraints import NO_CONSTRAINTS, Constraints, Progress, allocate
+from tnmt.decode.evidence import alignment_layer_index, alignment_rows
 from tnmt.decode.hypothesis import Hypothesis, gnmt_length_penalty
 from tnmt.decode.rules import TokenRules, output_limits
 from tnmt.decode.top_k import top_k
@@ -51,6 +52,7 @@ class BeamState:
     row_sentences: Tensor  # (Ba * K,) each beam's sentence in the input batch
     constraints: list[Constraints]  # (Ba) each searched sentence's
     progress: list[Progress] | None  # (Ba * K) each beam's progress on its constraints; None: no sentence has any
+    focus: list[int] | None = None  # (Ba * K) the source token each beam's aligning attention peaks on, when needed
 
     def add(self, i: int, hypothesis: Hypothesis) -> None:
         """File a finished hypothesis of searched sentence i and update its K-th best score. Hypotheses that met
@@ -129,11 +131,15 @@ def beam_search_nbest(
     state, cache = _init(source, limits.tolist(), beam_size=k, constraints=constraints)
     inputs = torch.full((batch * k,), c.bos_id, dtype=torch.long, device=device)  # (Ba * K,)
     decoder = decoder or model.incremental_decoder()
+    aligned = any(span is not None for one in constraints for span in one.sources)  # constraints wait for attention
+    aligning = alignment_layer_index(decode.alignment_layer, c.n_decoder_layers) if aligned else 0
     while True:
-        logits, weights = decoder.step(inputs[:, None], cache, need_weights=recorder is not None)
+        logits, weights = decoder.step(inputs[:, None], cache, need_weights=recorder is not None or aligned)
         log_probs = logits[:, 0].log_softmax(dim=-1)  # (Ba * K, V)
         if recorder is not None:
             recorder.attention(weights)
+        if aligned:  # (Ba * K,) the source token each beam looks at, by the aligning layer's cross-attention
+            state.focus = alignment_rows(weights[aligning][1], decode.alignment_head)[:, 0].argmax(dim=-1).tolist()
         rules.apply_(log_probs, state.tokens.size(1))
         if bans.active:
             bans.apply_(log_probs, state.tokens, state.row_sentences)
@@ -235,13 +241,20 @@ def _constrained_step(
     waiting = [row for row, (n, room) in enumerate(zip(needed, left, strict=True)) if 0 < n <= room]
     if waiting:
         log_probs[waiting, eos_id] = float("-inf")
+    for row, p in enumerate(progress):  # a form just met ends its word: "Haus" is not met by "Hauses"
+        if (joiners := constraints[row // k].continuations) is not None and p.just_met(t):
+            log_probs[row].masked_fill_(joiners, float("-inf"))
     scores = log_probs.view(ba, k, vocab).add_(state.log_probs[:, :, None])  # (Ba, K, V), in place
     top, index = top_k(scores.view(ba, k * vocab), min(2 * k, k * vocab))  # (Ba, 2K)
     best = scores.argmax(dim=2)  # (Ba, K) each beam's best token
     alive = (state.log_probs > float("-inf")).view(-1).tolist()
     hopeful = [alive[row] and 0 < needed[row] <= left[row] for row in range(ba * k)]
+    focus = state.focus or [None] * (ba * k)
     wanted = [
-        (row, token) for row, p in enumerate(progress) if hopeful[row] for token in p.wants(constraints[row // k])
+        (row, token)
+        for row, p in enumerate(progress)
+        if hopeful[row]
+        for token in p.wants(constraints[row // k], focus[row])
     ]
     pairs = {(i, j // vocab, j % vocab) for i, row in enumerate(index.tolist()) for j in row}
     pairs |= {(i, j, token) for i, row in enumerate(best.tolist()) for j, token in enumerate(row)}

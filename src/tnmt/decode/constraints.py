@@ -19,7 +19,9 @@ subwords does not meet it (the Translator checks the text as well).
 """
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from torch import Tensor
 
 Phrase = tuple[int, ...]
 
@@ -32,14 +34,23 @@ class Constraints:
     avoid: phrases (target ids) never written.
     prefix: ids the output starts with, forced whatever the model prefers.
     allow_loops: the source itself repeats a phrase back to back, so the output may too (decode/bans.py).
+    continuations: (V,) True on the ids that continue a word (subwords without a leading space): never written
+        right after a form is met, so "Haus" is not met inside "Hauses" (None: no such rule).
+    sources: per positive constraint, the source tokens [start, end) it translates (a glossary term's), None for
+        one that belongs nowhere in particular; empty: none does. A constraint with a source is offered to a
+        hypothesis only at a step whose aligning cross-attention looks at those tokens (`wants`).
     """
 
     include: tuple[tuple[Phrase, ...], ...] = ()
     avoid: tuple[Phrase, ...] = ()
     prefix: Phrase = ()
     allow_loops: bool = False
+    continuations: Tensor | None = field(default=None, compare=False, repr=False)
+    sources: tuple[tuple[int, int] | None, ...] = ()  # per include: source tokens [start, end) it translates
 
     def __post_init__(self) -> None:
+        if self.sources and len(self.sources) != len(self.include):
+            raise ValueError(f"sources: one per constraint to include, got {len(self.sources)} for {len(self.include)}")
         for c, forms in enumerate(self.include):
             if not forms or any(not form for form in forms):
                 raise ValueError(f"include[{c}]: every constraint needs at least one non-empty form, got {forms}")
@@ -106,9 +117,17 @@ class Progress:
         """Constraints met, then tokens into the furthest form under way: the allocation's bank."""
         return self.met * constraints.width + max((n for _, _, n in self.partial), default=0)
 
-    def wants(self, constraints: Constraints) -> set[int]:
-        """The tokens that start a form of an unmet constraint or continue one under way."""
-        wanted = {form[0] for c, span in enumerate(self.spans) if span is None for form in constraints.include[c]}
+    def wants(self, constraints: Constraints, focus: int | None = None) -> set[int]:
+        """The tokens that start a form of an unmet constraint or continue one under way. `focus`: the source token
+        the step's aligning attention peaks on; a constraint tied to source tokens starts only when the focus is
+        on them or next to them (where a translator would write it), else anywhere."""
+        sources = constraints.sources
+        wanted = {
+            form[0]
+            for c, span in enumerate(self.spans)
+            if span is None and (focus is None or not sources or _near(sources[c], focus))
+            for form in constraints.include[c]
+        }
         return wanted | {constraints.include[c][f][n] for c, f, n in self.partial}
 
     def needed(self, constraints: Constraints) -> int:
@@ -120,10 +139,19 @@ class Progress:
                 total += min(len(form) - begun.get(f, 0) for f, form in enumerate(constraints.include[c]))
         return total
 
+    def just_met(self, position: int) -> bool:
+        """Was a form completed by the token at output position `position - 1` (the last one written)?"""
+        return any(span is not None and span[1] == position for span in self.spans)
+
     def may_end(self, constraints: Constraints, tokens_left: int) -> bool:
         """May the hypothesis write EOS now, with `tokens_left` tokens (this one included) before its limit? Only
         when every constraint is met, or when too few tokens are left to meet them."""
         return self.all_met or self.needed(constraints) > tokens_left
+
+
+def _near(source: tuple[int, int] | None, focus: int) -> bool:
+    """Is the attention's peak on the source tokens [start, end), or one token either side?"""
+    return source is None or source[0] - 1 <= focus <= source[1]
 
 
 def allocate(scores: Sequence[float], banks: Sequence[int]) -> list[int]:

@@ -3,7 +3,7 @@
 A term matches where it occurs as whole words (not "dog" in "hotdog" or "dogs": a glossary names the forms it
 means), case-insensitively ("Dog" and "DOG" match "dog"), a multi-word term across any run of
 whitespace. Where entries overlap ("fire" and "fire truck") the longest match wins, then the leftmost; matches
-never overlap. One compiled alternation, longest terms first, finds them all in one pass.
+never overlap. Only entries whose first word occurs in the text are searched, so a large glossary costs little.
 """
 
 import re
@@ -86,16 +86,19 @@ def match_glossary(text: str, entries: Sequence[GlossaryEntry]) -> list[TermMatc
     by_key: dict[str, GlossaryEntry] = {}
     for entry in entries:
         by_key.setdefault(_key(entry.source), entry)
-    terms = sorted((entry.source for entry in by_key.values()), key=lambda t: (-len(t), t))
-    alternation = "|".join(r"\s+".join(re.escape(word) for word in term.split(" ")) for term in terms)
-    # a lookahead finds the longest term starting at every position, overlapping ones included
-    pattern = re.compile(rf"(?<!\w)(?=((?:{alternation}))(?!\w))", re.IGNORECASE)
-    found = [(m.start(), m.start() + len(m.group(1)), m.group(1)) for m in pattern.finditer(text)]
-    chosen: list[tuple[int, int, str]] = []
-    for start, end, term in sorted(found, key=lambda f: (f[0] - f[1], f[0])):  # longest first, then leftmost
+    present = {word.casefold() for word in re.findall(r"\w+", text)}
+    found = []  # every occurrence of every term, overlapping ones included
+    for entry in by_key.values():
+        first = re.search(r"\w+", entry.source)
+        if first is not None and first.group().casefold() not in present:
+            continue  # cheap: most entries of a large glossary are not in a given sentence
+        words = r"\s+".join(re.escape(word) for word in entry.source.split(" "))
+        found += [(m.start(), m.end(), entry) for m in re.finditer(rf"(?<!\w){words}(?!\w)", text, re.IGNORECASE)]
+    chosen: list[tuple[int, int, GlossaryEntry]] = []
+    for start, end, entry in sorted(found, key=lambda f: (f[0] - f[1], f[0])):  # longest first, then leftmost
         if all(end <= s or e <= start for s, e, _ in chosen):
-            chosen.append((start, end, term))
-    return [TermMatch(start, end, by_key[_key(term)]) for start, end, term in sorted(chosen)]
+            chosen.append((start, end, entry))
+    return [TermMatch(start, end, entry) for start, end, entry in sorted(chosen, key=lambda c: c[0])]
 
 
 def _key(term: str) -> str:

@@ -17,9 +17,13 @@ reads and the search obeys, and `finish` puts the result back into the user's te
 Every check names the entry it refuses (`glossary[2]`, `include[0]`, ...), so a server can answer 4xx.
 """
 
+import re
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
+
+from torch import Tensor
 
 from tnmt.decode.bans import LONGEST_AVOIDED
 from tnmt.decode.constraints import Constraints
@@ -35,7 +39,7 @@ SPELLINGS = 8  # subword segmentations of an avoided phrase that are banned
 class SteeringTokenizer(Protocol):
     unk_id: int
 
-    def encode_source(self, text: str) -> list[int]: ...
+    def encode_source_pieces(self, text: str) -> tuple[list[int], list[str]]: ...
     def encode_target(self, text: str) -> list[int]: ...
     def target_segmentations(self, text: str, n: int) -> list[list[int]]: ...
     def decode_target(self, ids: Sequence[int]) -> str: ...
@@ -64,10 +68,14 @@ class Steering:
 
 @dataclass(frozen=True)
 class Kept:
-    """A span of the text the model does not read: its text, and the word of the read text it stands before."""
+    """A span of the text the model does not read: its text, the word of the read text it stands before, whether
+    it touches the character before it and after it (no space: "<b>red"), and its words in the full text."""
 
     text: str
     word: int
+    glue_left: bool = False
+    glue_right: bool = False
+    source_words: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,7 @@ class Plan:
     labels: tuple[tuple[str, str], ...] = ()  # per positive constraint: (its forms joined by " | ", its source)
     kept: tuple[Kept, ...] = ()
     forms: tuple[tuple[str, ...], ...] = field(default=(), compare=False)  # per positive constraint, as text
+    source_words: tuple[int, ...] = ()  # each word of `text`: its index among the full text's words
 
     @property
     def steers(self) -> bool:
@@ -105,9 +114,11 @@ def plan(
     *,
     readable: Callable[[str], bool] | None,
     max_tokens: int,
+    continuations: Tensor | None = None,
 ) -> Plan:
     """What the model reads of `text` and the constraints of its search; `readable(char)`: is a character in the
-    source vocabulary; `max_tokens`: the most output tokens the model can write (a constraint longer is refused).
+    source vocabulary; `max_tokens`: the most output tokens the model can write (a constraint longer is refused);
+    `continuations`: (V,) True on target ids that continue a word (`Constraints.continuations`).
 
     Raises:
         UserError: an entry that cannot be met (empty, longer than the model's positions, more constraints than
@@ -116,31 +127,38 @@ def plan(
     steering = steering or Steering()
     auto = find_verbatim(text, (), readable=readable) if steering.keep_unreadable else []
     listed = [s for s in find_verbatim(text, steering.do_not_translate) if not _overlaps(s, auto)]
-    include: list[tuple[tuple[int, ...], ...]] = []
-    labels: list[tuple[str, str]] = []
-    forms_text: list[tuple[str, ...]] = []
+    writable = []  # do-not-translate terms the model reads and writes back: constraints of their own spelling
     taken = list(auto)
     for start, end in listed:
         term = text[start:end]
         ids = tokenizer.encode_target(term)
         if _writable(term, ids, tokenizer) and (readable is None or all(map(readable, term.replace(" ", "")))):
-            include.append((tuple(ids),))
-            labels.append((term, "do_not_translate"))
-            forms_text.append((term,))
+            writable.append(term)
         else:
             taken.append((start, end))
-    taken.sort()
-    for match in match_glossary(text, steering.glossary):
-        if _overlaps((match.start, match.end), taken):
-            continue
+    read, kept, source_words_full = _take_out(text, sorted(taken))
+    source_words = piece_words(tokenizer.encode_source_pieces(read)[1], read) if read else []
+    include: list[tuple[tuple[int, ...], ...]] = []
+    labels: list[tuple[str, str]] = []
+    forms_text: list[tuple[str, ...]] = []
+    sources: list[tuple[int, int] | None] = []
+    for start, end in find_verbatim(read, writable):
+        term = read[start:end]
+        include.append((tuple(tokenizer.encode_target(term)),))
+        labels.append((term, "do_not_translate"))
+        forms_text.append((term,))
+        sources.append(_source_tokens(read, start, end, source_words))
+    for match in match_glossary(read, steering.glossary):
         where = f"glossary entry {match.entry.source!r}"
         include.append(_forms(match.entry.targets, tokenizer, where=where, max_tokens=max_tokens))
         labels.append((" | ".join(match.entry.targets), "glossary"))
         forms_text.append(match.entry.targets)
+        sources.append(_source_tokens(read, match.start, match.end, source_words))
     for c, forms in enumerate(steering.include):
         include.append(_forms(forms, tokenizer, where=f"include[{c}]", max_tokens=max_tokens))
         labels.append((" | ".join(forms), "include"))
         forms_text.append(tuple(forms))
+        sources.append(None)
     if len(include) > MAX_CONSTRAINTS:
         raise UserError(f"{len(include)} phrases to include in one text: at most {MAX_CONSTRAINTS}")
     if sum(min(len(form) for form in forms) for forms in include) > max_tokens:
@@ -150,9 +168,15 @@ def plan(
     if len(prefix) > max_tokens:
         raise UserError(f"prefix: {len(prefix)} tokens, more than the {max_tokens} the output may have")
     _check_conflicts(include, labels, prefix, avoid, steering.avoid, tokenizer)
-    read, kept = _take_out(text, taken)
-    constraints = Constraints(tuple(include), avoid, prefix, allow_loops=_has_loop(read.lower().split()))
-    return Plan(read, constraints, tuple(labels), tuple(kept), tuple(forms_text))
+    constraints = Constraints(
+        tuple(include),
+        avoid,
+        prefix,
+        allow_loops=_has_loop(read.lower().split()),
+        continuations=continuations,
+        sources=tuple(sources) if any(span is not None for span in sources) else (),
+    )
+    return Plan(read, constraints, tuple(labels), tuple(kept), tuple(forms_text), source_words_full)
 
 
 def finish(
@@ -177,43 +201,67 @@ def finish(
         return text, tuple(reports), evidence
     out_words = text.split()
     alignment = evidence.alignment if evidence is not None else []
-    inserts = sorted((_anchor(k.word, alignment, len(out_words)), n) for n, k in enumerate(plan_.kept))
-    shift = [0] * (len(out_words) + 1)  # target word j moves to j + shift[j]
-    pieces: list[str] = []
-    placed: list[int] = [0] * len(plan_.kept)
-    at = 0
-    for gap, n in inserts:
-        pieces += out_words[at:gap]
-        at = gap
-        kept_words = plan_.kept[n].text.split()
-        placed[n] = len(pieces)
-        pieces += kept_words
-    pieces += out_words[at:]
+    gaps = [_anchor(k.word, alignment, len(out_words)) for k in plan_.kept]
+    final, word_at, kept_at = _render(out_words, plan_.kept, gaps)
+    reports = [replace(r, words=tuple(word_at[j] for j in r.words)) for r in reports]
+    return final, tuple(reports), _full_evidence(evidence, plan_, word_at, kept_at, len(final.split()))
+
+
+def _render(out_words: list[str], kept: Sequence[Kept], gaps: list[int]) -> tuple[str, list[int], list[list[int]]]:
+    """The translation's words with each kept span put in its gap, glued to the word it touched in the source
+    ("<b>red</b>" -> "<b>rote</b>"); and where things went: each translation word's index in the result, and the
+    result's words each kept span is part of."""
+    owners: list[int] = []  # translation word j >= 0, kept span n as -1 - n, in output order
     for j in range(len(out_words) + 1):
-        shift[j] = sum(len(plan_.kept[n].text.split()) for gap, n in inserts if gap <= j)
-    final = " ".join(pieces)
-    reports = [replace(r, words=tuple(j + shift[j] for j in r.words)) for r in reports]
-    return final, tuple(reports), _full_evidence(evidence, plan_, placed, shift, len(pieces))
+        owners += [-1 - n for n, gap in enumerate(gaps) if gap == j]
+        owners += [j] if j < len(out_words) else []
+    text, starts = "", []
+    for i, owner in enumerate(owners):
+        previous = owners[i - 1] if i else None
+        glued = previous is not None and (
+            (previous < 0 <= owner and kept[-1 - previous].glue_right)
+            or (owner < 0 <= previous and kept[-1 - owner].glue_left)
+        )
+        text += " " if text and not glued else ""
+        starts.append(len(text))
+        text += out_words[owner] if owner >= 0 else kept[-1 - owner].text
+
+    def word_of(offset: int) -> int:  # the index of the word holding the character at `offset`
+        return len(text[: offset + 1].split()) - 1
+
+    word_at = [0] * len(out_words)
+    kept_at: list[list[int]] = [[] for _ in kept]
+    for owner, start in zip(owners, starts, strict=True):
+        if owner >= 0:
+            word_at[owner] = word_of(start)
+        else:
+            piece = kept[-1 - owner].text
+            kept_at[-1 - owner] = sorted({word_of(start + i) for i, char in enumerate(piece) if not char.isspace()})
+    return text, word_at, kept_at
 
 
 def _full_evidence(
-    evidence: Evidence | None, plan_: Plan, placed: list[int], shift: list[int], n_target: int
+    evidence: Evidence | None, plan_: Plan, word_at: list[int], kept_at: list[list[int]], n_target: int
 ) -> Evidence | None:
-    """The evidence over the full source and target: kept words aligned to themselves, probability 1."""
+    """The evidence over the full source and target: kept words aligned to themselves, probability 1 (a word
+    that a kept span is glued to keeps its own)."""
     if evidence is None:
         return None
-    widths = [len(k.text.split()) for k in plan_.kept]
-    n_read = len(plan_.text.split())
-    # read source word i -> its index in the full text: after the kept words standing before it
-    source_shift = [i + sum(w for k, w in zip(plan_.kept, widths, strict=True) if k.word <= i) for i in range(n_read)]
-    alignment = [(source_shift[i], j + shift[j]) for i, j in evidence.alignment]
+    alignment = [(plan_.source_words[i], word_at[j]) for i, j in evidence.alignment]
     probs: list[float] = [1.0] * n_target
     for j, p in enumerate(evidence.word_probs):
-        probs[j + shift[j]] = p
-    for n, (k, width) in enumerate(zip(plan_.kept, widths, strict=True)):
-        start = k.word + sum(widths[:n])  # the kept words before it are in the full text too
-        alignment += [(start + w, placed[n] + w) for w in range(width)]
-    return replace(evidence, alignment=sorted(alignment), word_probs=probs)
+        probs[word_at[j]] = p
+    for k, targets in zip(plan_.kept, kept_at, strict=True):
+        alignment += list(zip(k.source_words, targets, strict=False))
+    return replace(evidence, alignment=sorted(set(alignment)), word_probs=probs)
+
+
+def _source_tokens(text: str, start: int, end: int, piece_word: Sequence[int]) -> tuple[int, int] | None:
+    """The source tokens [first, last + 1) of the words that characters [start, end) of `text` touch, given the
+    word of each source piece; None when the source's pieces do not reach them."""
+    first, last = len(text[:start].split()), len(text[:end].split()) - 1
+    tokens = [t for t, word in enumerate(piece_word) if first <= word <= last]
+    return (tokens[0], tokens[-1] + 1) if tokens else None
 
 
 def _anchor(word: int, alignment: Sequence[tuple[int, int]], n_target: int) -> int:
@@ -231,16 +279,23 @@ def _anchor(word: int, alignment: Sequence[tuple[int, int]], n_target: int) -> i
     return n_target if word > 0 else 0
 
 
-def _take_out(text: str, spans: Sequence[tuple[int, int]]) -> tuple[str, list[Kept]]:
-    """The text without `spans` (whitespace runs made one space), and each span as a `Kept`."""
-    read_parts, kept, at = [], [], 0
+def _take_out(text: str, spans: Sequence[tuple[int, int]]) -> tuple[str, list[Kept], tuple[int, ...]]:
+    """The text without `spans` (whitespace runs made one space), each span as a `Kept`, and the index in the
+    full text's words of each word of the result."""
+    masked = list(text)
     for start, end in spans:
-        read_parts.append(text[at:start])
-        kept.append(Kept(text[start:end], len("".join(read_parts).split())))
-        read_parts.append(" ")
-        at = end
-    read_parts.append(text[at:])
-    return " ".join("".join(read_parts).split()), kept
+        masked[start:end] = " " * (end - start)
+    full = [m.start() for m in re.finditer(r"\S+", text)]  # where the full text's words start
+    read = list(re.finditer(r"\S+", "".join(masked)))
+    source_words = tuple(bisect_right(full, m.start()) - 1 for m in read)
+    kept = []
+    for start, end in spans:
+        before = sum(m.start() < start for m in read)
+        glue_left = start > 0 and not text[start - 1].isspace()
+        glue_right = end < len(text) and not text[end].isspace()
+        words = tuple(sorted({bisect_right(full, i) - 1 for i in range(start, end) if not text[i].isspace()}))
+        kept.append(Kept(text[start:end], before, glue_left, glue_right, words))
+    return " ".join(m.group() for m in read), kept, source_words
 
 
 def _forms(

@@ -132,6 +132,7 @@ class Translator:
             None  # every text's steering when a call gives none (tnmt translate --glossary)
         )
         self._known_chars: dict[str, bool] = {}
+        self._joiners: torch.Tensor | None = None
         owned = frozen or quantize == "int8"
         self.decoder = None  # the model bound for decoding: per search, unless its weights are frozen
         if owned:  # once, on copies of the weights laid out for the products (decode/frozen.py)
@@ -244,10 +245,20 @@ class Translator:
             raise UserError(f"one steering per text: got {len(steering)} for {len(texts)} texts")
         cap = (settings or self.decode).max_len or self.model.config.max_len - 1
         limit = min(cap, self.model.config.max_len - 1)
+        joiners = self._continuations() if any(s is not None for s in steering) else None
         return [
-            plan(text, s, self.tokenizer, readable=self._readable, max_tokens=limit)
+            plan(text, s, self.tokenizer, readable=self._readable, max_tokens=limit, continuations=joiners)
             for text, s in zip(texts, steering, strict=True)
         ]
+
+    def _continuations(self) -> torch.Tensor:
+        """(V,) True on the target ids that continue a word: pieces without sentencepiece's leading "▁" that start
+        with a letter or digit (decode/constraints.py). Built once."""
+        if self._joiners is None:
+            pieces = self.tokenizer.target_pieces(range(self.model.config.tgt_vocab_size))
+            joins = [not piece.startswith("▁") and piece[:1].isalnum() for piece in pieces]
+            self._joiners = torch.tensor(joins, dtype=torch.bool, device=self.device)
+        return self._joiners
 
     def _readable(self, char: str) -> bool:
         """Is `char` in the source vocabulary (encoded without an unknown piece)? Cached: a text asks per char."""

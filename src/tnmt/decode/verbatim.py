@@ -8,6 +8,8 @@ beside the target word aligned to their neighbour.
 - Listed terms match as whole words, case-sensitively: listing "Apple" keeps the company, not the fruit.
 - URLs (`http(s)://...`, `www.x.y...`) end before trailing sentence punctuation and an unbalanced ")".
 - E-mail addresses; emoji with their modifiers, joiners (one family is one span), keycaps and flags.
+- Markup sent as plain text (a client that sends HTML without `format: "html"`): tags, comments and character
+  references ("&amp;", "&#x1F436;") stay as they are; the words between them are translated.
 - With `readable`, every run of non-space characters the model's vocabulary lacks.
 Overlapping or touching spans merge into one.
 """
@@ -23,6 +25,9 @@ _PICTOGRAPH = (  # Extended_Pictographic's blocks: symbols, dingbats, arrows, an
 )
 _MODIFIER = "\ufe0e\ufe0f\u20e3\U0001f3fb-\U0001f3ff\U000e0020-\U000e007f"
 _EMOJI = re.compile(rf"[{_PICTOGRAPH}][{_MODIFIER}]*(?:\u200d[{_PICTOGRAPH}][{_MODIFIER}]*)*")
+_MARKUP = re.compile(
+    r"<!--.*?-->|</?[A-Za-z][\w:-]*(?:\s[^<>]*)?/?>|&(?:#\d+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);", re.DOTALL
+)
 _TRAILING = ".,;:!?'\"»”’"
 
 
@@ -34,6 +39,7 @@ def find_verbatim(
     spans = [_url_end(text, m.start(), m.end()) for m in _URL.finditer(text)]
     spans += [m.span() for m in _EMAIL.finditer(text)]
     spans += [m.span() for m in _EMOJI.finditer(text)]
+    spans += [m.span() for m in _MARKUP.finditer(text)]
     for term in dict.fromkeys(" ".join(t.split()) for t in terms if t.strip()):
         words = r"\s+".join(re.escape(word) for word in term.split(" "))
         spans += [m.span() for m in re.finditer(rf"(?<!\w){words}(?!\w)", text)]
