@@ -24,16 +24,16 @@ def run(constraints: list[Constraints], *, beam_size: int = 2, max_len: int = 0,
 def test_progress_follows_forms_and_alternatives():
     c = Constraints(include=(((A, B), (C,)), ((B, B),)))  # "a b" or "c"; and "b b"
     p = Progress.start(c)
-    assert p.wants(c) == {A, C, B} and p.needed(c) == 1 + 2 and p.bank(c) == 0
+    assert p.wants(c) == {A, C, B} and p.needed == 1 + 2 and p.bank == 0
     p = p.advance(c, A, 0)
-    assert p.partial == ((0, 0, 1),) and p.bank(c) == 1 and p.needed(c) == 1 + 2
+    assert p.partial == ((0, 0, 1),) and p.bank == 1 and p.needed == 1 + 2
     p = p.advance(c, B, 1)  # meets the first ("a b" at 0..2) and starts "b b"
     assert p.spans == ((0, 2), None) and p.met == 1 and p.partial == ((1, 0, 1),)
-    assert p.bank(c) == 1 * c.width + 1 and p.wants(c) == {B}
+    assert p.bank == 1 * c.width + 1 and p.wants(c) == {B}
     assert p.advance(c, A, 2).partial == ()  # a broken form starts over
     done = p.advance(c, B, 2)
-    assert done.all_met and done.spans == ((0, 2), (1, 3)) and done.may_end(c, 5)
-    assert not p.may_end(c, 1) and p.may_end(c, 0)  # one token left can still meet it; none cannot
+    assert done.all_met and done.spans == ((0, 2), (1, 3)) and done.may_end(5)
+    assert not p.may_end(1) and p.may_end(0)  # one token left can still meet it; none cannot
 
 
 def test_allocate_takes_each_banks_best_in_turn():
@@ -95,3 +95,25 @@ def test_constraints_are_checked():
         Constraints(avoid=((),))
     with pytest.raises(ValueError, match="one Constraints per sentence"):
         run([ONLY_C, ONLY_C])
+
+
+def test_a_constraint_tied_to_source_tokens_is_offered_where_the_attention_reads_them():
+    c = Constraints(include=(((A,),), ((B,),)), sources=((3, 5), None))
+    p = Progress.start(c)
+    assert p.wants(c, focus=0) == {B}  # "a" waits for the source tokens 3-4; "b" belongs anywhere
+    assert p.wants(c, focus=2) == p.wants(c, focus=5) == {A, B}  # on them or next to them
+    assert p.wants(c) == {A, B}  # no attention known: anywhere
+    with pytest.raises(ValueError, match="one per constraint"):
+        Constraints(include=(((A,),),), sources=((0, 1), None))
+
+
+def test_a_met_form_ends_its_word():
+    joiners = torch.zeros(6, dtype=torch.bool)
+    joiners[A] = True  # "a" continues a word: right after the form "c" is met, it may not follow
+    script = {(): {C: 0.6, A: 0.3, B: 0.1}, (C,): {A: 0.9, EOS: 0.1}, (C, A): {EOS: 1.0}}
+    model = ScriptedModel({0: script}, {EOS: 1.0})
+    settings = DecodeConfig(beam_size=2, length_penalty=0.0, block_loops=False)
+    ruled = Constraints(include=(((C,),),), continuations=joiners)
+    src = torch.tensor([[0, EOS]])
+    assert beam_search_nbest(model, src, settings, constraints=[ONLY_C])[0][0].tokens == [C, A]
+    assert beam_search_nbest(model, src, settings, constraints=[ruled])[0][0].tokens == [C]

@@ -59,9 +59,12 @@ def test_spans_the_model_cannot_read_pass_through_untouched(tiny_translator):
 
 
 def test_do_not_translate_terms_are_written_as_given(tiny_translator):
-    found = translate(tiny_translator, "four hundred", Steering(do_not_translate=("hundred",)))
-    assert "hundred" in found.text.split()
-    assert [(c.target, c.source, c.met) for c in found.constraints] == [("hundred", "do_not_translate", True)]
+    found = translate(tiny_translator, "four hundred", Steering(do_not_translate=("hundred",)), evidence=True)
+    words = found.text.split()
+    assert "hundred" in words and found.constraints == ()
+    plain = translate(tiny_translator, "four", None)  # the model reads the text without the term
+    assert [w for w in words if w != "hundred"] == plain.text.split()
+    assert (1, words.index("hundred")) in found.evidence.alignment
 
 
 def test_trace_is_the_translation_with_constraints(tiny_translator):

@@ -236,7 +236,7 @@ def _constrained_step(
     vocab, t = log_probs.size(-1), state.tokens.size(1)
     progress, constraints = state.progress, state.constraints
     # tokens each beam needs to meet its constraints, against the tokens it may still write (this one included)
-    needed = [p.needed(constraints[row // k]) for row, p in enumerate(progress)]
+    needed = [p.needed for p in progress]
     left = [state.limits[row // k] - t for row in range(ba * k)]
     waiting = [row for row, (n, room) in enumerate(zip(needed, left, strict=True)) if 0 < n <= room]
     if waiting:
@@ -246,7 +246,7 @@ def _constrained_step(
             log_probs[row].masked_fill_(joiners, float("-inf"))
     scores = log_probs.view(ba, k, vocab).add_(state.log_probs[:, :, None])  # (Ba, K, V), in place
     top, index = top_k(scores.view(ba, k * vocab), min(2 * k, k * vocab))  # (Ba, 2K)
-    best = scores.argmax(dim=2)  # (Ba, K) each beam's best token
+    best = top_k(scores.view(ba * k, vocab), 1)[1].view(ba, k)  # (Ba, K) each beam's best token
     alive = (state.log_probs > float("-inf")).view(-1).tolist()
     hopeful = [alive[row] and 0 < needed[row] <= left[row] for row in range(ba * k)]
     focus = state.focus or [None] * (ba * k)
@@ -280,7 +280,7 @@ def _constrained_step(
         ]
         # a candidate that can no longer meet its constraints before its limit competes as an unconstrained one
         room = state.limits[i] - t - 1
-        banks = [p.bank(c) if p.needed(c) <= room else 0 for p in after]
+        banks = [p.bank if p.needed <= room else 0 for p in after]
         order = allocate([values[m] for m in members], banks)
         kept: list[int] = []
         for rank, o in enumerate(order):
@@ -302,11 +302,11 @@ def _constrained_step(
         picks.append((members, order, kept))
     if recorder is not None:
         _record_allocation(recorder, picks[0], found, values, k, eos_id)
-    dead = (0, 0, eos_id)
+    dead = (eos_id + 1) % vocab  # the token of a beam without a live path (-inf): any but EOS
     state.log_probs = torch.tensor(
         [[values[m] for m in row] + [float("-inf")] * (k - len(row)) for row in chosen], device=log_probs.device
     )
-    picked = [[found[m] for m in row] + [dead] * (k - len(row)) for row in chosen]
+    picked = [[found[m] for m in row] + [(i, 0, dead)] * (k - len(row)) for i, row in enumerate(chosen)]
     parents = torch.tensor([i * k + j for row in picked for i, j, _ in row], device=log_probs.device)  # (Ba * K,)
     new = torch.tensor([token for row in picked for _, _, token in row], device=log_probs.device)[:, None]
     own_rows = [[own[m] for m in row] + [float("-inf")] * (k - len(row)) for row in chosen]  # (Ba, K)

@@ -20,6 +20,7 @@ subwords does not meet it (the Translator checks the text as well).
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from torch import Tensor
 
@@ -57,15 +58,16 @@ class Constraints:
         if any(not phrase for phrase in self.avoid):
             raise ValueError("avoid: an empty phrase cannot be avoided")
 
-    @property
+    @cached_property
     def width(self) -> int:
         """Banks per constraint met: the longest form's length, so that meeting one more constraint outranks any
         progress inside a form."""
         return max((len(form) for forms in self.include for form in forms), default=0) + 1
 
-    def shortest(self, c: int) -> int:
-        """The fewest tokens that meet constraint c."""
-        return min(len(form) for form in self.include[c])
+    @cached_property
+    def tokens(self) -> frozenset[int]:
+        """Every id of every form: a token outside them cannot advance a constraint."""
+        return frozenset(token for forms in self.include for form in forms for token in form)
 
 
 NO_CONSTRAINTS = Constraints()
@@ -78,14 +80,36 @@ class Progress:
     spans: per constraint, the output positions [start, end) of the form that met it, None while unmet.
     partial: (constraint, form, tokens written) of every form under way: the output ends with that many of its
         first tokens.
+    needed: the fewest tokens that could still meet every unmet constraint (forms under way counted as begun).
+    bank: the allocation's bank: constraints met, then tokens into the furthest form under way.
+    `needed` and `bank` are computed once, when the progress is made (`start`, `advance`): a step reads them for
+    every candidate.
     """
 
     spans: tuple[tuple[int, int] | None, ...]
     partial: tuple[tuple[int, int, int], ...] = ()
+    needed: int = 0
+    bank: int = 0
 
     @classmethod
     def start(cls, constraints: Constraints) -> "Progress":
-        return cls((None,) * len(constraints.include))
+        return cls._of(constraints, (None,) * len(constraints.include), ())
+
+    @classmethod
+    def _of(
+        cls,
+        constraints: Constraints,
+        spans: tuple[tuple[int, int] | None, ...],
+        partial: tuple[tuple[int, int, int], ...],
+    ) -> "Progress":
+        needed = 0
+        for c, span in enumerate(spans):
+            if span is None:
+                begun = {f: n for c2, f, n in partial if c2 == c}
+                needed += min(len(form) - begun.get(f, 0) for f, form in enumerate(constraints.include[c]))
+        met = sum(span is not None for span in spans)
+        bank = met * constraints.width + max((n for _, _, n in partial), default=0)
+        return cls(spans, partial, needed, bank)
 
     @property
     def met(self) -> int:
@@ -97,6 +121,8 @@ class Progress:
 
     def advance(self, constraints: Constraints, token: int, position: int) -> "Progress":
         """The progress after writing `token` at output position `position`."""
+        if token not in constraints.tokens:  # most tokens: nothing starts, whatever was under way breaks
+            return self if not self.partial else Progress._of(constraints, self.spans, ())
         spans, partial = list(self.spans), []
         steps = [(c, f, n) for c, f, n in self.partial] + [
             (c, f, 0) for c, span in enumerate(self.spans) if span is None for f in range(len(constraints.include[c]))
@@ -109,13 +135,8 @@ class Progress:
                 spans[c] = (position + 1 - len(form), position + 1)
             else:
                 partial.append((c, f, n + 1))
-        if len(partial) == len(self.partial) == 0 and spans == list(self.spans):
-            return self
-        return Progress(tuple(spans), tuple(sorted({p for p in partial if spans[p[0]] is None})))
-
-    def bank(self, constraints: Constraints) -> int:
-        """Constraints met, then tokens into the furthest form under way: the allocation's bank."""
-        return self.met * constraints.width + max((n for _, _, n in self.partial), default=0)
+        kept = tuple(sorted({p for p in partial if spans[p[0]] is None}))
+        return Progress._of(constraints, tuple(spans), kept)
 
     def wants(self, constraints: Constraints, focus: int | None = None) -> set[int]:
         """The tokens that start a form of an unmet constraint or continue one under way. `focus`: the source token
@@ -130,23 +151,14 @@ class Progress:
         }
         return wanted | {constraints.include[c][f][n] for c, f, n in self.partial}
 
-    def needed(self, constraints: Constraints) -> int:
-        """The fewest tokens that could still meet every unmet constraint (forms under way counted as begun)."""
-        total = 0
-        for c, span in enumerate(self.spans):
-            if span is None:
-                begun = {f: n for c2, f, n in self.partial if c2 == c}
-                total += min(len(form) - begun.get(f, 0) for f, form in enumerate(constraints.include[c]))
-        return total
-
     def just_met(self, position: int) -> bool:
         """Was a form completed by the token at output position `position - 1` (the last one written)?"""
         return any(span is not None and span[1] == position for span in self.spans)
 
-    def may_end(self, constraints: Constraints, tokens_left: int) -> bool:
+    def may_end(self, tokens_left: int) -> bool:
         """May the hypothesis write EOS now, with `tokens_left` tokens (this one included) before its limit? Only
         when every constraint is met, or when too few tokens are left to meet them."""
-        return self.all_met or self.needed(constraints) > tokens_left
+        return self.needed == 0 or self.needed > tokens_left
 
 
 def _near(source: tuple[int, int] | None, focus: int) -> bool:

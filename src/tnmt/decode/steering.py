@@ -6,11 +6,10 @@ reads and the search obeys, and `finish` puts the result back into the user's te
 - A glossary entry applies where its source term occurs in the text (decode/glossary.py's matching rules) and
   becomes a positive constraint whose forms are its target terms (decode/constraints.py); a required phrase
   (`include`) is one wherever it applies.
-- A do-not-translate term the model can read and write back unchanged stays in the text and becomes a
-  constraint of its own spelling. Every other span to keep as it is (a term the model cannot spell, and
-  always URLs, e-mail addresses, emoji and runs of characters outside the source vocabulary: decode/verbatim.py)
-  is taken out of the text the model reads, so it cannot derail the translation, and `finish` puts it back
-  beside the target word aligned to its neighbour (the evidence's word alignment).
+- A do-not-translate term, and always URLs, e-mail addresses, emoji, markup and runs of characters outside the
+  source vocabulary (decode/verbatim.py), is taken out of the text the model reads, so it cannot derail the
+  translation (a small model fed an unknown name writes it into a compound, or loops on an emoji), and `finish`
+  puts it back, as written, beside the target word aligned to its neighbour (the evidence's word alignment).
 - An avoided phrase is banned in the spellings a writer would use (as given, and with its first letter in
   upper and lower case), each in its likeliest subword segmentations; the prefix is forced, token by token.
 
@@ -126,28 +125,13 @@ def plan(
     """
     steering = steering or Steering()
     auto = find_verbatim(text, (), readable=readable) if steering.keep_unreadable else []
-    listed = [s for s in find_verbatim(text, steering.do_not_translate) if not _overlaps(s, auto)]
-    writable = []  # do-not-translate terms the model reads and writes back: constraints of their own spelling
-    taken = list(auto)
-    for start, end in listed:
-        term = text[start:end]
-        ids = tokenizer.encode_target(term)
-        if _writable(term, ids, tokenizer) and (readable is None or all(map(readable, term.replace(" ", "")))):
-            writable.append(term)
-        else:
-            taken.append((start, end))
-    read, kept, source_words_full = _take_out(text, sorted(taken))
+    listed = find_verbatim(text, steering.do_not_translate)
+    read, kept, source_words_full = _take_out(text, _union(auto, listed))
     source_words = piece_words(tokenizer.encode_source_pieces(read)[1], read) if read else []
     include: list[tuple[tuple[int, ...], ...]] = []
     labels: list[tuple[str, str]] = []
     forms_text: list[tuple[str, ...]] = []
     sources: list[tuple[int, int] | None] = []
-    for start, end in find_verbatim(read, writable):
-        term = read[start:end]
-        include.append((tuple(tokenizer.encode_target(term)),))
-        labels.append((term, "do_not_translate"))
-        forms_text.append((term,))
-        sources.append(_source_tokens(read, start, end, source_words))
     for match in match_glossary(read, steering.glossary):
         where = f"glossary entry {match.entry.source!r}"
         include.append(_forms(match.entry.targets, tokenizer, where=where, max_tokens=max_tokens))
@@ -202,15 +186,18 @@ def finish(
     out_words = text.split()
     alignment = evidence.alignment if evidence is not None else []
     gaps = [_anchor(k.word, alignment, len(out_words)) for k in plan_.kept]
-    final, word_at, kept_at = _render(out_words, plan_.kept, gaps)
+    final, word_at, kept_at = _render(out_words, plan_.kept, gaps, set(alignment))
     reports = [replace(r, words=tuple(word_at[j] for j in r.words)) for r in reports]
     return final, tuple(reports), _full_evidence(evidence, plan_, word_at, kept_at, len(final.split()))
 
 
-def _render(out_words: list[str], kept: Sequence[Kept], gaps: list[int]) -> tuple[str, list[int], list[list[int]]]:
-    """The translation's words with each kept span put in its gap, glued to the word it touched in the source
-    ("<b>red</b>" -> "<b>rote</b>"); and where things went: each translation word's index in the result, and the
-    result's words each kept span is part of."""
+def _render(
+    out_words: list[str], kept: Sequence[Kept], gaps: list[int], alignment: set[tuple[int, int]]
+) -> tuple[str, list[int], list[list[int]]]:
+    """The translation's words with each kept span put in its gap, glued to its neighbour when that word is aligned
+    to the source word the span touched ("<b>red</b>" -> "<b>rote</b>", but "Jonas: A man" -> "Jonas Ein Mann":
+    the ":" it touched was not translated); and where things went: each translation word's index in the result,
+    and the result's words each kept span is part of."""
     owners: list[int] = []  # translation word j >= 0, kept span n as -1 - n, in output order
     for j in range(len(out_words) + 1):
         owners += [-1 - n for n, gap in enumerate(gaps) if gap == j]
@@ -219,8 +206,16 @@ def _render(out_words: list[str], kept: Sequence[Kept], gaps: list[int]) -> tupl
     for i, owner in enumerate(owners):
         previous = owners[i - 1] if i else None
         glued = previous is not None and (
-            (previous < 0 <= owner and kept[-1 - previous].glue_right)
-            or (owner < 0 <= previous and kept[-1 - owner].glue_left)
+            (
+                previous < 0 <= owner
+                and kept[-1 - previous].glue_right
+                and (kept[-1 - previous].word, owner) in alignment
+            )
+            or (
+                owner < 0 <= previous
+                and kept[-1 - owner].glue_left
+                and (kept[-1 - owner].word - 1, previous) in alignment
+            )
         )
         text += " " if text and not glued else ""
         starts.append(len(text))
@@ -238,6 +233,14 @@ def _render(out_words: list[str], kept: Sequence[Kept], gaps: list[int]) -> tupl
             piece = kept[-1 - owner].text
             kept_at[-1 - owner] = sorted({word_of(start + i) for i, char in enumerate(piece) if not char.isspace()})
     return text, word_at, kept_at
+
+
+def _glues(span: Kept, word: int, alignment: set[tuple[int, int]], *, right: bool) -> bool:
+    """Does `span` stick to target `word` on its right (else its left): it touched a source word there, and the
+    alignment links that source word to `word`?"""
+    if right:
+        return span.glue_right and (span.word, word) in alignment
+    return span.glue_left and (span.word - 1, word) in alignment
 
 
 def _full_evidence(
@@ -344,9 +347,15 @@ def _check_conflicts(include, labels, prefix, avoid, avoid_text, tokenizer) -> N
             raise UserError(f"the prefix contains the avoided {tokenizer.decode_target(phrase)!r}")
 
 
-def _writable(term: str, ids: Sequence[int], tokenizer: SteeringTokenizer) -> bool:
-    """Can the model write `term` back exactly (no unknown piece, the same text)?"""
-    return bool(ids) and tokenizer.unk_id not in ids and tokenizer.decode_target(ids) == term
+def _union(first: Sequence[tuple[int, int]], second: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Character spans of both lists, overlapping ones merged, sorted."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted([*first, *second]):
+        if merged and start < merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
 
 
 def _overlaps(span: tuple[int, int], spans: Sequence[tuple[int, int]]) -> bool:

@@ -33,6 +33,7 @@ from tnmt.errors import UserError
 from tnmt.model import AttentionMaps, EncodedSource, Transformer
 
 QUANTIZE = ("none", "int8")
+WORD_ENDS = frozenset(".,;:!?)]}\"'»«“”„…/")  # what may follow a met constraint without a space
 
 
 class TextTokenizer(Protocol):
@@ -252,11 +253,17 @@ class Translator:
         ]
 
     def _continuations(self) -> torch.Tensor:
-        """(V,) True on the target ids that continue a word: pieces without sentencepiece's leading "▁" that start
-        with a letter or digit (decode/constraints.py). Built once."""
+        """(V,) True on the target ids that continue a word (decode/constraints.py): pieces without sentencepiece's
+        leading "▁" other than closing punctuation ("Haus" + "es", "Jonas" + "-Shirt"; not "Haus" + "."), the
+        special tokens excepted. Built once."""
         if self._joiners is None:
             pieces = self.tokenizer.target_pieces(range(self.model.config.tgt_vocab_size))
-            joins = [not piece.startswith("▁") and piece[:1].isalnum() for piece in pieces]
+            c = self.model.config
+            specials = {c.pad_id, c.bos_id, c.eos_id, self.tokenizer.unk_id}
+            joins = [
+                i not in specials and not piece.startswith("▁") and piece[:1] not in WORD_ENDS
+                for i, piece in enumerate(pieces)
+            ]
             self._joiners = torch.tensor(joins, dtype=torch.bool, device=self.device)
         return self._joiners
 
