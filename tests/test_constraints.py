@@ -9,7 +9,8 @@ from test_beam import DEFAULT, EOS, SCRIPT, A, B, C, ScriptedModel
 
 from tnmt.config import DecodeConfig
 from tnmt.decode import beam_search_nbest, search
-from tnmt.decode.constraints import Constraints, Progress, allocate
+from tnmt.decode.constrained import _allocation
+from tnmt.decode.constraints import Constraints, Progress
 
 ONLY_C = Constraints(include=(((C,),),))
 
@@ -36,11 +37,11 @@ def test_progress_follows_forms_and_alternatives():
     assert not p.may_end(1) and p.may_end(0)  # one token left can still meet it; none cannot
 
 
-def test_allocate_takes_each_banks_best_in_turn():
-    scores = [-1.0, -2.0, -3.0, -4.0, -0.5]
-    banks = [0, 2, 2, 1, 0]
-    assert allocate(scores, banks) == [1, 3, 4, 2, 0]  # bank 2's best, bank 1's, bank 0's; then the seconds
-    assert allocate(scores, [0] * 5) == [4, 0, 1, 2, 3]  # one bank: plain order of scores
+def test_allocation_takes_each_banks_best_in_turn():
+    scores = torch.tensor([[-1.0, -2.0, -3.0, -4.0, -0.5, float("-inf")]])
+    banks = torch.tensor([[0, 2, 2, 1, 0, 2]])
+    assert _allocation(scores, banks).tolist() == [[1, 3, 4, 2, 0, 5]]  # bank 2's, 1's, 0's best; the seconds; dead
+    assert _allocation(scores, torch.zeros_like(banks)).tolist() == [[4, 0, 1, 2, 3, 5]]  # one bank: by score
 
 
 def test_a_constraint_the_plain_beam_never_writes_is_placed_by_allocation():

@@ -27,8 +27,9 @@ from torch import Tensor
 
 from tnmt.blocks.kv_cache import KVCache
 from tnmt.config import DecodeConfig
+from tnmt.decode import constrained
 from tnmt.decode.bans import Bans
-from tnmt.decode.constraints import NO_CONSTRAINTS, Constraints, Progress, allocate
+from tnmt.decode.constraints import NO_CONSTRAINTS, Constraints, Progress
 from tnmt.decode.evidence import alignment_layer_index, alignment_rows
 from tnmt.decode.hypothesis import Hypothesis, gnmt_length_penalty
 from tnmt.decode.rules import TokenRules, output_limits
@@ -53,6 +54,7 @@ class BeamState:
     constraints: list[Constraints]  # (Ba) each searched sentence's
     progress: list[Progress] | None  # (Ba * K) each beam's progress on its constraints; None: no sentence has any
     focus: list[int] | None = None  # (Ba * K) the source token each beam's aligning attention peaks on, when needed
+    relevant: Tensor | None = None  # (Ba, V) True on the tokens of each sentence's forms (decode/constrained.py)
 
     def add(self, i: int, hypothesis: Hypothesis) -> None:
         """File a finished hypothesis of searched sentence i and update its K-th best score. Hypotheses that met
@@ -78,6 +80,8 @@ class BeamState:
         self.row_sentences = self.row_sentences.view(ba, k)[keep].view(-1)
         if self.progress is not None:
             self.progress = [self.progress[i * k + j] for i in indices for j in range(k)]
+        if self.relevant is not None:
+            self.relevant = self.relevant[keep]
 
     def spans(self, row: int) -> tuple[tuple[int, int] | None, ...]:
         """Where the beam in `row` met each of its sentence's constraints (None: not met)."""
@@ -146,7 +150,7 @@ def beam_search_nbest(
         if recorder is not None:
             met = None if state.progress is None else [p.spans for p in state.progress]
             recorder.open(state.tokens.tolist(), state.log_probs.view(-1).tolist(), log_probs, met=met)
-        step = _step if state.progress is None else _constrained_step
+        step = _step if state.progress is None else constrained.beam_step
         parents = step(state, log_probs, eos_id=c.eos_id, alpha=length_penalty, recorder=recorder)
         done = _finalize(state, alpha=length_penalty, recorder=recorder)  # (Ba,)
         n_done = int(done.sum())
@@ -222,112 +226,6 @@ def _step(state: BeamState, log_probs: Tensor, *, eos_id: int, alpha: float, rec
     chosen = own.gather(1, pick).view(-1, 1)  # (Ba * K, 1)
     state.token_log_probs = torch.cat([state.token_log_probs.index_select(0, parents), chosen], dim=1)
     return parents
-
-
-def _constrained_step(
-    state: BeamState, log_probs: Tensor, *, eos_id: int, alpha: float, recorder: SearchRecorder | None
-) -> Tensor:
-    """`_step` with dynamic beam allocation (decode/constraints.py): the candidates are the 2K best extensions,
-    each beam's best token and each token that advances a beam's constraints; `allocate` orders them over the
-    banks of progress, and the first K of that order are taken as `_step` takes the 2K best. EOS waits until a
-    beam's constraints are met, or can no longer be met before its length limit: such a beam (and candidate)
-    competes as an unconstrained one."""
-    ba, k = state.log_probs.shape
-    vocab, t = log_probs.size(-1), state.tokens.size(1)
-    progress, constraints = state.progress, state.constraints
-    # tokens each beam needs to meet its constraints, against the tokens it may still write (this one included)
-    needed = [p.needed for p in progress]
-    left = [state.limits[row // k] - t for row in range(ba * k)]
-    waiting = [row for row, (n, room) in enumerate(zip(needed, left, strict=True)) if 0 < n <= room]
-    if waiting:
-        log_probs[waiting, eos_id] = float("-inf")
-    for row, p in enumerate(progress):  # a form just met ends its word: "Haus" is not met by "Hauses"
-        if (joiners := constraints[row // k].continuations) is not None and p.just_met(t):
-            log_probs[row].masked_fill_(joiners, float("-inf"))
-    scores = log_probs.view(ba, k, vocab).add_(state.log_probs[:, :, None])  # (Ba, K, V), in place
-    top, index = top_k(scores.view(ba, k * vocab), min(2 * k, k * vocab))  # (Ba, 2K)
-    best = top_k(scores.view(ba * k, vocab), 1)[1].view(ba, k)  # (Ba, K) each beam's best token
-    alive = (state.log_probs > float("-inf")).view(-1).tolist()
-    hopeful = [alive[row] and 0 < needed[row] <= left[row] for row in range(ba * k)]
-    focus = state.focus or [None] * (ba * k)
-    wanted = [
-        (row, token)
-        for row, p in enumerate(progress)
-        if hopeful[row]
-        for token in p.wants(constraints[row // k], focus[row])
-    ]
-    pairs = {(i, j // vocab, j % vocab) for i, row in enumerate(index.tolist()) for j in row}
-    pairs |= {(i, j, token) for i, row in enumerate(best.tolist()) for j, token in enumerate(row)}
-    pairs |= {(row // k, row % k, token) for row, token in wanted}
-    found = sorted(pairs)  # (sentence, beam, token), one per candidate
-    ids = torch.tensor(found, device=log_probs.device)  # (M, 3)
-    flat = scores.view(ba * k, vocab)
-    rows = ids[:, 0] * k + ids[:, 1]
-    values = flat[rows, ids[:, 2]].tolist()  # (M,) summed log-probs
-    own = (flat[rows, ids[:, 2]] - state.log_probs.view(-1)[rows]).tolist()  # (M,) each token's own log-prob
-    per_sentence: list[list[int]] = [[] for _ in range(ba)]
-    for m, (i, _, _) in enumerate(found):
-        if values[m] > float("-inf"):
-            per_sentence[i].append(m)
-    new_progress, chosen, picks = [], [], []
-    for i, members in enumerate(per_sentence):
-        c = constraints[i]
-        after = [
-            progress[i * k + found[m][1]]
-            if found[m][2] == eos_id
-            else progress[i * k + found[m][1]].advance(c, found[m][2], t)
-            for m in members
-        ]
-        # a candidate that can no longer meet its constraints before its limit competes as an unconstrained one
-        room = state.limits[i] - t - 1
-        banks = [p.bank if p.needed <= room else 0 for p in after]
-        order = allocate([values[m] for m in members], banks)
-        kept: list[int] = []
-        for rank, o in enumerate(order):
-            m = members[o]
-            _, j, token = found[m]
-            if token == eos_id:
-                if rank < k:  # EOS among the first K: a finished hypothesis
-                    spans = after[o].spans
-                    ids_out = state.tokens[i * k + j].tolist()
-                    log_prob_row = (*state.token_log_probs[i * k + j].tolist(), own[m])
-                    score = values[m] / gnmt_length_penalty(t + 1, alpha)
-                    state.add(i, Hypothesis(ids_out, score, values[m], True, log_prob_row, spans))
-                continue
-            if len(kept) < k:
-                kept.append(o)
-        kept.sort(key=lambda o: -values[members[o]])  # best first: `_finalize` reads the best open beam first
-        chosen.append([members[o] for o in kept])
-        new_progress += [after[o] for o in kept] + [Progress.start(c)] * (k - len(kept))
-        picks.append((members, order, kept))
-    if recorder is not None:
-        _record_allocation(recorder, picks[0], found, values, k, eos_id)
-    dead = (eos_id + 1) % vocab  # the token of a beam without a live path (-inf): any but EOS
-    state.log_probs = torch.tensor(
-        [[values[m] for m in row] + [float("-inf")] * (k - len(row)) for row in chosen], device=log_probs.device
-    )
-    picked = [[found[m] for m in row] + [(i, 0, dead)] * (k - len(row)) for i, row in enumerate(chosen)]
-    parents = torch.tensor([i * k + j for row in picked for i, j, _ in row], device=log_probs.device)  # (Ba * K,)
-    new = torch.tensor([token for row in picked for _, _, token in row], device=log_probs.device)[:, None]
-    own_rows = [[own[m] for m in row] + [float("-inf")] * (k - len(row)) for row in chosen]  # (Ba, K)
-    state.tokens = torch.cat([state.tokens.index_select(0, parents), new], dim=1)
-    chosen_own = torch.tensor(own_rows, device=log_probs.device).view(-1, 1)  # (Ba * K, 1)
-    state.token_log_probs = torch.cat([state.token_log_probs.index_select(0, parents), chosen_own], dim=1)
-    state.progress = new_progress
-    return parents
-
-
-def _record_allocation(recorder: SearchRecorder, pick, found, values, k: int, eos_id: int) -> None:
-    """Tell the recorder sentence 0's candidates in allocation order, as `_step` tells its 2K best."""
-    members, order, kept = pick
-    ordered = [members[o] for o in order]
-    scores = torch.tensor([values[m] for m in ordered])
-    beams = torch.tensor([found[m][1] for m in ordered], dtype=torch.long)
-    tokens = torch.tensor([found[m][2] for m in ordered], dtype=torch.long)
-    ended = torch.tensor([found[m][2] == eos_id for m in ordered[:k]], dtype=torch.bool)
-    position = {o: rank for rank, o in enumerate(order)}
-    pick_ranks = torch.tensor(sorted((position[o] for o in kept), key=lambda r: -scores[r]), dtype=torch.long)
-    recorder.beam_step(scores, beams, tokens, ended, pick_ranks)
 
 
 def _finalize(state: BeamState, *, alpha: float, recorder: SearchRecorder | None) -> Tensor:

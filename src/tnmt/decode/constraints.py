@@ -1,16 +1,17 @@
 """Lexical constraints: target phrases a translation must contain, phrases it must avoid, and a prefix it must
-start with, as target ids; and the dynamic beam allocation that lets beam search meet them.
+start with, as target ids; and how far a hypothesis is in meeting them.
 
 A positive constraint (`Constraints.include`) lists one or more forms ("Hund" | "Hunde" as ids): writing any
 one of them meets it. Forcing a constraint in at the first step would put it in the wrong place, and a
-beam left alone never writes it, so each step (decode/beam.py) considers, beside the 2K best extensions,
-every open hypothesis's best token and every token that starts or continues a form it has not met yet
-(Post & Vilar, 2018). A candidate's *bank* is how far it got: constraints met, then tokens into a form under
-way. `allocate` orders the candidates round-robin over the banks, most advanced bank first, each bank's
-best first, so the K beams hold hypotheses at every stage of meeting the constraints, not only the likeliest
-ones (which have met none). With no constraints every candidate is in bank 0 and the order is plain beam
-search's. With one beam the round-robin always takes the most advanced bank: each constraint is written at
-the first step it can start (a beam of one cannot keep a hypothesis that waits for a better place).
+beam left alone never writes it, so each step (decode/constrained.py) considers, beside the 2K best
+extensions, every open hypothesis's best token and every token that starts or continues a form it has not
+met yet (Post & Vilar, 2018). A candidate's *bank* is how far it got (`Progress.bank`): constraints met, then
+tokens into a form under way. Dynamic beam allocation orders the candidates round-robin over the banks, most
+advanced bank first, each bank's best first, so the K beams hold hypotheses at every stage of meeting the
+constraints, not only the likeliest ones (which have met none). With no constraints every candidate is in bank
+0 and the order is plain beam search's. With one beam the round-robin always takes the most advanced bank:
+each constraint is written at the first step it can start (a beam of one cannot keep a hypothesis that waits
+for a better place).
 
 A hypothesis may end (write EOS) only once every constraint is met, unless the tokens left before the
 length limit are too few to meet them; the finished hypothesis then reports which were not met (None in
@@ -18,7 +19,6 @@ length limit are too few to meet them; the finished hypothesis then reports whic
 subwords does not meet it (the Translator checks the text as well).
 """
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -164,17 +164,3 @@ class Progress:
 def _near(source: tuple[int, int] | None, focus: int) -> bool:
     """Is the attention's peak on the source tokens [start, end), or one token either side?"""
     return source is None or source[0] - 1 <= focus <= source[1]
-
-
-def allocate(scores: Sequence[float], banks: Sequence[int]) -> list[int]:
-    """Dynamic beam allocation: the candidates' indices in the order the beam takes them.
-
-    The best of every bank first (most advanced bank first), then every bank's second best, and so on: a
-    beam of K keeps the first K. Candidates of one bank keep the order of their scores (ties: as given).
-    """
-    by_bank: dict[int, list[int]] = {}
-    for i in sorted(range(len(scores)), key=lambda i: -scores[i]):
-        by_bank.setdefault(banks[i], []).append(i)
-    order = sorted(by_bank, reverse=True)
-    depth = max((len(members) for members in by_bank.values()), default=0)
-    return [by_bank[b][r] for r in range(depth) for b in order if r < len(by_bank[b])]

@@ -1,0 +1,157 @@
+"""One step of beam search with lexical constraints: dynamic beam allocation over a batch, in tensors.
+
+`beam_step` is decode/beam.py's `_step` for a batch where some sentence has phrases to include
+(decode/constraints.py says why the allocation exists). Its candidates per sentence are the 2K best extensions,
+each beam's best token, and each token that starts or continues a form a beam has not met (M in all, padded).
+Only the candidates whose token can advance a constraint (or whose parent is inside a form) need a new
+`Progress`, computed in Python; every other candidate inherits its parent's, so the banks, the round-robin
+order (Hu et al., 2019: each bank's best, then each bank's second, ...) and the choice of the K beams are
+tensor operations over (sentences, M). With all banks equal the order is plain beam search's.
+"""
+
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor
+
+from tnmt.decode.constraints import Progress
+from tnmt.decode.hypothesis import Hypothesis, gnmt_length_penalty
+from tnmt.decode.top_k import top_k
+from tnmt.decode.trace import SearchRecorder
+
+if TYPE_CHECKING:
+    from tnmt.decode.beam import BeamState
+
+NEG_INF = float("-inf")
+
+
+def beam_step(
+    state: "BeamState", log_probs: Tensor, *, eos_id: int, alpha: float, recorder: SearchRecorder | None
+) -> Tensor:
+    """Extend the beams by next-token log-probs (Ba * K, V, overwritten) under the constraints; file the finished
+    hypotheses; return the new beams' parents (Ba * K,) as cache rows. EOS waits until a beam's constraints are
+    met, or can no longer be met before its length limit: such a beam (and candidate) competes in bank 0."""
+    ba, k = state.log_probs.shape
+    vocab, t, device = log_probs.size(-1), state.tokens.size(1), log_probs.device
+    progress, constraints = state.progress, state.constraints
+    limits = [state.limits[row // k] for row in range(ba * k)]
+    _restrict(state, log_probs, limits, eos_id=eos_id)
+    scores = log_probs.view(ba, k, vocab).add_(state.log_probs[:, :, None])  # (Ba, K, V), in place
+    flat = scores.view(ba, k * vocab)
+    if state.relevant is None:  # (Ba, V) the tokens of each sentence's forms
+        state.relevant = torch.zeros(ba, vocab, dtype=torch.bool, device=device)
+        for i, c in enumerate(constraints):
+            state.relevant[i, list(c.tokens)] = True
+    index = _candidates(state, scores, limits)  # (Ba, M) indices into K * V
+    values = flat.gather(1, index).masked_fill_(_repeats(index), NEG_INF)  # (Ba, M) -inf: a repeat or a dead path
+    beams, tokens = index // vocab, index % vocab  # (Ba, M)
+    rows = beams + state.first_rows  # (Ba, M) each candidate's parent row
+    # banks: a candidate inherits its parent's progress unless its token may advance a constraint
+    room = torch.tensor([limit - t - 1 for limit in limits], device=device)  # tokens left after this one
+    row_bank = torch.tensor([p.bank for p in progress], device=device)
+    row_needed = torch.tensor([p.needed for p in progress], device=device)
+    row_partial = torch.tensor([bool(p.partial) for p in progress], dtype=torch.bool, device=device)
+    banks = torch.where(row_needed <= room, row_bank, 0)[rows]  # (Ba, M) hopeless beams compete in bank 0
+    active = (state.relevant.gather(1, tokens) | row_partial[rows]) & (tokens != eos_id) & (values > NEG_INF)
+    advanced: dict[tuple[int, int], Progress] = {}
+    if bool(active.any()):
+        at = active.nonzero().tolist()
+        parent_rows = rows[active].tolist()
+        for (i, m), row, token in zip(at, parent_rows, tokens[active].tolist(), strict=True):
+            advanced[i, m] = after = progress[row].advance(constraints[i], token, t)
+            banks[i, m] = after.bank if after.needed <= limits[row] - t - 1 else 0
+    order = _allocation(values, banks)  # (Ba, M) candidates in the order the beam takes them
+    ordered_tokens, ordered_values = tokens.gather(1, order), values.gather(1, order)
+    ended = (ordered_tokens[:, :k] == eos_id) & (ordered_values[:, :k] > NEG_INF)  # (Ba, K) EOS among the first K
+    if bool(ended.any()):
+        for i, r in ended.nonzero().tolist():
+            m = int(order[i, r])
+            row = int(rows[i, m])
+            log_prob = float(values[i, m])
+            own = log_prob - float(state.log_probs.view(-1)[row])
+            token_log_probs = (*state.token_log_probs[row].tolist(), own)
+            score = log_prob / gnmt_length_penalty(t + 1, alpha)
+            state.add(
+                i, Hypothesis(state.tokens[row].tolist(), score, log_prob, True, token_log_probs, progress[row].spans)
+            )
+    pick = (ordered_tokens == eos_id).to(torch.uint8).argsort(dim=1, stable=True)[:, :k]  # (Ba, K) best non-EOS
+    kept_values = ordered_values.gather(1, pick)
+    best_first = kept_values.argsort(dim=1, descending=True, stable=True)  # `_finalize` reads beam 0 as the best
+    pick = pick.gather(1, best_first)
+    chosen = order.gather(1, pick)  # (Ba, K) candidate indices
+    if recorder is not None:
+        recorder.beam_step(ordered_values[0], beams.gather(1, order)[0], ordered_tokens[0], ended[0], pick[0])
+    new_values = values.gather(1, chosen)  # (Ba, K)
+    parents = rows.gather(1, chosen).view(-1)  # (Ba * K,)
+    own = (new_values.view(-1) - state.log_probs.view(-1)[parents]).nan_to_num(nan=NEG_INF)  # -inf - -inf: dead
+    state.progress = [
+        advanced.get((i, m), progress[row]) if value > NEG_INF else Progress.start(constraints[i])
+        for i, (ms, rs, vs) in enumerate(
+            zip(chosen.tolist(), parents.view(ba, k).tolist(), new_values.tolist(), strict=True)
+        )
+        for m, row, value in zip(ms, rs, vs, strict=True)
+    ]
+    state.log_probs = new_values
+    state.tokens = torch.cat([state.tokens.index_select(0, parents), tokens.gather(1, chosen).view(-1, 1)], dim=1)
+    state.token_log_probs = torch.cat([state.token_log_probs.index_select(0, parents), own[:, None]], dim=1)
+    return parents
+
+
+def _restrict(state: "BeamState", log_probs: Tensor, limits: list[int], *, eos_id: int) -> None:
+    """EOS waits for a beam's constraints while they can still be met; a form just met ends its word (a token that
+    continues the word is banned: "Haus" is not met by "Hauses")."""
+    t = state.tokens.size(1)
+    k = state.log_probs.size(1)
+    waiting = [row for row, p in enumerate(state.progress) if 0 < p.needed <= limits[row] - t]
+    if waiting:
+        log_probs[waiting, eos_id] = NEG_INF
+    for row, p in enumerate(state.progress):
+        if (joiners := state.constraints[row // k].continuations) is not None and p.just_met(t):
+            log_probs[row].masked_fill_(joiners, NEG_INF)
+
+
+def _candidates(state: "BeamState", scores: Tensor, limits: list[int]) -> Tensor:
+    """(Ba, M) candidate indices into each sentence's K * V extensions: the 2K best, each beam's best token, and
+    each token that advances a live beam's unmet constraints; a repeated one is kept once (the others' index
+    points at the sentence's best candidate again and is masked by `_deduplicated`)."""
+    ba, k, vocab = scores.shape
+    t = state.tokens.size(1)
+    _, top = top_k(scores.view(ba, k * vocab), min(2 * k, k * vocab))  # (Ba, 2K)
+    best = top_k(scores.view(ba * k, vocab), 1)[1].view(ba, k) + torch.arange(k, device=scores.device) * vocab
+    alive = (state.log_probs > NEG_INF).view(-1).tolist()
+    focus = state.focus or [None] * (ba * k)
+    wanted: list[list[int]] = [[] for _ in range(ba)]
+    for row, p in enumerate(state.progress):
+        if alive[row] and 0 < p.needed <= limits[row] - t:
+            i, j = divmod(row, k)
+            wanted[i] += [j * vocab + token for token in p.wants(state.constraints[i], focus[row])]
+    width = max(len(w) for w in wanted)
+    extra = torch.tensor([w + [-1] * (width - len(w)) for w in wanted], dtype=torch.long, device=scores.device)
+    extra = torch.where(extra >= 0, extra, top[:, :1])  # padding repeats the best candidate: a duplicate
+    return torch.cat([top, best, extra.view(ba, width)], dim=1)
+
+
+def _allocation(values: Tensor, banks: Tensor) -> Tensor:
+    """The candidates (Ba, M) in the order dynamic beam allocation takes them: by rank within their bank, the most
+    advanced bank first at each rank; duplicates and dead candidates last."""
+    by_score = values.argsort(dim=1, descending=True, stable=True)
+    by_bank = banks.gather(1, by_score).argsort(dim=1, descending=True, stable=True)
+    order = by_score.gather(1, by_bank)  # (Ba, M) bank by bank, each best first
+    bank = banks.gather(1, order)
+    m = values.size(1)
+    positions = torch.arange(m, device=values.device).expand_as(bank)
+    starts = torch.ones_like(bank, dtype=torch.bool)
+    starts[:, 1:] = bank[:, 1:] != bank[:, :-1]
+    rank = positions - torch.where(starts, positions, 0).cummax(dim=1).values  # rank within its bank
+    top_bank = int(banks.max()) + 1
+    stripe = rank * (top_bank + 1) + (top_bank - bank)
+    stripe = stripe.masked_fill(values.gather(1, order) == NEG_INF, m * (top_bank + 2))
+    return order.gather(1, stripe.argsort(dim=1, stable=True))
+
+
+def _repeats(index: Tensor) -> Tensor:
+    """(Ba, M) True on every candidate that repeats an earlier one of its sentence (the same beam and token)."""
+    ordered, perm = index.sort(dim=1, stable=True)  # a repeat sorts after its first occurrence
+    repeated = torch.zeros_like(index, dtype=torch.bool)
+    repeated[:, 1:] = ordered[:, 1:] == ordered[:, :-1]
+    return torch.zeros_like(repeated).scatter_(1, perm, repeated)
