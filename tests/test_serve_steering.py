@@ -121,3 +121,28 @@ def test_bad_steering_names_the_entry(app, path, body, status, named):
     answer = client.post(path, json=body)
     assert answer.status_code == status, answer.text
     assert named in answer.json()["error"]
+
+
+def test_libretranslate_takes_a_glossary_and_answers_with_its_constraints(app):
+    client, offline = app
+    glossary = [{"source": "two", "target": "sei"}]
+    answer = client.post(
+        "/translate", json={"q": ["two", "three"], "source": "en", "target": "it", "glossary": glossary}
+    )
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    expected = offline.translations(
+        ["two", "three"], steering=[Steering(glossary=(GlossaryEntry("two", ("sei",)),))] * 2
+    )
+    assert body["translatedText"] == [e.text for e in expected]
+    assert body["constraints"][0] == [
+        {"target": "sei", "met": True, "words": list(expected[0].constraints[0].words), "source": "glossary"}
+    ]
+    assert body["constraints"][1] == []
+    html = client.post(
+        "/translate", json={"q": "<b>two</b>", "source": "en", "target": "it", "format": "html", "glossary": glossary}
+    )
+    assert html.status_code == 200 and html.json()["constraints"][0]["met"]
+    for bad in ([{"source": "", "target": "x"}], "two=sei", [{"source": "two"}]):
+        refused = client.post("/translate", json={"q": "two", "source": "en", "target": "it", "glossary": bad})
+        assert refused.status_code == 400 and refused.json()["error"].startswith("Invalid request: glossary")

@@ -7,10 +7,13 @@ Bodies come as JSON or as forms, as LibreTranslate's clients send them; every ba
 from typing import Any
 
 from fastapi import APIRouter, Request
+from pydantic import ValidationError
 
 from tnmt.config import ServeConfig
+from tnmt.decode.steering import Steering
 from tnmt.serve.libretranslate.translate import answers, languages_of, route_auto, served_detector
 from tnmt.serve.models import ApiError, ServedModel, check_limits, pick
+from tnmt.serve.native import SteeringFields
 
 LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech", "it": "Italian", "es": "Spanish"}
 FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: how long its page waits after a keystroke to translate
@@ -24,7 +27,8 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
     @api.post("/translate")
     async def libretranslate(request: Request) -> dict[str, Any]:
         """LibreTranslate's translate: JSON or form body with q (text or list), source ("auto" too: each text goes
-        to the model from its detected language), target, format ("text" or "html") and alternatives."""
+        to the model from its detected language), target, format ("text" or "html") and alternatives; and
+        tnmt's `glossary` ([{"source", "target"}], decode/steering.py), whose answers carry `constraints`."""
         fields = await _body(request)
         q, source, target = fields.get("q"), fields.get("source"), fields.get("target")
         if q is None or (not isinstance(q, str) and not (isinstance(q, list) and all(isinstance(t, str) for t in q))):
@@ -38,12 +42,15 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
             alternatives = int(fields.get("alternatives", 0))
         except (TypeError, ValueError, OverflowError):
             raise ApiError(400, "Invalid request: alternatives must be an integer") from None
+        steering = _glossary(fields.get("glossary"), config)
         texts = [q] if isinstance(q, str) else q
         if source == "auto":
             routes, detected = await route_auto(detector, models, texts, target, config, html=text_format == "html")
         else:
             routes, detected = [pick(models, source, target)] * len(texts), None
-        answered = await answers(routes, texts, text_format, alternatives, config=config, client=request)
+        answered = await answers(
+            routes, texts, text_format, alternatives, config=config, client=request, steering=steering
+        )
         if detected is not None:
             for answer, language in zip(answered, detected, strict=True):
                 answer["detectedLanguage"] = language
@@ -113,3 +120,20 @@ async def _body(request: Request) -> dict[str, Any]:
             raise ApiError(400, "Invalid request: the JSON body must be an object")
         return body
     return dict(await request.form())
+
+
+def _glossary(value: Any, config: ServeConfig) -> Steering | None:
+    """The `glossary` extension field as a `Steering` (None when absent), checked as /v1/translate checks it; a bad
+    entry is a 400, as LibreTranslate answers every bad request."""
+    if value is None:
+        return None
+    try:
+        fields = SteeringFields(glossary=value)
+    except ValidationError as error:
+        problem = error.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"])
+        raise ApiError(400, f"Invalid request: {where}: {problem['msg']}") from None
+    try:
+        return fields.steering(config)
+    except ApiError as error:
+        raise ApiError(400, f"Invalid request: {error.message}") from None

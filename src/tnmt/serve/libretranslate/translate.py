@@ -7,12 +7,14 @@ serve/models.py says.
 
 import asyncio
 import logging
+from dataclasses import asdict
 from typing import Any
 
 from starlette.requests import Request
 
 from tnmt.config import DecodeConfig, ServeConfig
 from tnmt.decode.evidence import WARNINGS
+from tnmt.decode.steering import Steering
 from tnmt.decode.translator import Translation
 from tnmt.serve.libretranslate.detect import Detector, supported
 from tnmt.serve.libretranslate.markup import parse
@@ -85,8 +87,10 @@ async def answers(
     *,
     config: ServeConfig,
     client: Request,
+    steering: Steering | None = None,
 ) -> list[dict[str, Any]]:
-    """LibreTranslate's answer for each text, translated by its model in `routes`. Every model's texts are checked
+    """LibreTranslate's answer for each text, translated by its model in `routes` (steered by `steering`, with the
+    answer's `constraints` then). Every model's texts are checked
     against the limits before any is queued; then one model after another, each within the deadline."""
     groups: dict[str, list[int]] = {}
     for i, model in enumerate(routes):
@@ -100,14 +104,23 @@ async def answers(
     answered: list[dict[str, Any]] = [{} for _ in texts]
     for id_, indices in groups.items():
         group = [texts[i] for i in indices]
-        translated = await _answers(served[id_], group, text_format, alternatives, config=config, client=client)
+        translated = await _answers(
+            served[id_], group, text_format, alternatives, config=config, client=client, steering=steering
+        )
         for i, answer in zip(indices, translated, strict=True):
             answered[i] = answer
     return answered
 
 
 async def _answers(
-    model: ServedModel, texts: list[str], text_format: str, alternatives: int, *, config: ServeConfig, client: Request
+    model: ServedModel,
+    texts: list[str],
+    text_format: str,
+    alternatives: int,
+    *,
+    config: ServeConfig,
+    client: Request,
+    steering: Steering | None,
 ) -> list[dict[str, Any]]:
     """`{"translatedText": ...}` (and `"alternatives"` when asked for) for each text, by one model, with two fields
     of tnmt's own that LibreTranslate clients ignore: `confidence` (0-1, `/v1/translate`'s sentence confidence)
@@ -116,17 +129,34 @@ async def _answers(
     if text_format == "html":  # a fragment is as sure as its least sure sentence, and has all their warnings
         answered = []
         for text in texts:
-            output, sentences = await _translate_markup(model, text, settings, timeout=config.timeout_s, client=client)
+            output, sentences = await _translate_markup(
+                model, text, settings, timeout=config.timeout_s, client=client, steering=steering
+            )
             confidence = min((r.evidence.confidence for r in sentences), default=1.0)
             warnings = [code for code in WARNINGS if any(code in r.evidence.warnings for r in sentences)]
-            answered.append({"translatedText": output, "confidence": confidence, "warnings": warnings})
+            answer = {"translatedText": output, "confidence": confidence, "warnings": warnings}
+            if steering is not None:  # the sentences' constraints (their `words` index each sentence's words)
+                answer["constraints"] = [asdict(c) for r in sentences for c in r.constraints]
+            answered.append(answer)
         return answered
     n_best = _n_best(alternatives, settings)
-    results = await translations(model, texts, settings, n_best=n_best, timeout=config.timeout_s, client=client)
+    results = await translations(
+        model,
+        texts,
+        settings,
+        n_best=n_best,
+        timeout=config.timeout_s,
+        client=client,
+        steering=None if steering is None else [steering] * len(texts),
+        refused=400,
+    )
     answered = [
         {"translatedText": result.text, "confidence": result.evidence.confidence, "warnings": result.evidence.warnings}
         for result in results
     ]
+    if steering is not None:
+        for answer, result in zip(answered, results, strict=True):
+            answer["constraints"] = [asdict(c) for c in result.constraints]
     if alternatives:
         for answer, result in zip(answered, results, strict=True):
             answer["alternatives"] = [alternative.text for alternative in result.alternatives]
@@ -134,13 +164,24 @@ async def _answers(
 
 
 async def _translate_markup(
-    model: ServedModel, fragment: str, settings: DecodeConfig, *, timeout: float, client: Request
+    model: ServedModel,
+    fragment: str,
+    settings: DecodeConfig,
+    *,
+    timeout: float,
+    client: Request,
+    steering: Steering | None = None,
 ) -> tuple[str, list[Translation]]:
     """The translated fragment (markup.py: each sentence whole, its inline tags carried by the word alignment)
     and the translations of its sentences."""
     document = parse(fragment)
     texts = document.texts
-    results = await translations(model, texts, settings, timeout=timeout, client=client) if texts else []
+    steered = None if steering is None else [steering] * len(texts)
+    results = (
+        await translations(model, texts, settings, timeout=timeout, client=client, steering=steered, refused=400)
+        if texts
+        else []
+    )
     return document.render([(result.text, result.evidence.alignment) for result in results]), results
 
 
