@@ -229,6 +229,35 @@ def test_translate_appends_the_evidence_columns_asked_for(tiny_checkpoint, tiny_
     assert [line.count("\t") for line in only.stdout.split("\n")[:-1]] == [1, 1, 1]
 
 
+def test_translate_follows_a_glossary_and_keeps_listed_terms(tiny_checkpoint, tiny_translator, tmp_path):
+    from tnmt.decode.glossary import GlossaryEntry
+    from tnmt.decode.steering import Steering
+
+    glossary, keep = tmp_path / "terms.tsv", tmp_path / "keep.txt"
+    glossary.write_text("# en\tit\ntwo\tsei | due\n", encoding="utf-8")
+    keep.write_text("Jonas\n", encoding="utf-8")
+    text = "two\nJonas three\n"
+    result = tnmt(
+        "translate",
+        "--checkpoint",
+        str(tiny_checkpoint),
+        "--glossary",
+        str(glossary),
+        "--do-not-translate",
+        str(keep),
+        stdin=text,
+    )
+    assert result.returncode == 0, result.stderr
+    steering = Steering(glossary=(GlossaryEntry("two", ("sei", "due")),), do_not_translate=("Jonas",))
+    expected = tiny_translator.translations(text.splitlines(), steering=[steering] * 2)
+    assert result.stdout.splitlines() == [e.text for e in expected]
+    assert "Jonas" in result.stdout.splitlines()[1].split()
+    glossary.write_text("two\tsei\nthree due\n", encoding="utf-8")
+    bad = tnmt("translate", "--checkpoint", str(tiny_checkpoint), "--glossary", str(glossary), stdin=text)
+    assert bad.returncode != 0 and bad.stdout == ""
+    assert bad.stderr.strip() == f"tnmt translate: error: {glossary}:2: expected 'source<TAB>target', got 'three due'"
+
+
 def test_overlong_input_warns_in_one_plain_line(tiny_checkpoint):
     result = tnmt("translate", "--checkpoint", str(tiny_checkpoint), stdin="one two three " * 20 + "\nforty-two\n")
     assert result.returncode == 0 and result.stdout.count("\n") == 2, result.stderr
