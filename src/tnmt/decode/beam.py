@@ -47,7 +47,7 @@ class BeamState:
     log_probs: Tensor  # (Ba, K) summed log-probs of the open beams, -inf for a beam with no live path
     tokens: Tensor  # (Ba * K, t) ids of the open beams, BOS excluded
     token_log_probs: Tensor  # (Ba * K, t) the log-probability of each of those ids
-    worst_kept: Tensor  # (Ba,) score of the K-th best finished hypothesis, -inf while there are fewer
+    worst_kept: Tensor  # (Ba,) score of the quota-th best finished hypothesis, -inf while there are fewer
     finished: list[list[Hypothesis]]  # per input sentence, best first
     first_rows: Tensor  # (Ba, 1) cache row of each sentence's first beam: 0, K, 2K, ...
     row_sentences: Tensor  # (Ba * K,) each beam's sentence in the input batch
@@ -55,16 +55,17 @@ class BeamState:
     progress: list[Progress] | None  # (Ba * K) each beam's progress on its constraints; None: no sentence has any
     focus: list[int] | None = None  # (Ba * K) the source token each beam's aligning attention peaks on, when needed
     relevant: Tensor | None = None  # (Ba, V) True on the tokens of each sentence's forms (decode/constrained.py)
+    quotas: list[int] | None = None  # (Ba) finished hypotheses before the stopping rule applies; None: K each
 
     def add(self, i: int, hypothesis: Hypothesis) -> None:
-        """File a finished hypothesis of searched sentence i and update its K-th best score. Hypotheses that met
-        more constraints rank first (they differ only at the length limit), then by score."""
+        """File a finished hypothesis of searched sentence i and update its quota-th best score. Hypotheses that
+        met more constraints rank first (they differ only at the length limit), then by score."""
         hyps = self.finished[self.sentences[i]]
         hyps.append(hypothesis)
         hyps.sort(key=lambda h: (-h.met, -h.score))
-        k = self.log_probs.size(1)
-        if len(hyps) >= k:
-            self.worst_kept[i] = hyps[k - 1].score
+        quota = self.log_probs.size(1) if self.quotas is None else self.quotas[i]
+        if len(hyps) >= quota:
+            self.worst_kept[i] = hyps[quota - 1].score
 
     def keep(self, keep: Tensor) -> None:
         """Keep only sentences `keep` (indices into the Ba searched sentences)."""
@@ -82,6 +83,8 @@ class BeamState:
             self.progress = [self.progress[i * k + j] for i in indices for j in range(k)]
         if self.relevant is not None:
             self.relevant = self.relevant[keep]
+        if self.quotas is not None:
+            self.quotas = [self.quotas[i] for i in indices]
 
     def spans(self, row: int) -> tuple[tuple[int, int] | None, ...]:
         """Where the beam in `row` met each of its sentence's constraints (None: not met)."""
@@ -132,7 +135,7 @@ def beam_search_nbest(
     if len(constraints) != batch:
         raise ValueError(f"need one Constraints per sentence: {len(constraints)} for {batch} sentences")
     bans = Bans(constraints, block_loops=decode.block_loops, device=device)
-    state, cache = _init(source, limits.tolist(), beam_size=k, constraints=constraints)
+    state, cache = _init(source, limits.tolist(), beam_size=k, constraints=constraints, n_best=n_best)
     inputs = torch.full((batch * k,), c.bos_id, dtype=torch.long, device=device)  # (Ba * K,)
     decoder = decoder or model.incremental_decoder()
     aligned = any(span is not None for one in constraints for span in one.sources)  # constraints wait for attention
@@ -170,9 +173,13 @@ def beam_search(model: Transformer, src: Tensor | EncodedSource, decode: DecodeC
 
 
 def _init(
-    source: EncodedSource, limits: list[int], *, beam_size: int, constraints: list[Constraints]
+    source: EncodedSource, limits: list[int], *, beam_size: int, constraints: list[Constraints], n_best: int
 ) -> tuple[BeamState, KVCache]:
-    """Start K beams per sentence, of which only the first is alive, on a cache over the sources."""
+    """Start K beams per sentence, of which only the first is alive, on a cache over the sources.
+
+    A sentence with constraints to include stops by the stopping rule once it has `n_best` finished hypotheses,
+    not K: every finished one met its constraints (or could not), and waiting for K of them kept beams that
+    cannot meet them searching to the length limit (twice the steps on Multi30k with two terms a sentence)."""
     batch, k, device = source.batch_size, beam_size, source.lengths.device
     cache = source.cache(max(limits))
     cache.start_beams(k)  # (B * K) rows
@@ -193,6 +200,7 @@ def _init(
     )
     if any(c.include for c in constraints):
         state.progress = [Progress.start(c) for c in constraints for _ in range(k)]
+        state.quotas = [n_best if c.include else k for c in constraints]
     return state, cache
 
 

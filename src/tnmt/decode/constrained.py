@@ -38,27 +38,37 @@ def beam_step(
     _restrict(state, log_probs, limits, eos_id=eos_id)
     scores = log_probs.view(ba, k, vocab).add_(state.log_probs[:, :, None])  # (Ba, K, V), in place
     flat = scores.view(ba, k * vocab)
-    if state.relevant is None:  # (Ba, V) the tokens of each sentence's forms
+    if state.relevant is None:  # (Ba, V) the first tokens of each sentence's forms
         state.relevant = torch.zeros(ba, vocab, dtype=torch.bool, device=device)
         for i, c in enumerate(constraints):
-            state.relevant[i, list(c.tokens)] = True
+            state.relevant[i, list(c.first_tokens)] = True
     index = _candidates(state, scores, limits)  # (Ba, M) indices into K * V
     values = flat.gather(1, index).masked_fill_(_repeats(index), NEG_INF)  # (Ba, M) -inf: a repeat or a dead path
     beams, tokens = index // vocab, index % vocab  # (Ba, M)
     rows = beams + state.first_rows  # (Ba, M) each candidate's parent row
-    # banks: a candidate inherits its parent's progress unless its token may advance a constraint
+    # A candidate whose token starts no form and continues none of its parent's inherits the parent's progress,
+    # the forms under way broken off; only the others need `advance`.
+    inherited = [p.broken(constraints[row // k]) if p.partial else p for row, p in enumerate(progress)]
     room = torch.tensor([limit - t - 1 for limit in limits], device=device)  # tokens left after this one
-    row_bank = torch.tensor([p.bank for p in progress], device=device)
-    row_needed = torch.tensor([p.needed for p in progress], device=device)
-    row_partial = torch.tensor([bool(p.partial) for p in progress], dtype=torch.bool, device=device)
+    row_bank = torch.tensor([p.bank for p in inherited], device=device)
+    row_needed = torch.tensor([p.needed for p in inherited], device=device)
     banks = torch.where(row_needed <= room, row_bank, 0)[rows]  # (Ba, M) hopeless beams compete in bank 0
-    active = (state.relevant.gather(1, tokens) | row_partial[rows]) & (tokens != eos_id) & (values > NEG_INF)
+    active = state.relevant.gather(1, tokens)  # (Ba, M) starts a form
+    if width := max(len(p.partial) for p in progress):  # or continues one: (Ba * K, P) each parent's next tokens
+        nexts = [[constraints[row // k].include[c][f][n] for c, f, n in p.partial] for row, p in enumerate(progress)]
+        nexts_t = torch.tensor([n + [-1] * (width - len(n)) for n in nexts], device=device)
+        active |= (tokens[:, :, None] == nexts_t[rows]).any(dim=2)
+    active &= (tokens != eos_id) & (values > NEG_INF)
     advanced: dict[tuple[int, int], Progress] = {}
     if bool(active.any()):
         at = active.nonzero().tolist()
         parent_rows = rows[active].tolist()
+        memo: dict[tuple[int, Progress, int], Progress] = {}  # beams of a sentence often share their progress
         for (i, m), row, token in zip(at, parent_rows, tokens[active].tolist(), strict=True):
-            advanced[i, m] = after = progress[row].advance(constraints[i], token, t)
+            key = (i, progress[row], token)
+            if (after := memo.get(key)) is None:
+                after = memo[key] = progress[row].advance(constraints[i], token, t)
+            advanced[i, m] = after
             banks[i, m] = after.bank if after.needed <= limits[row] - t - 1 else 0
     order = _allocation(values, banks)  # (Ba, M) candidates in the order the beam takes them
     ordered_tokens, ordered_values = tokens.gather(1, order), values.gather(1, order)
@@ -85,7 +95,7 @@ def beam_step(
     parents = rows.gather(1, chosen).view(-1)  # (Ba * K,)
     own = (new_values.view(-1) - state.log_probs.view(-1)[parents]).nan_to_num(nan=NEG_INF)  # -inf - -inf: dead
     state.progress = [
-        advanced.get((i, m), progress[row]) if value > NEG_INF else Progress.start(constraints[i])
+        advanced.get((i, m), inherited[row]) if value > NEG_INF else Progress.start(constraints[i])
         for i, (ms, rs, vs) in enumerate(
             zip(chosen.tolist(), parents.view(ba, k).tolist(), new_values.tolist(), strict=True)
         )

@@ -69,6 +69,11 @@ class Constraints:
         """Every id of every form: a token outside them cannot advance a constraint."""
         return frozenset(token for forms in self.include for form in forms for token in form)
 
+    @cached_property
+    def first_tokens(self) -> frozenset[int]:
+        """The ids that start a form."""
+        return frozenset(form[0] for forms in self.include for form in forms)
+
 
 NO_CONSTRAINTS = Constraints()
 
@@ -122,7 +127,7 @@ class Progress:
     def advance(self, constraints: Constraints, token: int, position: int) -> "Progress":
         """The progress after writing `token` at output position `position`."""
         if token not in constraints.tokens:  # most tokens: nothing starts, whatever was under way breaks
-            return self if not self.partial else Progress._of(constraints, self.spans, ())
+            return self if not self.partial else self.broken(constraints)
         spans, partial = list(self.spans), []
         steps = [(c, f, n) for c, f, n in self.partial] + [
             (c, f, 0) for c, span in enumerate(self.spans) if span is None for f in range(len(constraints.include[c]))
@@ -137,6 +142,10 @@ class Progress:
                 partial.append((c, f, n + 1))
         kept = tuple(sorted({p for p in partial if spans[p[0]] is None}))
         return Progress._of(constraints, tuple(spans), kept)
+
+    def broken(self, constraints: Constraints) -> "Progress":
+        """This progress with its forms under way broken off: what a token that continues none of them leaves."""
+        return Progress._of(constraints, self.spans, ())
 
     def wants(self, constraints: Constraints, focus: int | None = None) -> set[int]:
         """The tokens that start a form of an unmet constraint or continue one under way. `focus`: the source token
