@@ -101,7 +101,7 @@ def test_explain_shows_the_constraint_state_of_every_hypothesis(app):
             "/v1/translate",
             {"text": "one", "glossary": [{"source": " ", "target": "uno"}]},
             422,
-            "glossary[0]: source term: an empty term",
+            "glossary[0]: empty source term",
         ),
         ("/v1/translate", {"text": "one", "constraints": ["uno"], "avoid": ["uno"]}, 422, "is required and avoided"),
         ("/v1/translate", {"text": "one", "constraints": [[]]}, 422, "constraints[0]: an empty phrase"),

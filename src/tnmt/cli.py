@@ -394,8 +394,9 @@ def _steering(args: argparse.Namespace) -> Any:
     """The `Steering` of `--glossary` and `--do-not-translate`, read (and checked) before the model loads."""
     if not (args.glossary or args.do_not_translate):
         return None
-    from tnmt.decode.glossary import load_glossary, load_terms
+    from tnmt.decode.glossary import load_glossary
     from tnmt.decode.steering import Steering
+    from tnmt.decode.verbatim import load_terms
 
     glossary = tuple(load_glossary(args.glossary)) if args.glossary else ()
     keep = tuple(load_terms(args.do_not_translate)) if args.do_not_translate else ()

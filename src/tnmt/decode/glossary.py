@@ -1,32 +1,47 @@
-"""Glossaries: source terms and the target terms a translation must use for them, read from TSV and matched in text.
+"""Glossaries: source terms that must be translated a given way, and where they occur in a sentence.
 
-A term matches where it occurs as whole words (not "dog" in "hotdog" or "dogs": a glossary names the forms it
-means), case-insensitively ("Dog" and "DOG" match "dog"), a multi-word term across any run of
-whitespace. Where entries overlap ("fire" and "fire truck") the longest match wins, then the leftmost; matches
-never overlap. Only entries whose first word occurs in the text are searched, so a large glossary costs little.
+An entry says "translate `dog` as `Hund` or `Hunde`". `match_glossary` finds the entries' source terms in a
+sentence; each match becomes a positive lexical constraint of the constrained beam search (one of the entry's
+target forms must appear in the output).
+
+- A glossary file (`load_glossary`) is UTF-8 TSV: `source<TAB>target` per line, the target's forms separated
+  by "|" (`dog<TAB>Hund | Hunde`); blank lines and lines starting with "#" are skipped.
+- Terms are found by the rules of `terms.py` (whole words, any whitespace run for a space, canonically
+  equivalent spellings), ignoring case: glossaries are written in dictionary form, and "dog" must catch the
+  "Dog" that starts a sentence. Hence a source term given twice, even in another case, is an error naming
+  both places: which target would win is not for us to guess.
+- A term matches exactly as written: "dog" does not match "dogs" (inflection is language-specific, and a
+  guessed form would force a wrong constraint); list "dogs" as an entry of its own.
+- Where occurrences overlap, the longest term wins, then the leftmost: in "hot dog stand" with entries "dog"
+  and "hot dog", "hot dog" is kept. Matches never overlap, so no word carries two constraints.
 """
 
-import re
-from collections.abc import Sequence
+import os
+from bisect import bisect_right
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
+from tnmt.decode.terms import clean_term, find_terms, fold_term, read_list, shorten
 from tnmt.errors import UserError
-
-FORM_SEPARATOR = "|"  # "Hund | Hunde": either form meets the entry
 
 
 @dataclass(frozen=True)
 class GlossaryEntry:
-    """A source term and its target forms, any one of which a translation may use."""
+    """A source term and its target forms, any one of which satisfies it. Build it with `glossary_entry`,
+    which validates and normalises; the constructor only refuses what that would never return."""
 
-    source: str
-    targets: tuple[str, ...]
+    source: str  # the source term, e.g. "dog" or "fire truck"
+    targets: tuple[str, ...]  # e.g. ("Hund", "Hunde")
+
+    def __post_init__(self) -> None:
+        forms = (self.source, *self.targets) if isinstance(self.targets, tuple) and self.targets else (None,)
+        if not all(isinstance(s, str) and s and s == " ".join(s.split()) for s in forms):
+            raise ValueError(f"GlossaryEntry{(self.source, self.targets)!r} is not normalised: use glossary_entry()")
 
 
 @dataclass(frozen=True)
 class TermMatch:
-    """An occurrence of an entry's source term: the text's characters [start, end)."""
+    """An occurrence of an entry's source term: `text[start:end]`."""
 
     start: int
     end: int
@@ -34,100 +49,86 @@ class TermMatch:
 
 
 def glossary_entry(source: str, targets: str | Sequence[str], *, where: str) -> GlossaryEntry:
-    """A checked entry: whitespace runs made single spaces, a string of targets split on " | ", repeated forms
-    dropped.
+    """A validated entry: terms stripped and their inner whitespace runs made one space; a repeated target
+    form is kept once (harmless, so not an error).
+
+    Args:
+        source: The source term.
+        targets: Its target forms: a list, or one string with the forms separated by "|" ("Hund | Hunde").
+        where: Where the entry was given, for messages: "terms.tsv:3", "glossary[2]".
 
     Raises:
-        UserError: an empty source term or target form, or one with a tab or a line break; names `where`.
+        UserError: naming `where`: a blank source or target form, one with a tab or line break, no form.
     """
-    term = _normalised(source, where=f"{where}: source term")
-    pieces = targets.split(FORM_SEPARATOR) if isinstance(targets, str) else list(targets)
-    if not pieces:
-        raise UserError(f"{where}: no target term")
-    forms = tuple(dict.fromkeys(_normalised(form, where=f"{where}: target term") for form in pieces))
-    return GlossaryEntry(term, forms)
+    if isinstance(targets, str):
+        forms = targets.split("|")
+    elif isinstance(targets, Sequence):
+        forms = list(targets)
+    else:
+        raise UserError(f"{where}: target must be a string or a list of strings, got {type(targets).__name__}")
+    if not forms:
+        raise UserError(f"{where}: no target form")
+    cleaned = [clean_term(form, what="target form", where=where) for form in forms]
+    return GlossaryEntry(clean_term(source, what="source term", where=where), tuple(dict.fromkeys(cleaned)))
 
 
-def load_glossary(path: str | Path) -> list[GlossaryEntry]:
-    """The entries of a TSV file: `source<TAB>target` per line, the target listing forms as "Hund | Hunde"; blank
-    lines and lines starting with "#" are skipped.
+def build_glossary(items: Iterable[tuple[str, str | Sequence[str]]], *, where: str = "glossary") -> list[GlossaryEntry]:
+    """Entries from (source, targets) pairs (a request's JSON), the i-th named `where[i]` in messages.
 
     Raises:
-        UserError: an unreadable file, a line without exactly one tab, a bad term, or a source term given twice
-            (naming both lines).
+        UserError: an invalid entry (see `glossary_entry`), or a source term given twice (naming both).
     """
-    entries, seen = [], {}
-    for number, line in _lines(path):
-        fields = line.split("\t")
-        if len(fields) != 2:
-            raise UserError(f"{path}:{number}: expected 'source<TAB>target', got {line[:80]!r}")
-        entry = glossary_entry(fields[0], fields[1], where=f"{path}:{number}")
-        key = entry.source.casefold()
-        if key in seen:
-            raise UserError(f"{path}:{number}: {entry.source!r} is already on line {seen[key]}")
-        seen[key] = number
-        entries.append(entry)
-    return entries
+    return _unique([(glossary_entry(s, t, where=f"{where}[{i}]"), f"{where}[{i}]") for i, (s, t) in enumerate(items)])
 
 
-def load_terms(path: str | Path) -> list[str]:
-    """Do-not-translate terms, one per line (blank lines and "#" lines skipped), whitespace runs made one space.
+def load_glossary(path: str | os.PathLike[str]) -> list[GlossaryEntry]:
+    """The entries of a glossary file (the module docstring gives its format), in file order.
 
     Raises:
-        UserError: an unreadable file, or a line with a tab.
+        UserError: one line naming the file and line: the file is missing, a directory, empty or not UTF-8,
+            a line is not `source<TAB>target`, an entry is invalid, or a source term repeats an earlier one.
     """
-    return [_normalised(line, where=f"{path}:{number}") for number, line in _lines(path)]
+    entries = []
+    for number, line in read_list(path):
+        where = f"{path}:{number}"
+        if line.count("\t") != 1:
+            raise UserError(f"{where}: expected 'source<TAB>target', got {shorten(line)}")
+        source, targets = line.split("\t")
+        entries.append((glossary_entry(source, targets, where=where), where))
+    return _unique(entries)
 
 
 def match_glossary(text: str, entries: Sequence[GlossaryEntry]) -> list[TermMatch]:
-    """Where the entries' source terms occur in `text` (the module docstring's rules), sorted by start."""
-    if not entries:
-        return []
-    by_key: dict[str, GlossaryEntry] = {}
-    for entry in entries:
-        by_key.setdefault(_key(entry.source), entry)
-    present = {word.casefold() for word in re.findall(r"\w+", text)}
-    found = []  # every occurrence of every term, overlapping ones included
-    for entry in by_key.values():
-        first = re.search(r"\w+", entry.source)
-        if first is not None and first.group().casefold() not in present:
-            continue  # cheap: most entries of a large glossary are not in a given sentence
-        words = r"\s+".join(re.escape(word) for word in entry.source.split(" "))
-        found += [(m.start(), m.end(), entry) for m in re.finditer(rf"(?<!\w){words}(?!\w)", text, re.IGNORECASE)]
-    chosen: list[tuple[int, int, GlossaryEntry]] = []
-    for start, end, entry in sorted(found, key=lambda f: (f[0] - f[1], f[0])):  # longest first, then leftmost
-        if all(end <= s or e <= start for s, e, _ in chosen):
-            chosen.append((start, end, entry))
-    return [TermMatch(start, end, entry) for start, end, entry in sorted(chosen, key=lambda c: c[0])]
+    """Where the entries' source terms occur in `text`: the longest term first, then the leftmost, each
+    occurrence kept unless it overlaps one kept before (module docstring).
+
+    Returns:
+        Non-overlapping matches sorted by start. Of entries whose source terms differ only in case, spacing
+        or normalisation form, the first is named.
+    """
+    found = find_terms(text, [entry.source for entry in entries], casefold=True)
+    starts: list[int] = []
+    ends: list[int] = []
+    kept: list[TermMatch] = []
+    for start, end, index in sorted(found, key=lambda f: (-len(entries[f[2]].source), f[0])):
+        at = bisect_right(starts, start)  # kept matches are disjoint, so only the neighbours can overlap
+        if (at and ends[at - 1] > start) or (at < len(starts) and starts[at] < end):
+            continue
+        starts.insert(at, start)
+        ends.insert(at, end)
+        kept.insert(at, TermMatch(start, end, entries[index]))
+    return kept
 
 
-def _key(term: str) -> str:
-    return " ".join(term.casefold().split())
-
-
-def _normalised(term: str, *, where: str) -> str:
-    if "\t" in term or "\n" in term or "\r" in term:
-        raise UserError(f"{where}: a term cannot hold a tab or a line break")
-    cleaned = " ".join(term.split())
-    if not cleaned:
-        raise UserError(f"{where}: an empty term")
-    return cleaned
-
-
-def _lines(path: str | Path) -> list[tuple[int, str]]:
-    """(1-based number, text) of the lines that hold an entry."""
-    try:
-        raw = Path(path).read_bytes()
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a directory, expected a file") from None
-    except OSError as error:
-        raise UserError(f"{path}: cannot read: {error.strerror}") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        line = raw[: error.start].count(b"\n") + 1
-        raise UserError(f"{path}:{line}: not UTF-8") from None
-    lines = text.splitlines()
-    return [
-        (n, line.rstrip("\r")) for n, line in enumerate(lines, 1) if line.strip() and not line.lstrip().startswith("#")
-    ]
+def _unique(entries: list[tuple[GlossaryEntry, str]]) -> list[GlossaryEntry]:
+    """The entries, after checking that no source term repeats an earlier one (case ignored, as in matching)."""
+    first: dict[str, str] = {}
+    for entry, where in entries:
+        key = fold_term(entry.source, casefold=True)
+        if key in first:
+            raise UserError(
+                f"{where}: source term {shorten(entry.source)} repeats {first[key]} (case is ignored);"
+                " give each term once, with all its target forms ('A | B')"
+            )
+        first[key] = where
+    return [entry for entry, _ in entries]

@@ -1,86 +1,138 @@
-"""Spans of a text to copy to its translation as written: do-not-translate terms, and what a model cannot read.
+"""Do-not-translate spans: stretches of a sentence that its translation carries over verbatim.
 
-A translation model trained on captions has never seen a URL, an e-mail address or an emoji: fed one, it
-writes a loop of subwords ("🐶🐶 🚲" came back as "Medizelschachtachtacht..."). Such spans are found here,
-with the terms a user lists; decode/steering.py keeps them out of what the model reads and puts them back
-beside the target word aligned to their neighbour.
+Two kinds. The user's do-not-translate terms (brand and product names, identifiers), found by the rules of
+`terms.py` but case-sensitively: a user listing "Apple" or "Word" wants the name kept, not the fruit or the
+noun. And what a model cannot read, always: URLs, e-mail addresses, emoji and, given the tokenizer's
+vocabulary check, characters outside its vocabulary. In HTML, `notranslate_element` says which elements
+the page marks so (`translate="no"`, `class="notranslate"`, as DeepL and Google Translate honour them).
 
-- Listed terms match as whole words, case-sensitively: listing "Apple" keeps the company, not the fruit.
-- URLs (`http(s)://...`, `www.x.y...`) end before trailing sentence punctuation and an unbalanced ")".
-- E-mail addresses; emoji with their modifiers, joiners (one family is one span), keycaps and flags.
+- URLs: `http://` or `https://` and what follows up to whitespace, `<`, `>`, a quote or CJK punctuation;
+  `www.` with a dot in the rest of its host (`www.x.y`). Punctuation that ends the sentence around it is not
+  part of it: "see https://x.org/a." keeps "https://x.org/a"; a closing bracket only when the URL has no
+  matching opening one ("(https://x.org/a)", but "https://w.org/Foo_(bar)" whole).
+- Emoji: pictographs, with their presentation selectors, skin tones and tags, joined by ZWJ into one
+  (👩‍👩‍👧); flags (pairs of regional indicators); keycaps (1️⃣); any symbol followed by VS16 (©️, while a
+  plain © stays text, as it is in most vocabularies).
+- Unreadable characters (`readable(ch)` False): maximal runs, with the combining marks that follow them;
+  whitespace always counts as readable, so two unreadable words make two spans.
 - Markup sent as plain text (a client that sends HTML without `format: "html"`): tags, comments and character
-  references ("&amp;", "&#x1F436;") stay as they are; the words between them are translated.
-- With `readable`, every run of non-space characters the model's vocabulary lacks.
-Overlapping or touching spans merge into one.
+  references ("&amp;", "&#x1F436;") stay as written; the words between them are translated.
+- Spans that overlap or touch merge into one: "🐶🐶" is one span, "🐶 🚲" two.
 """
 
+import os
 import re
-from collections.abc import Callable, Sequence
+import unicodedata
+from collections.abc import Callable, Iterable, Sequence
 
-_URL = re.compile(r"(?:https?://|www\.)[^\s<>\"']+", re.IGNORECASE)
-_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
-_PICTOGRAPH = (  # Extended_Pictographic's blocks: symbols, dingbats, arrows, and U+1F000 on
-    "\u00a9\u00ae\u203c\u2049\u2122\u2139\u2194-\u21aa\u231a-\u23ff\u24c2\u25aa-\u27bf\u2934\u2935"
-    "\u2b05-\u2b55\u3030\u303d\u3297\u3299\U0001f000-\U0001faff"
+from tnmt.decode.terms import clean_term, find_terms, read_list
+
+CODE_ELEMENTS = frozenset(("code", "kbd", "samp", "var"))  # HTML's computer code, input, output, variables
+
+_STOPS = '\\s<>"“”‘’«»。，、；：！？（）【】「」『』《》'  # never inside a URL as written in running text
+_URL = re.compile(rf"(?<![a-z0-9.+-])(?:(https?://)|www\.)[^{_STOPS}]+", re.IGNORECASE)  # CJK text has no spaces
+_URL_TRAILERS = ".,;:!?'…)]}*"  # sentence punctuation after a URL; closing brackets if unmatched in it
+_OPENERS = {")": "(", "]": "[", "}": "{"}
+_EMAIL = re.compile(r"\w[\w.%+'-]*@[\w-]+(?:\.[\w-]+)+")
+
+_PICTOGRAPH = (  # Unicode's emoji blocks, and the emoji-by-default characters outside them
+    "\U0001f000-\U0001faff\u2600-\u27bf\u231a\u231b\u23e9-\u23f3\u23f8-\u23fa\u2b1b\u2b1c\u2b50\u2b55"
 )
-_MODIFIER = "\ufe0e\ufe0f\u20e3\U0001f3fb-\U0001f3ff\U000e0020-\U000e007f"
-_EMOJI = re.compile(rf"[{_PICTOGRAPH}][{_MODIFIER}]*(?:\u200d[{_PICTOGRAPH}][{_MODIFIER}]*)*")
+_MODIFIER = "[\ufe0e\ufe0f\u20e3\U0001f3fb-\U0001f3ff\U000e0020-\U000e007f]"  # presentation, keycap, skin, tag
+_ELEMENT = f"(?:[0-9#*]\ufe0f?\u20e3|[{_PICTOGRAPH}]|[^\\s\\w\u200d]\ufe0f)"
+_EMOJI = re.compile(f"{_ELEMENT}{_MODIFIER}*(?:\u200d{_ELEMENT}{_MODIFIER}*)*")
+# markup sent as plain text: tags, comments and character references ("&amp;", "&#x1F436;")
 _MARKUP = re.compile(
     r"<!--.*?-->|</?[A-Za-z][\w:-]*(?:\s[^<>]*)?/?>|&(?:#\d+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);", re.DOTALL
 )
-_TRAILING = ".,;:!?'\"»”’"
+
+
+def load_terms(path: str | os.PathLike[str]) -> list[str]:
+    """The terms of a do-not-translate list: one per line, blank lines and lines starting with "#" skipped,
+    each stripped and its inner whitespace runs made one space. A repeated term is kept once: unlike a
+    glossary's, a repetition cannot conflict.
+
+    Raises:
+        UserError: naming the file (and line): missing, a directory, empty, not UTF-8, a line with a tab.
+    """
+    return list(dict.fromkeys(clean_term(line, what="term", where=f"{path}:{n}") for n, line in read_list(path)))
 
 
 def find_verbatim(
-    text: str, terms: Sequence[str] = (), *, readable: Callable[[str], bool] | None = None
+    text: str, terms: Sequence[str], *, readable: Callable[[str], bool] | None = None
 ) -> list[tuple[int, int]]:
-    """The character spans [start, end) of `text` to copy as written (the module docstring's rules), sorted and
-    disjoint."""
-    spans = [_url_end(text, m.start(), m.end()) for m in _URL.finditer(text)]
+    """The spans of `text` to copy verbatim (the module docstring says which).
+
+    Args:
+        text: A sentence, with HTML entities already decoded.
+        terms: Do-not-translate terms, matched case-sensitively.
+        readable: Whether the model's vocabulary holds a character; called once per distinct character.
+
+    Returns:
+        Sorted (start, end) offsets, neither overlapping nor touching.
+    """
+    spans = [(start, end) for start, end, _ in find_terms(text, terms, casefold=False)]
+    spans += _urls(text)
     spans += [m.span() for m in _EMAIL.finditer(text)]
     spans += [m.span() for m in _EMOJI.finditer(text)]
     spans += [m.span() for m in _MARKUP.finditer(text)]
-    for term in dict.fromkeys(" ".join(t.split()) for t in terms if t.strip()):
-        words = r"\s+".join(re.escape(word) for word in term.split(" "))
-        spans += [m.span() for m in re.finditer(rf"(?<!\w){words}(?!\w)", text)]
     if readable is not None:
-        start = None
-        for i, char in enumerate(text + " "):
-            unreadable = not char.isspace() and not readable(char)
-            if unreadable and start is None:
-                start = i
-            elif not unreadable and start is not None:
-                spans.append((start, i))
-                start = None
-    return _merged(spans)
+        spans += _unreadable(text, readable)
+    return _merge(spans)
 
 
-def notranslate_element(tag: str, attrs: Sequence[tuple[str, str | None]]) -> bool:
-    """Does an HTML element ask not to be translated (`translate="no"`, or the class `notranslate` that Google
-    and DeepL honour)?"""
-    for name, value in attrs:
-        name, value = name.lower(), (value or "")
-        if name == "translate" and value.strip().lower() == "no":
-            return True
-        if name == "class" and "notranslate" in value.lower().split():
-            return True
-    return False
+def notranslate_element(tag_name: str, attrs: list[tuple[str, str | None]]) -> bool:
+    """Whether an HTML element's content is to be kept as is, from its start tag (as `HTMLParser` gives it).
+
+    True for `translate="no"` (any case) and a class list holding "notranslate"; otherwise True for
+    `CODE_ELEMENTS` (`<code>`, `<kbd>` ...: code is not prose) unless they say `translate="yes"`. The attribute
+    is inherited in HTML: the caller keeps that state for the element's descendants, which a `translate="yes"`
+    inside may turn back on.
+    """
+    translate = next((value or "" for name, value in attrs if name.lower() == "translate"), None)
+    classes = next((value or "" for name, value in attrs if name.lower() == "class"), "").split()
+    if (translate is not None and translate.strip().lower() == "no") or "notranslate" in classes:
+        return True
+    explicit_yes = translate is not None and translate.strip().lower() in ("yes", "")
+    return tag_name.lower() in CODE_ELEMENTS and not explicit_yes
 
 
-def _url_end(text: str, start: int, end: int) -> tuple[int, int]:
-    """A URL's span without the punctuation that ends the sentence around it, nor a ")" it did not open."""
-    while end > start and (
-        text[end - 1] in _TRAILING or (text[end - 1] == ")" and text[start:end].count("(") < text[start:end].count(")"))
-    ):
-        end -= 1
-    return start, end
+def _urls(text: str) -> list[tuple[int, int]]:
+    """The spans of the URLs in `text`, without the punctuation that follows them."""
+    spans = []
+    for m in _URL.finditer(text):
+        url = m.group()
+        while url and url[-1] in _URL_TRAILERS:
+            if url[-1] in _OPENERS and url.count(_OPENERS[url[-1]]) >= url.count(url[-1]):
+                break  # the URL's own bracket: "https://w.org/Foo_(bar)"
+            url = url[:-1]
+        host = re.split(r"[/?#]", url[len(m.group(1) or "www.") :], maxsplit=1)[0]
+        if host and (m.group(1) or "." in host.strip(".")):  # "www." needs a dot after it: "www.x.y"
+            spans.append((m.start(), m.start() + len(url)))
+    return spans
 
 
-def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def _unreadable(text: str, readable: Callable[[str], bool]) -> list[tuple[int, int]]:
+    """Maximal runs of characters that `readable` refuses, each with the combining marks that follow it."""
+    refused = {ch for ch in set(text) if not ch.isspace() and not readable(ch)}
+    spans: list[tuple[int, int]] = []
+    start = None
+    for i, ch in enumerate(text):
+        inside = ch in refused or (start is not None and unicodedata.category(ch)[0] == "M")
+        if inside and start is None:
+            start = i
+        elif not inside and start is not None:
+            spans.append((start, i))
+            start = None
+    return spans if start is None else [*spans, (start, len(text))]
+
+
+def _merge(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted spans, those that overlap or touch merged."""
     merged: list[tuple[int, int]] = []
-    for start, end in sorted(s for s in spans if s[0] < s[1]):
+    for start, end in sorted(spans):
         if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
         else:
             merged.append((start, end))
     return merged
