@@ -1,9 +1,11 @@
 """The page of `tnmt serve` in a real browser (Chromium through Playwright): translate as you type, the
 heat map, a new request when the beam changes, the over-limit state in words, stepping through the search
-with the keyboard, every translation's evidence (alignment, confidence, warnings); screenshots for people."""
+with the keyboard, every translation's evidence (alignment, confidence, warnings), the glossary box and a
+word's alternatives; screenshots for people."""
 
 import contextlib
 import json
+import math
 import os
 import re
 import socket
@@ -19,7 +21,7 @@ import torch
 
 pytest.importorskip("playwright")
 from playwright.sync_api import Error as PlaywrightError  # noqa: E402
-from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
+from playwright.sync_api import Page, Response, expect, sync_playwright  # noqa: E402
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Headless, sandbox-less (we may run as root) and quiet: no calls home on a closed network.
@@ -470,7 +472,7 @@ def test_evidence_of_the_real_server(wordy_server, page):
     page.on("pageerror", lambda error: errors.append(error))
     page.goto(wordy_server)
     expect(page.locator("#pair")).to_be_enabled()
-    source = ["one hundred and twelve", "three thousand and seven"]
+    source = ["one hundred and twelve", "nine nine nine nine nine"]  # a loop in the source may be repeated: a warning
     with page.expect_response("**/v1/translate") as response:
         page.locator("#source").fill("\n".join(source))
     request, answer = response.value.request.post_data_json, response.value.json()["translations"]
@@ -600,4 +602,200 @@ def test_evidence_rendering_and_phone_width(server, page, repo_root):
     page.screenshot(path=str(repo_root / "outputs" / "evidence_page_phone.png"), full_page=True)
     page.emulate_media(color_scheme="dark")
     page.screenshot(path=str(repo_root / "outputs" / "evidence_page_phone_dark.png"), full_page=True)
+    assert not errors, f"JavaScript errors: {errors}"
+
+
+def percent(p: float) -> str:
+    """util.js's percent(): a whole percentage, "<1%" and ">99%" rather than a rounded certainty."""
+    x = min(max(p, 0.0), 1.0) * 100
+    if 0 < x < 1:
+        return "<1%"
+    if 99 < x < 100:
+        return ">99%"
+    return f"{math.floor(x + 0.5)}%"
+
+
+def add_term(page: Page, source: str, target: str) -> None:
+    page.locator("#glossary-source").fill(source)
+    page.locator("#glossary-target").fill(target)
+    page.locator("#glossary-add").click()
+
+
+def translate_answer(page: Page, change) -> tuple[dict, Response]:
+    """Does `change` and returns the /v1/translate request it caused, and its response."""
+    with page.expect_response("**/v1/translate") as answer:
+        change()
+    return answer.value.request.post_data_json, answer.value
+
+
+def test_glossary_box_sends_its_pairs_and_survives_a_reload(wordy_server, page):
+    """Pairs added in the box go with every translation and trace, per language pair in localStorage, so a reload
+    keeps them; each line lists its terms met and not (its words marked), each traced hypothesis how many. The
+    targets are words of one token: the tiny model writes at most 5."""
+    errors = []
+    page.on("pageerror", lambda error: errors.append(error))
+    page.goto(wordy_server)
+    expect(page.locator("#pair")).to_be_enabled()
+    expect(page.locator("#glossary-pair")).to_have_text("en → it")
+    expect(page.locator("#glossary-list li")).to_have_count(0)
+    sentence = "one hundred and twelve"
+    request, _ = translate_answer(page, lambda: page.locator("#source").fill(sentence))
+    assert "glossary" not in request, "an empty glossary sends nothing"
+
+    glossary = [{"source": "hundred", "target": "three | five"}, {"source": "twelve", "target": "nine"}]
+    request, _ = translate_answer(page, lambda: add_term(page, "hundred", "three | five"))
+    assert request["glossary"] == glossary[:1]
+    translate_answer(page, lambda: add_term(page, "seven", "six"))
+    translate_answer(page, lambda: add_term(page, "twelve", "nine"))
+    request, _ = translate_answer(page, lambda: page.get_by_role("button", name="Remove “seven” → “six”").click())
+    assert request["glossary"] == glossary
+    expect(page.locator("#glossary-list li")).to_have_count(2)
+    expect(page.locator("#glossary-status")).to_have_text("Removed “seven”.")
+
+    page.reload()
+    expect(page.locator("#glossary-list .term-source")).to_have_text(["hundred", "twelve"])
+    expect(page.locator("#glossary-list .term-target")).to_have_text(["three | five", "nine"])
+    request, response = translate_answer(page, lambda: page.locator("#source").fill(sentence))
+    assert request["glossary"] == glossary
+    stored = page.evaluate("localStorage.getItem('tnmt.glossary.en-it')")
+    assert json.loads(stored) == glossary
+
+    # The line's terms, as the answer reports them: met ones' words marked, each term listed with ✓ or ✗.
+    expect(page.locator("#status")).to_contain_text("Translated")
+    translation = response.json()["translations"][0]
+    constraints = translation["constraints"]
+    assert [c["target"] for c in constraints] == ["three | five", "nine"]  # in the source's order
+    met_words = sorted({j for c in constraints if c["met"] for j in c["words"]})
+    assert marked(page, "#output .word.term") == met_words
+    items = page.locator("#evidence-lines .line-terms li")
+    expect(items).to_have_count(2)
+    for item, c in zip(items.all(), constraints, strict=True):
+        expect(item).to_contain_text(("✓ glossary term " if c["met"] else "✗ glossary term ") + c["target"])
+        expect(item).to_have_class("met" if c["met"] else "unmet")
+
+    # The trace, under the same glossary: each hypothesis says how many terms it has met.
+    answer = explain_answer(page, lambda: page.locator("#explain-section summary").click())
+    assert answer["request"]["glossary"] == glossary
+    steps = answer["data"]["steps"]
+    page.locator("#explain-view").focus()
+    page.keyboard.press("End")
+    state = steps[-1]["hypotheses"][0]["constraints"]
+    assert len(state) == 2
+    expect(page.locator("#explain-hypothesis")).to_contain_text(f"{sum(state)} of 2 terms met")
+    expect(page.locator("#tree .node.selected .terms")).to_have_text(f"{sum(state)}/2")
+    expect(page.locator("#terms-legend")).to_be_visible()
+    assert not errors, f"JavaScript errors: {errors}"
+
+
+def test_a_refused_glossary_entry_is_shown_in_the_box(wordy_server, page):
+    """The server's 422 for a bad entry is said in the glossary box, which marks the entry, not as a page error;
+    removing the entry translates again."""
+    errors = []
+    page.on("pageerror", lambda error: errors.append(error))
+    page.goto(wordy_server)
+    expect(page.locator("#pair")).to_be_enabled()
+    translate_answer(page, lambda: page.locator("#source").fill("one hundred and twelve"))
+    translate_answer(page, lambda: add_term(page, "seven", "six"))
+    _, response = translate_answer(page, lambda: add_term(page, "twelve", "dodici |"))  # an empty second form
+    assert response.status == 422
+    message = response.json()["error"]
+    assert message.startswith("glossary[1]")
+    expect(page.locator("#glossary-error")).to_contain_text(f"entry 2 (“twelve” → “dodici |”) (422): {message}")
+    expect(page.locator("#glossary-list li.refused")).to_have_count(1)
+    expect(page.locator("#glossary-list li").nth(1)).to_have_class(re.compile(r"\brefused\b"))
+    expect(page.locator("#error")).to_be_empty()
+    expect(page.locator("#status")).to_contain_text("the glossary box says why")
+
+    remove = page.get_by_role("button", name="Remove “twelve” → “dodici |”")
+    _, response = translate_answer(page, remove.click)
+    assert response.ok
+    expect(page.locator("#glossary-error")).to_be_empty()
+    expect(page.locator("#glossary-list li.refused")).to_have_count(0)
+    expect(page.locator("#status")).to_contain_text("Translated")
+    assert not errors, f"JavaScript errors: {errors}"
+
+
+def alternatives_answer(page: Page, change) -> tuple[dict, dict]:
+    """Does `change` and returns the /v1/alternatives request it caused and the answer, once listed."""
+    with page.expect_response("**/v1/alternatives") as answer:
+        change()
+    data = answer.value.json()
+    expect(page.locator("#word-choices [role='option']")).to_have_count(len(data["alternatives"]))
+    return answer.value.request.post_data_json, data
+
+
+def expect_options(page: Page, data: dict) -> None:
+    """The open list shows each alternative's word, probability as a percentage and translation, the first active."""
+    options = page.locator("#word-choices [role='option']")
+    for option, alternative in zip(options.all(), data["alternatives"], strict=True):
+        expect(option.locator(".choice-word")).to_have_text(alternative["word"])
+        expect(option.locator(".choice-prob")).to_have_text(percent(alternative["probability"]))
+        assert option.locator(".choice-translation").text_content() == alternative["translation"]
+    expect(page.locator("#word-choices")).to_be_focused()
+    expect(page.locator("#word-choices")).to_have_attribute("aria-activedescendant", "word-choice-0")
+    expect(options.first).to_have_attribute("aria-selected", "true")
+
+
+def test_alternatives_of_a_word_by_mouse_and_keyboard(wordy_server, page):
+    """A target word opened by a click and by the keyboard lists /v1/alternatives' answer in a listbox; ↓ and
+    Enter replace the line with the alternative's translation, which gets its own evidence and stays until the
+    source changes."""
+    errors = []
+    page.on("pageerror", lambda error: errors.append(error))
+    page.goto(wordy_server)
+    expect(page.locator("#pair")).to_be_enabled()
+    sentence = "one hundred and twelve"
+    _, response = translate_answer(page, lambda: page.locator("#source").fill(sentence))
+    shown = response.json()["translations"][0]["text"]
+    expect(page.locator("#status")).to_contain_text("Translated")
+    words = page.locator("#output .word")
+    assert words.count() >= 2 and words.count() == len(shown.split())
+    expect(words.first).to_have_attribute("aria-haspopup", "listbox")
+
+    # The mouse: the first word's list, closed by Escape, focus back on the word.
+    request, data = alternatives_answer(page, lambda: words.first.click())
+    beam = int(page.locator("#beam").input_value())
+    assert request == {"text": sentence, "position": 0, "k": 5, "source": "en", "target": "it", "beam_size": beam}
+    assert data["translation"] == shown and len(data["alternatives"]) >= 2
+    expect(words.first).to_have_attribute("aria-expanded", "true")
+    expect_options(page, data)
+    page.keyboard.press("Escape")
+    expect(page.locator("#word-popup")).to_be_hidden()
+    expect(words.first).to_be_focused()
+    expect(words.first).to_have_attribute("aria-expanded", "false")
+
+    # The keyboard: → to the second word, Enter opens its list, ↓ Enter takes the second alternative.
+    page.keyboard.press("ArrowRight")
+    expect(words.nth(1)).to_be_focused()
+    request, data = alternatives_answer(page, lambda: page.keyboard.press("Enter"))
+    assert request["position"] == 1
+    expect_options(page, data)
+    page.keyboard.press("ArrowDown")
+    expect(page.locator("#word-choices")).to_have_attribute("aria-activedescendant", "word-choice-1")
+    chosen = data["alternatives"][1]
+    with page.expect_response(lambda r: r.url.endswith("/v1/translate") and "prefix" in r.request.post_data_json) as ev:
+        page.keyboard.press("Enter")
+    assert ev.value.request.post_data_json["prefix"] == chosen["translation"]
+    expect(page.locator("#word-popup")).to_be_hidden()
+    page.wait_for_function("t => document.querySelector('#output').textContent === t", arg=chosen["translation"])
+    expect(page.locator("#output .word").nth(1)).to_be_focused()
+    expect(page.locator("#evidence-lines .chosen")).to_contain_text(f"You chose “{chosen['word']}”")
+    if ev.value.json()["translations"][0]["text"] == chosen["translation"]:  # its evidence, when the model ends there
+        expect(page.locator("#evidence-lines .confidence")).to_have_count(1)
+
+    # Space opens a list too; a click elsewhere closes it.
+    with page.expect_response("**/v1/alternatives"):
+        page.keyboard.press("Space")
+    expect(page.locator("#word-popup")).to_be_visible()
+    page.locator("h1").click()
+    expect(page.locator("#word-popup")).to_be_hidden()
+
+    # The choice stays through a new beam, and goes with a new source.
+    translate_answer(page, lambda: page.select_option("#beam", "1"))
+    expect(page.locator("#status")).to_contain_text("beam 1")
+    assert page.locator("#output").text_content() == chosen["translation"]
+    _, response = translate_answer(page, lambda: page.locator("#source").fill("seven"))
+    expect(page.locator("#status")).to_contain_text("Translated")
+    assert page.locator("#output").text_content() == response.json()["translations"][0]["text"]
+    expect(page.locator("#evidence-lines .chosen")).to_have_count(0)
     assert not errors, f"JavaScript errors: {errors}"

@@ -17,15 +17,24 @@
 //   and pointing at or focusing one outlines the source words the server aligned it to, in a strip of the line's
 //   source words, and the other way round; words under LOW_CONFIDENCE probability are underlined (dotted) on a
 //   tint, the legend says the threshold in words; each line shows its sentence confidence as a percentage and its
-//   warnings as sentences. Words are the server's: runs of what Python's str.split() splits on.
+//   warnings as sentences. Words are the server's: runs of what Python's str.split() splits on;
+// - a glossary (source term -> target term, forms as "Hund | Hunde") per language pair is kept in this browser and
+//   sent with every translation, alternatives and trace request; a refusal naming it is shown in its box, the
+//   entry marked; each line lists the terms it met (their words marked) and those it did not, and in the trace
+//   each hypothesis says how many it has met;
+// - a click, a tap, or Enter or Space on a word of the translation lists its alternatives with their
+//   probabilities in a listbox (↑ ↓, Enter, Escape); the one chosen replaces its line, the rest translated again,
+//   until the line, the pair or the glossary changes.
 //
 // The modules, one per view: settings.js (the models, limits, pair, beam, alternatives and source lines),
-// translate.js (translating as you type), evidence.js (words, alignment, confidence, warnings), heatmap.js
-// (the cross-attention map), explain.js with explain_tree.js and explain_panels.js (stepping through the
-// search); api.js is the one way they ask the server, util.js their small helpers.
+// glossary.js (the glossary box and each line's terms), translate.js (translating as you type), evidence.js
+// (words, alignment, confidence, warnings), alternatives.js (other words for a word), heatmap.js (the
+// cross-attention map), explain.js with explain_tree.js and explain_panels.js (stepping through the search);
+// api.js is the one way they ask the server, util.js their small helpers.
 
 import { scheduleExplain, wireExplain } from "./explain.js";
 import { wireEvidence } from "./evidence.js";
+import { loadGlossary, wireGlossary } from "./glossary.js";
 import { wireHeatmap } from "./heatmap.js";
 import { loadModels, sourceLines } from "./settings.js";
 import { showError, translateNow, updateCounter, wireTranslate } from "./translate.js";
@@ -35,7 +44,12 @@ async function init() {
   wireEvidence();
   wireTranslate();
   wireHeatmap();
+  wireGlossary(() => {
+    translateNow();
+    scheduleExplain(0);
+  });
   if (!(await loadModels(showError))) return;
+  loadGlossary();
   updateCounter();
   if (sourceLines().length) translateNow(); // text restored by the browser on reload
   scheduleExplain(0); // the view may have been opened before the models were known

@@ -1,7 +1,10 @@
 // The evidence of each translated line: its words as spans that outline, on pointing or focus, the source words
-// the server aligned them to (and the other way round), unsure words underlined, the sentence's confidence and
-// its warnings in words. Words are the server's: runs of what Python's str.split() splits on.
+// the server aligned them to (and the other way round), unsure words underlined, the sentence's confidence, its
+// warnings and its glossary terms in words, and a note on a line the user chose. The translation's words are
+// also buttons that open their alternatives (alternatives.js). Words are the server's: runs of what Python's
+// str.split() splits on.
 
+import { markTerms, termsList } from "./glossary.js";
 import { currentModel } from "./settings.js";
 import { $, make, percent } from "./util.js";
 
@@ -22,7 +25,9 @@ const el = {
   evidenceReadout: $("evidence-readout"), lowThreshold: $("low-threshold"),
 };
 const state = {
-  lines: [], // per translated line: {number, source, target, pairs, probs, sentence, warnings, spans}
+  // per translated line: {number, source, target, pairs, probs, sentence, warnings, checked, constraints,
+  // chosen, spans}
+  lines: [],
 };
 
 export function wireEvidence() {
@@ -58,8 +63,14 @@ export function showEvidence(translations, sent) {
   state.lines = translations.map((t, k) => lineEvidence(t, sent[k] || { text: "", number: k + 1 }));
   const lines = state.lines.map((line, k) => {
     const box = make("span", "line");
-    box.append(...wordNodes(translations[k].text, k, "target", (span, j) => markConfidence(span, line.probs, j)));
+    box.append(...wordNodes(translations[k].text, k, "target", (span, j) => {
+      markConfidence(span, line.probs, j);
+      span.setAttribute("role", "button"); // opens its alternatives
+      span.setAttribute("aria-haspopup", "listbox");
+      span.setAttribute("aria-expanded", "false");
+    }));
     line.spans.target = [...box.querySelectorAll(".word")];
+    markTerms(line.spans.target, line.constraints);
     return box;
   });
   el.output.replaceChildren(...lines.flatMap((line, k) => (k ? [document.createTextNode("\n"), line] : [line])));
@@ -72,7 +83,7 @@ export function showEvidence(translations, sent) {
   if (firstSource) firstSource.tabIndex = 0;
   el.evidenceReadout.textContent = "";
   el.evidence.hidden = !state.lines.some((line) => line.pairs || line.probs || line.sentence != null
-    || line.warnings.length);
+    || line.warnings.length || line.constraints.length || line.chosen);
 }
 
 function lineEvidence(translation, line) {
@@ -85,6 +96,9 @@ function lineEvidence(translation, line) {
     probs: Array.isArray(confidence.words) ? confidence.words : null,
     sentence: typeof confidence.sentence === "number" ? confidence.sentence : null,
     warnings: Array.isArray(translation.warnings) ? translation.warnings : [],
+    checked: Array.isArray(translation.warnings), // a chosen line waiting for its evidence is not
+    constraints: Array.isArray(translation.constraints) ? translation.constraints : [],
+    chosen: translation.chosen || null, // alternatives.js's note on a line the user chose
     spans: { source: [], target: [] },
   };
 }
@@ -120,14 +134,17 @@ function evidenceItem(line, k, several) {
   const head = make("p", "line-head");
   if (several) head.append(make("span", "line-name", `Line ${line.number}`));
   if (line.sentence != null) head.append(make("span", "confidence", `sentence confidence ${percent(line.sentence)}`));
-  if (!line.warnings.length) head.append(make("span", "clean", "no warnings"));
+  if (line.checked && !line.warnings.length) head.append(make("span", "clean", "no warnings"));
   item.append(head);
+  if (line.chosen) item.append(make("p", "chosen", line.chosen));
   if (line.warnings.length) {
     const list = make("ul", "warnings");
     list.setAttribute("aria-label", several ? `Warnings for line ${line.number}` : "Warnings");
     list.append(...line.warnings.map((code) => make("li", "", WARNING_WORDS[code] || String(code))));
     item.append(list);
   }
+  const terms = termsList(line.constraints, line.target, several ? `Terms of line ${line.number}` : "Terms");
+  if (terms) item.append(terms);
   if (line.pairs && line.source.length) {
     const strip = make("p", "source-strip");
     strip.lang = currentModel().source;

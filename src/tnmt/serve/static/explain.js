@@ -1,10 +1,12 @@
-// The "Step through the search" view: the first line's search as /v1/explain traces it, asked for when the view
-// opens and when the source, the pair or the beam changes while it is open (debounced; a stale trace never
-// replaces a newer one), stepped through by buttons and keys, played, with "Step t of n" spoken.
+// The "Step through the search" view: the first line's search as /v1/explain traces it under the glossary, asked
+// for when the view opens and when the source, the pair, the beam or the glossary changes while it is open
+// (debounced; a stale trace never replaces a newer one), stepped through by buttons and keys, played, with
+// "Step t of n" spoken.
 
 import { Latest } from "./api.js";
 import { drawAttentionRow, drawPanels, fillExplainLayerHead } from "./explain_panels.js";
 import { bestChild, buildTree, drawEdges, keepSelectionInView, markTree, parentOf } from "./explain_tree.js";
+import { steering } from "./glossary.js";
 import { DEBOUNCE_MS, currentModel, server, sourceLines } from "./settings.js";
 import { $, clamp, count, sentence } from "./util.js";
 
@@ -16,7 +18,7 @@ const el = {
   explainStatus: $("explain-status"), explainError: $("explain-error"), explainTranslation: $("explain-translation"),
   explainFirst: $("explain-first"), explainBack: $("explain-back"), explainPlay: $("explain-play"),
   explainForward: $("explain-forward"), explainLast: $("explain-last"), tree: $("tree"),
-  explainLayer: $("explain-layer"), explainHead: $("explain-head"),
+  explainLayer: $("explain-layer"), explainHead: $("explain-head"), termsLegend: $("terms-legend"),
 };
 const state = {
   latest: new Latest((busy) => el.explainView.setAttribute("aria-busy", String(busy))),
@@ -77,7 +79,10 @@ function explainRequest() {
   const line = sourceLines()[0];
   if (!line) return null;
   const model = currentModel();
-  return { text: line.text, source: model.source, target: model.target, beam_size: Number(el.beam.value), top_k: TOP_K };
+  return {
+    text: line.text, source: model.source, target: model.target, beam_size: Number(el.beam.value), top_k: TOP_K,
+    ...steering(),
+  };
 }
 
 async function explain() {
@@ -130,6 +135,7 @@ function showTrace(trace) {
   if (!trace) el.tree.replaceChildren();
   el.explainTranslation.textContent = trace ? trace.translation : "";
   el.explainTranslation.lang = currentModel().target;
+  el.termsLegend.hidden = !(trace && trace.steps[0].hypotheses[0].constraints?.length);
   fillExplainLayerHead(trace);
   renderStep();
 }

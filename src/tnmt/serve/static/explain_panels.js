@@ -2,7 +2,7 @@
 // with what became of each option, where it looked in the source (one layer and head, or their average), and
 // the hypotheses finished so far. `view` is the step view's state: {trace, tree, step, hyp}.
 
-import { fateWords } from "./explain_tree.js";
+import { fateWords, termsMet } from "./explain_tree.js";
 import { colour } from "./heatmap.js";
 import { currentModel } from "./settings.js";
 import { $, clamp, decimal, make, range } from "./util.js";
@@ -28,8 +28,9 @@ export function drawPanels(view) {
 /** The hypothesis and its next-subword distribution, with what became of each option. */
 function drawTopK(step, hyp) {
   const hypothesis = step.hypotheses[hyp];
+  const terms = hypothesis.constraints?.length ? `; ${termsMet(hypothesis.constraints)}` : "";
   el.explainHypothesis.textContent = `Hypothesis ${hyp + 1} of ${step.hypotheses.length}: ${prefix(hypothesis)}; `
-    + `log-probability ${decimal(hypothesis.log_prob)}, score ${decimal(hypothesis.score)}.`;
+    + `log-probability ${decimal(hypothesis.log_prob)}, score ${decimal(hypothesis.score)}${terms}.`;
   const own = step.candidates.filter((c) => c.parent === hyp);
   el.topk.replaceChildren(...(hypothesis.top || []).map((option) => topRow(option, own.find((c) => c.token === option.token))));
 }

@@ -1,9 +1,10 @@
 // The beam of a traced search as a tree: a "start" column, then one column per step with the candidates it
 // considered under their parents, joined by curves. Built once per trace; stepping only shows columns and moves
-// marks, so focus stays put. Kept, finished and pruned differ by border, mark and words, never colour alone.
+// marks, so focus stays put. Kept, finished and pruned differ by border, mark and words, never colour alone; under
+// a glossary, each hypothesis says how many of its terms it has met.
 // `view` is the step view's state: {trace, tree, step, hyp}.
 
-import { $, decimal, make, probability } from "./util.js";
+import { $, count, decimal, make, probability } from "./util.js";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 const FATE_MARKS = { kept: "", finished: "✓ end", pruned: "✗" };
@@ -26,6 +27,7 @@ export function buildTree(trace) {
       const node = live ? hypothesisButton(t + 1, candidate.child) : document.createElement("span");
       if (live) nodes[t + 1][candidate.child] = node;
       fillCandidate(node, candidate);
+      if (live) markTerms(node, trace.steps[t + 1].hypotheses[candidate.child].constraints);
       return { node, parent: nodes[t][candidate.parent], fate: candidate.fate, from: candidate.parent };
     });
     columns.push(treeColumn(`step ${t + 1}`, items));
@@ -57,6 +59,20 @@ function fillCandidate(node, candidate) {
     make("span", "sr-only", `, probability ${probability(candidate.prob)}, ${fateWords(candidate)}`));
   node.title = `${candidate.piece}: probability ${Number(candidate.prob).toFixed(3)}, score ${decimal(candidate.score)}; `
     + fateWords(candidate);
+}
+
+/** "1/2" on a hypothesis that has met one of its two terms (positive constraints); nothing when it has none. */
+function markTerms(node, constraints = []) {
+  if (!constraints.length) return;
+  const mark = make("span", "terms", `${constraints.filter(Boolean).length}/${constraints.length}`);
+  mark.setAttribute("aria-hidden", "true");
+  node.append(mark, make("span", "sr-only", `, ${termsMet(constraints)}`));
+  node.title += `; ${termsMet(constraints)}`;
+}
+
+/** "1 of 2 terms met", from a hypothesis's `constraints` (met yet, per term). */
+export function termsMet(constraints) {
+  return `${constraints.filter(Boolean).length} of ${count(constraints.length, "term", "terms")} met`;
 }
 
 export function fateWords(candidate) {

@@ -1,8 +1,11 @@
 // The translate view: the source's counter, translating as you type (debounced, one request in flight, retried
-// after a full queue), the translation with its alternatives, its status and errors, and copying it.
+// after a full queue) under the glossary, the translation with its alternatives and the lines the user chose,
+// its status and errors, and copying it.
 
 import { Latest } from "./api.js";
+import { applyChoices, wireAlternatives } from "./alternatives.js";
 import { showEvidence } from "./evidence.js";
+import { clearRefusal, showGlossaryRefusal, steering } from "./glossary.js";
 import { showAttention } from "./heatmap.js";
 import {
   DEBOUNCE_MS, choosePair, currentModel, fillAlternatives, longestLine, server, sourceLines,
@@ -19,6 +22,7 @@ const state = {
   latest: new Latest((busy) => el.output.setAttribute("aria-busy", String(busy))),
   timer: 0, // debounce / retry timer
   retries: 0,
+  shown: null, // the arguments of the translation shown, to show it again with a new choice
 };
 
 export function wireTranslate() {
@@ -43,6 +47,7 @@ export function wireTranslate() {
   });
   el.alternatives.addEventListener("change", translateNow);
   el.copy.addEventListener("click", copyTranslation);
+  wireAlternatives(() => showTranslation(...state.shown));
 }
 
 export function updateCounter() {
@@ -100,7 +105,9 @@ async function translate() {
   const beam = Number(el.beam.value);
   const nBest = Number(el.alternatives.value);
   const single = lines.length === 1;
-  const body = { text: single ? lines[0] : lines, source: model.source, target: model.target, beam_size: beam };
+  const body = {
+    text: single ? lines[0] : lines, source: model.source, target: model.target, beam_size: beam, ...steering(),
+  };
   if (nBest > 0) body.n_best = nBest;
   if (single) body.return_attention = true; // the server gives attention for one sentence only
   body.return_alignment = true;
@@ -112,6 +119,7 @@ async function translate() {
     answer: (data) => {
       if (!data || !Array.isArray(data.translations)) throw new Error("the server's answer has no translations");
       clearError();
+      clearRefusal();
       state.retries = 0;
       showTranslation(data.translations, { single, sent: numbered });
       const ms = Math.round(performance.now() - started);
@@ -130,6 +138,11 @@ async function translate() {
 
 function onHttpError(response, message) {
   setStale();
+  if (showGlossaryRefusal(response.status, message)) {
+    clearError();
+    setStatus("Not translated: the server refused the glossary; the glossary box says why.");
+    return;
+  }
   setStatus("");
   const retryAfter = Number(response.headers.get("Retry-After"));
   if (response.status === 503 && retryAfter > 0 && state.retries < MAX_RETRIES) {
@@ -144,11 +157,12 @@ function onHttpError(response, message) {
 
 /** Shows the translations of the lines `sent` ({text, number}: as sent, with their line numbers in the source). */
 function showTranslation(translations, { single = true, sent = [] } = {}) {
+  state.shown = [translations, { single, sent }];
   el.output.classList.remove("stale");
   el.evidence.classList.remove("stale");
-  const text = translations ? translations.map((t) => t.text).join("\n") : "";
-  showEvidence(translations || [], sent);
-  el.copy.disabled = text === "";
+  const lines = applyChoices(translations || [], sent);
+  showEvidence(lines, sent);
+  el.copy.disabled = lines.map((t) => t.text).join("\n") === "";
 
   const first = translations && translations[0];
   const alternatives = single && first && Array.isArray(first.alternatives) ? first.alternatives : [];
