@@ -31,6 +31,8 @@ STAND_INS = {
     "configs": "recipes",  # the real recipes; APPEND shrinks them with overrides
     "outputs/m30k": "run",  # `trained_run`: 2 steps, checkpoints at steps 1 and 2
     "input.en": "input.en",  # 3 lines, the middle one empty
+    "terms.tsv": "terms.tsv",  # a glossary of the tiny model's words
+    "keep.txt": "keep.txt",  # a do-not-translate list
     "data/multi30k/test_2016_flickr.en.gz": "test.en.gz",  # 5 number-words sentences
     "data/multi30k/test_2016_flickr.de.gz": "test.it.gz",  # their Italian references: `evaluate` does not mind
     "outputs/wmt14_base/averaged": "run/best",  # a checkpoint as `train.average_last` writes one
@@ -118,6 +120,8 @@ def tiny_files(repo_root, numbers_corpus, trained_run, tmp_path_factory) -> Path
     (directory / "recipes").symlink_to(repo_root / "configs")
     (directory / "run").symlink_to(trained_run)
     (directory / "input.en").write_text("one hundred and twelve\n\nfour thousand and five\n", encoding="utf-8")
+    (directory / "terms.tsv").write_text("# en -> it\nhundred\tcento | cent\n", encoding="utf-8")
+    (directory / "keep.txt").write_text("twelve\n", encoding="utf-8")
     for lang in ("en", "it"):
         lines = (numbers_corpus / f"valid.{lang}").read_text(encoding="utf-8").splitlines(keepends=True)[:5]
         (directory / f"test.{lang}.gz").write_bytes(gzip.compress("".join(lines).encode(), mtime=0))
@@ -201,6 +205,8 @@ def check_output(words: list[str], cwd: Path, stdout: str) -> None:
             source = (cwd / after(words, "<")).read_text(encoding="utf-8")
             translations = [line.split("\t")[0] for line in output.splitlines()]  # before --alignment's columns
             assert [not line for line in translations] == [not line for line in source.splitlines()], output
+            if "--do-not-translate" in words:  # keep.txt's "twelve" comes back as written
+                assert "twelve" in translations[0].split(), output
         case "evaluate":
             assert "BLEU = " in stdout and "chrF = " in stdout, stdout
         case "average":
