@@ -136,6 +136,9 @@ INPUTS: dict[str, Callable[[Path, Path], None]] = {
     "corpus-crlf": lambda d, _: (write(d, "src.txt", "one\r\ntwo\r\n"), write(d, "ref.txt", "uno\r\ndue\r\n")),
     "evaluate-truncated-gzip": lambda d, _: (write(d, "src.en.gz", gz(LINES, keep=0.5)), write(d, "ref.it", LINES)),
     "evaluate-line-counts": lambda d, _: (write(d, "src.en", "one\ntwo\nthree\n"), write(d, "ref.it", "uno\ndue\n")),
+    "glossary-no-tab": lambda d, _: (write(d, "terms.tsv", "two\tdue\nthree tre\n"), write(d, "in.txt", "one\n")),
+    "glossary-repeated-term": lambda d, _: (write(d, "terms.tsv", "two\tdue\nTwo\tdue\n"), write(d, "in.txt", "one\n")),
+    "do-not-translate-missing": lambda d, _: write(d, "in.txt", "one\n"),
     "translate-truncated-gzip": lambda d, _: write(d, "in.txt.gz", gz(LINES, keep=0.5)),
     # recipes
     "recipe-missing": lambda d, _: None,
@@ -352,6 +355,7 @@ SPECIAL_REQUESTS: dict[str, Callable] = {
     "http-too-many-texts": lambda c, _: c.post("/v1/translate", json={"text": ["one"] * 5}),
     "http-text-too-long": lambda c, _: c.post("/v1/translate", json={"text": "one " * 30}),
     "http-queue-full": queue_full,
+    "http-glossary-too-large": lambda c, _: c.post("/v1/translate", json={"text": "one", "avoid": ["uno"] * 300}),
     "libre-form-missing-q": lambda c, _: c.post("/translate", data={"source": "en", "target": "it"}),
     "libre-auto-no-model-from-detected": lambda _, models: serving(models, "en-it", "de-fr").post(
         "/translate", json={"q": "Zwei Hunde spielen im Schnee.", "source": "auto", "target": "it"}
