@@ -20,7 +20,7 @@ leave the batch, so the search ends when the last one is done.
 """
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -56,16 +56,23 @@ class BeamState:
     focus: list[int] | None = None  # (Ba * K) the source token each beam's aligning attention peaks on, when needed
     relevant: Tensor | None = None  # (Ba, V) True on the tokens of each sentence's forms (decode/constrained.py)
     quotas: list[int] | None = None  # (Ba) finished hypotheses before the stopping rule applies; None: K each
+    counted: list[list[float]] = field(default_factory=list)  # (Ba) scores of the finished that count, best first
 
-    def add(self, i: int, hypothesis: Hypothesis) -> None:
+    def add(self, i: int, hypothesis: Hypothesis, *, counts: bool = True) -> None:
         """File a finished hypothesis of searched sentence i and update its quota-th best score. Hypotheses that
-        met more constraints rank first (they differ only at the length limit), then by score."""
+        met more constraints rank first, then by score. One that does not `count` (it ended before meeting its
+        constraints: decode/constrained.py) is kept as an answer but does not stop the search."""
         hyps = self.finished[self.sentences[i]]
         hyps.append(hypothesis)
         hyps.sort(key=lambda h: (-h.met, -h.score))
+        if not counts:
+            return
+        scores = self.counted[i]
+        scores.append(hypothesis.score)
+        scores.sort(reverse=True)
         quota = self.log_probs.size(1) if self.quotas is None else self.quotas[i]
-        if len(hyps) >= quota:
-            self.worst_kept[i] = hyps[quota - 1].score
+        if len(scores) >= quota:
+            self.worst_kept[i] = scores[quota - 1]
 
     def keep(self, keep: Tensor) -> None:
         """Keep only sentences `keep` (indices into the Ba searched sentences)."""
@@ -85,6 +92,7 @@ class BeamState:
             self.relevant = self.relevant[keep]
         if self.quotas is not None:
             self.quotas = [self.quotas[i] for i in indices]
+        self.counted = [self.counted[i] for i in indices]
 
     def spans(self, row: int) -> tuple[tuple[int, int] | None, ...]:
         """Where the beam in `row` met each of its sentence's constraints (None: not met)."""
@@ -197,6 +205,7 @@ def _init(
         row_sentences=torch.arange(batch, device=device).repeat_interleave(k),
         constraints=constraints,
         progress=None,
+        counted=[[] for _ in range(batch)],
     )
     if any(c.include for c in constraints):
         state.progress = [Progress.start(c) for c in constraints for _ in range(k)]

@@ -9,6 +9,7 @@ order (Hu et al., 2019: each bank's best, then each bank's second, ...) and the 
 tensor operations over (sentences, M). With all banks equal the order is plain beam search's.
 """
 
+import math
 from typing import TYPE_CHECKING
 
 import torch
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from tnmt.decode.beam import BeamState
 
 NEG_INF = float("-inf")
+SURE_END = 0.5  # EOS this probable: the model holds the sentence finished (see `_restrict`)
+LOG_SURE_END = math.log(SURE_END)
 
 
 def beam_step(
@@ -35,7 +38,7 @@ def beam_step(
     vocab, t, device = log_probs.size(-1), state.tokens.size(1), log_probs.device
     progress, constraints = state.progress, state.constraints
     limits = [state.limits[row // k] for row in range(ba * k)]
-    _restrict(state, log_probs, limits, eos_id=eos_id)
+    _restrict(state, log_probs, limits, eos_id=eos_id, alpha=alpha)
     scores = log_probs.view(ba, k, vocab).add_(state.log_probs[:, :, None])  # (Ba, K, V), in place
     flat = scores.view(ba, k * vocab)
     if state.relevant is None:  # (Ba, V) the first tokens of each sentence's forms
@@ -107,13 +110,28 @@ def beam_step(
     return parents
 
 
-def _restrict(state: "BeamState", log_probs: Tensor, limits: list[int], *, eos_id: int) -> None:
-    """EOS waits for a beam's constraints while they can still be met; a form just met ends its word (a token that
-    continues the word is banned: "Haus" is not met by "Hauses")."""
+def _restrict(state: "BeamState", log_probs: Tensor, limits: list[int], *, eos_id: int, alpha: float) -> None:
+    """EOS waits for a beam's constraints while they can still be met, unless the model is sure the sentence is
+    over (EOS at `SURE_END` or more): writing on after that only appends a second sentence to hold the terms
+    ("Ein Mann geht im Park. Ein Hund läuft im Garten."), which the length penalty then prefers, so such a beam
+    ends there, its constraints reported unmet (and ranked after every hypothesis that met them). A form just met
+    ends its word (a token that continues the word is banned: "Haus" is not met by "Hauses")."""
     t = state.tokens.size(1)
     k = state.log_probs.size(1)
     waiting = [row for row, p in enumerate(state.progress) if 0 < p.needed <= limits[row] - t]
     if waiting:
+        ending = log_probs[waiting, eos_id].tolist()
+        alive = state.log_probs.view(-1)[waiting].tolist()
+        for row, eos, so_far in zip(waiting, ending, alive, strict=True):
+            if eos >= LOG_SURE_END and so_far > NEG_INF:
+                log_prob = so_far + eos
+                token_log_probs = (*state.token_log_probs[row].tolist(), eos)
+                score = log_prob / gnmt_length_penalty(t + 1, alpha)
+                hypothesis = Hypothesis(
+                    state.tokens[row].tolist(), score, log_prob, True, token_log_probs, state.progress[row].spans
+                )
+                state.add(row // k, hypothesis, counts=False)
+                log_probs[row] = NEG_INF  # ended: not extended
         log_probs[waiting, eos_id] = NEG_INF
     for row, p in enumerate(state.progress):
         if (joiners := state.constraints[row // k].continuations) is not None and p.just_met(t):
