@@ -279,3 +279,13 @@ class _Tree(HTMLParser):
     def handle_data(self, data: str) -> None:
         if self._open:
             self.texts[-1] += data
+
+
+def test_elements_marked_notranslate_are_kept_as_written_and_not_read():
+    doc = parse('<p>Call <span class="notranslate">Acme <b>Corp</b></span> today.</p><p translate="no">Keep</p>')
+    assert doc.texts == ["Call today."]
+    out = doc.render([("Ruf heute an.", [(0, 0), (1, 1), (1, 2)])])
+    assert out.count('<span class="notranslate">Acme <b>Corp</b></span>') == 1 and out.count("<b>") == 1
+    assert out.startswith("<p>Ruf ") and out.endswith('heute an.</p><p translate="no">Keep</p>')
+    assert parse("Run <code>ls -l</code> now").texts == ["Run now"]  # code is not prose
+    assert parse('<code translate="yes">x = 1</code> here').texts == ["x = 1 here"]

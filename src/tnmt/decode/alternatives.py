@@ -14,7 +14,6 @@ from dataclasses import dataclass, replace
 import torch
 
 from tnmt.config import DecodeConfig
-from tnmt.decode.constraints import NO_CONSTRAINTS
 from tnmt.decode.evidence import piece_words
 from tnmt.decode.search import search
 from tnmt.decode.steering import Steering, finish
@@ -66,7 +65,7 @@ def word_alternatives(
         raise UserError(f"k = {k}: must be from 1 to {MAX_K}")
     settings = settings or translator.decode
     plan = translator.plans([text], [steering])[0]
-    best = translator.translations([text], settings, steering=[steering])[0]
+    best = translator.translations([text], settings, plans=[plan])[0]
     final_words = best.text.split()
     if not 0 <= position < len(final_words):
         raise UserError(
@@ -83,8 +82,7 @@ def word_alternatives(
     candidates = _next_tokens(translator, plan.text, prefix, current, k)
     if not candidates:
         return WordAlternatives(best, position, final_words[position], ())
-    base = plan.constraints if plan is not None else NO_CONSTRAINTS
-    constraints = [replace(base, prefix=(*prefix, token)) for token, _ in candidates]
+    constraints = [replace(plan.constraints, prefix=(*prefix, token)) for token, _ in candidates]
     sources = translator.encode([plan.text] * len(candidates))
     with torch.inference_mode():
         src = translator.source_batch(sources)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import NamedTuple
 
+from tnmt.decode.verbatim import notranslate_element
 from tnmt.serve.libretranslate.tag_transfer import Alignment, Element, transfer
 
 _INLINE_NAMES = (
@@ -62,6 +63,7 @@ class _Events(HTMLParser):
         self._found: list[tuple[str, str, str, int]] = []  # (kind, name, text, offset where it starts)
         self._line_starts = [0] + [i + 1 for i, ch in enumerate(fragment) if ch == "\n"]
         self._raw: str | None = None  # inside <script> or <style>
+        self._kept: list[str] = []  # the element kept as written (`translate="no"`) and the same names open in it
         self.feed(fragment)
         self.close()
         offsets = [offset for *_, offset in self._found] + [len(fragment)]  # each event runs to the next one
@@ -75,24 +77,39 @@ class _Events(HTMLParser):
         self._found.append((kind, name, text, self._line_starts[line - 1] + column))
 
     def handle_starttag(self, tag: str, attrs: list) -> None:
+        if self._kept:  # inside an element kept as written: part of its one event
+            self._kept += [tag] if tag == self._kept[0] else []
+            return
+        if tag not in VOID and notranslate_element(tag, attrs):  # the whole element is one event, as written
+            self._kept = [tag]
+            self._add("atom" if tag in INLINE else "block", tag)
+            return
         self._add(("atom" if tag in VOID else "start") if tag in INLINE else "block", tag)
         self._raw = tag if tag in RAW_TEXT else None
 
     def handle_startendtag(self, tag: str, attrs: list) -> None:
-        self._add("atom" if tag in INLINE else "block", tag)
+        if not self._kept:
+            self._add("atom" if tag in INLINE else "block", tag)
 
     def handle_endtag(self, tag: str) -> None:
+        if self._kept:
+            if tag == self._kept[0]:
+                self._kept.pop()
+            return
         self._add("end" if tag in INLINE else "block", tag)
         self._raw = None
 
     def handle_data(self, data: str) -> None:
-        self._add("block" if self._raw else "text", text=data)
+        if not self._kept:
+            self._add("block" if self._raw else "text", text=data)
 
     def handle_comment(self, data: str) -> None:
-        self._add("atom")
+        if not self._kept:
+            self._add("atom")
 
     def handle_pi(self, data: str) -> None:
-        self._add("atom")
+        if not self._kept:
+            self._add("atom")
 
     def handle_decl(self, decl: str) -> None:
         self._add("block")
