@@ -186,7 +186,10 @@ def finish(
     out_words = text.split()
     alignment = evidence.alignment if evidence is not None else []
     gaps = [_anchor(k.word, alignment, len(out_words)) for k in plan_.kept]
-    final, word_at, kept_at = _render(out_words, plan_.kept, gaps, set(alignment))
+    # a span sticks only to a word it touched that has letters or digits (an aligned ":" says little)
+    read_words = plan_.text.split()
+    worded = {(i, j) for i, j in alignment if i < len(read_words) and any(c.isalnum() for c in read_words[i])}
+    final, word_at, kept_at = _render(out_words, plan_.kept, gaps, worded)
     reports = [replace(r, words=tuple(word_at[j] for j in r.words)) for r in reports]
     return final, tuple(reports), _full_evidence(evidence, plan_, word_at, kept_at, len(final.split()))
 
