@@ -4,6 +4,7 @@ Bodies come as JSON or as forms, as LibreTranslate's clients send them; every ba
 `{"error": ...}`, LibreTranslate's status on its own endpoints.
 """
 
+from contextlib import suppress
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -27,8 +28,9 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
     @api.post("/translate")
     async def libretranslate(request: Request) -> dict[str, Any]:
         """LibreTranslate's translate: JSON or form body with q (text or list), source ("auto" too: each text goes
-        to the model from its detected language), target, format ("text" or "html") and alternatives; and
-        tnmt's `glossary` ([{"source", "target"}], decode/steering.py), whose answers carry `constraints`."""
+        to the model from its detected language, translate.py's `route_auto`), target, format ("text" or "html")
+        and alternatives (0 to max_n_best - 1); and tnmt's `glossary` ([{"source", "target"}],
+        decode/steering.py), whose answers carry `constraints`."""
         fields = await _body(request)
         q, source, target = fields.get("q"), fields.get("source"), fields.get("target")
         if q is None or (not isinstance(q, str) and not (isinstance(q, list) and all(isinstance(t, str) for t in q))):
@@ -38,10 +40,7 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
         text_format = fields.get("format", "text")
         if text_format not in ("text", "html"):
             raise ApiError(400, f"Invalid request: format must be 'text' or 'html', not {text_format!r}")
-        try:
-            alternatives = int(fields.get("alternatives", 0))
-        except (TypeError, ValueError, OverflowError):
-            raise ApiError(400, "Invalid request: alternatives must be an integer") from None
+        alternatives = _alternatives(fields.get("alternatives", 0), config.max_n_best - 1)
         steering = _glossary(fields.get("glossary"), config)
         texts = [q] if isinstance(q, str) else q
         if source == "auto":
@@ -60,18 +59,23 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
 
     @api.post("/detect")
     async def detect(request: Request) -> list[dict[str, Any]]:
-        """LibreTranslate's detect: JSON or form body with q (a text); every served source language lingua knows,
-        best first, with its confidence (0-100; all 0 for a text without letters). serve/libretranslate/detect.py
-        says why."""
+        """LibreTranslate's detect: JSON or form body with q (a text); the languages detect.py gives some confidence
+        (0-100, calibrated), served or not, and every served source language (at 0 too), best first: a client reads
+        what the text is from the first, and how likely each language it can translate from is. LibreTranslate
+        lists its installed languages only, which makes a German text "en" on an English-only server."""
         q = (await _body(request)).get("q")
         if not isinstance(q, str) or not q:
             raise ApiError(400, "Invalid request: missing q parameter (a non-empty text)")
         check_limits([q], 1, 1, config, size_status=400)
         [found] = await languages_of(detector, [q])
+        sources = {model.source for model in models}
         if not found:
-            sources = ", ".join(sorted({model.source for model in models}))
-            raise ApiError(400, f"language detection knows none of the served source languages ({sources})")
-        return [{"confidence": confidence, "language": code} for code, confidence in found]
+            raise ApiError(
+                400, f"language detection knows none of the served source languages ({', '.join(sorted(sources))})"
+            )
+        return [
+            {"confidence": confidence, "language": code} for code, confidence in found if confidence or code in sources
+        ]
 
     @api.get("/languages")
     async def languages() -> list[dict[str, Any]]:
@@ -107,6 +111,20 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
         }
 
     return api
+
+
+def _alternatives(value: Any, limit: int) -> int:
+    """LibreTranslate's `alternatives`: an integer, or a string of one (forms send nothing else), from 0 to `limit`.
+
+    LibreTranslate answers a negative number as 0 and 2.5 as 2; both are refused here, with the range, since
+    the client that sends them has a bug it would never hear of. Above its `--alternatives-limit`, LibreTranslate
+    refuses with a 400 too."""
+    if isinstance(value, str):
+        with suppress(ValueError):  # not a number, or over Python's 4300 digits
+            value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit:
+        raise ApiError(400, f"Invalid request: alternatives must be an integer from 0 to {limit} (max_n_best - 1)")
+    return value
 
 
 async def _body(request: Request) -> dict[str, Any]:

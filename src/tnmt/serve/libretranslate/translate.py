@@ -16,7 +16,7 @@ from tnmt.config import DecodeConfig, ServeConfig
 from tnmt.decode.evidence import WARNINGS
 from tnmt.decode.steering import Steering
 from tnmt.decode.translator import Translation
-from tnmt.serve.libretranslate.detect import Detector, supported
+from tnmt.serve.libretranslate.detect import CONFIDENT, Detector, supported
 from tnmt.serve.libretranslate.markup import parse
 from tnmt.serve.models import ApiError, ServedModel, check_limits, translations
 
@@ -32,7 +32,7 @@ def served_detector(models: list[ServedModel]) -> Detector | None:
 
 
 async def languages_of(detector: Detector | None, texts: list[str]) -> list[list[tuple[str, float]]]:
-    """Each text's served languages, best first, detected in a worker thread: lingua's first call loads its
+    """Each text's languages, best first (detect.py), detected in a worker thread: lingua's first call loads its
     models (about a second) and max_texts long texts take tens of milliseconds, which the event loop must not
     wait for."""
     if detector is None or not texts:
@@ -49,11 +49,15 @@ async def route_auto(
     *,
     html: bool,
 ) -> tuple[list[ServedModel], list[dict[str, Any]]]:
-    """Each text's model for `source: "auto"` and its `detectedLanguage`: the model from the detected language to
-    `target`. A detected language without a model to `target` is a 400, not another model's translation: German
-    through an English model is garbage that looks like an answer. With nothing detected (confidence 0: no
-    letters, or lingua's rules ruled out every served language) a text goes to the first language in the
-    detector's order that has a model to `target`, else to the first model to `target` by source code. An `html`
+    """Each text's model for `source: "auto"` and its `detectedLanguage` (the model's source language and the
+    detector's confidence in it), each text detected on its own.
+
+    A text detected at `CONFIDENT` or more in a language without a model to `target` is a 400, as LibreTranslate
+    answers a source it does not support ("fr is not supported"), rather than another model's translation: French
+    through an English model is garbage that looks like an answer. In a list, the first such text is named and
+    nothing is translated. A text the detector is less sure of (short, ambiguous: "A deer" is Dutch at 97%) goes
+    to the likeliest language with a model to `target`, as do texts without letters (confidence 0 everywhere:
+    the first served language by code with one), else to the first model to `target` by source code. An `html`
     fragment is detected by the text of its sentences, without its tags."""
     to_target = sorted((model for model in models if model.target == target), key=lambda model: model.source)
     if not to_target:
@@ -64,19 +68,25 @@ async def route_auto(
     readable = [" ".join(parse(text).texts) for text in texts] if html else texts  # the words, not the tags
     for i, found in enumerate(await languages_of(detector, readable)):
         best, confidence = found[0] if found else (None, 0.0)
-        if confidence > 0:
-            if best not in by_source:
-                raise ApiError(
-                    400,
-                    f"text {i} was detected as {best} ({confidence:g}% confident) and no model translates {best} -> "
-                    f"{target}; served: {', '.join(m.id for m in models)}; name the source language instead of auto",
-                )
-            model = by_source[best]
-        else:
-            model = next((by_source[code] for code, _ in found if code in by_source), to_target[0])
+        if best is not None and best not in by_source and confidence >= CONFIDENT:
+            raise ApiError(400, _unsupported(i, best, confidence, target, models))
+        model = next((by_source[code] for code, _ in found if code in by_source), to_target[0])
         routes.append(model)
-        detected.append({"confidence": confidence, "language": model.source})
+        detected.append({"confidence": dict(found).get(model.source, 0.0), "language": model.source})
     return routes, detected
+
+
+def _unsupported(i: int, language: str, confidence: float, target: str, models: list[ServedModel]) -> str:
+    """Why text `i`, detected as `language`, is refused: LibreTranslate's words ("fr is not supported", made
+    explicit: a target-only language is listed in /languages), then the detection and the models."""
+    if language in {model.source for model in models}:
+        refusal = f"{target} is not available as a target language from {language}"
+    else:
+        refusal = f"{language} is not supported as a source language"
+    return (
+        f"{refusal}: text {i} was detected as {language} ({confidence:g}% confident); served: "
+        f"{', '.join(m.id for m in models)}; if the text is not {language}, name its source language instead of auto"
+    )
 
 
 async def answers(
@@ -186,5 +196,6 @@ async def _translate_markup(
 
 
 def _n_best(alternatives: int, settings: DecodeConfig) -> int:
-    """Hypotheses to search for LibreTranslate's `alternatives`: as many as asked, capped by the model's beam."""
+    """Hypotheses to search for LibreTranslate's `alternatives` (0 to max_n_best - 1, api.py): as many as asked,
+    fewer when the model's beam is narrower, as LibreTranslate documents it ("preferred number of alternatives")."""
     return min(alternatives + 1, settings.beam_size) if alternatives > 0 else 1
