@@ -120,7 +120,12 @@ def _restrict(state: "BeamState", log_probs: Tensor, limits: list[int], *, eos_i
     ends its word (a token that continues the word is banned: "Haus" is not met by "Hauses")."""
     t = state.tokens.size(1)
     k = state.log_probs.size(1)
-    waiting = [row for row, p in enumerate(state.progress) if 0 < p.needed <= limits[row] - t]
+    waiting, ending_words = [], []
+    for row, p in enumerate(state.progress):
+        if 0 < p.needed <= limits[row] - t:
+            waiting.append(row)
+        if p.spans and state.constraints[row // k].continuations is not None and p.just_met(t):
+            ending_words.append(row)
     if waiting:
         ending = log_probs[waiting, eos_id].tolist()
         alive = state.log_probs.view(-1)[waiting].tolist()
@@ -135,9 +140,8 @@ def _restrict(state: "BeamState", log_probs: Tensor, limits: list[int], *, eos_i
                 state.add(row // k, hypothesis, counts=False)
                 log_probs[row] = NEG_INF  # ended: not extended
         log_probs[waiting, eos_id] = NEG_INF
-    for row, p in enumerate(state.progress):
-        if (joiners := state.constraints[row // k].continuations) is not None and p.just_met(t):
-            log_probs[row].masked_fill_(joiners, NEG_INF)
+    for row in ending_words:
+        log_probs[row].masked_fill_(state.constraints[row // k].continuations, NEG_INF)
 
 
 def _candidates(state: "BeamState", scores: Tensor, limits: list[int]) -> Tensor:

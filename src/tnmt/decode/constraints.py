@@ -70,6 +70,16 @@ class Constraints:
         return frozenset(token for forms in self.include for form in forms for token in form)
 
     @cached_property
+    def measured(self) -> dict[tuple, tuple[int, int]]:
+        """(unmet constraints, forms under way) -> (tokens needed, bank): `Progress` fills it as searches go."""
+        return {}
+
+    @cached_property
+    def wanted(self) -> dict[tuple, set[int]]:
+        """(unmet constraints, forms under way) -> the tokens that advance them (`Progress.wants`), filled as used."""
+        return {}
+
+    @cached_property
     def first_tokens(self) -> frozenset[int]:
         """The ids that start a form."""
         return frozenset(form[0] for forms in self.include for form in forms)
@@ -107,14 +117,20 @@ class Progress:
         spans: tuple[tuple[int, int] | None, ...],
         partial: tuple[tuple[int, int, int], ...],
     ) -> "Progress":
-        needed = 0
-        for c, span in enumerate(spans):
-            if span is None:
-                begun = {f: n for c2, f, n in partial if c2 == c}
-                needed += min(len(form) - begun.get(f, 0) for f, form in enumerate(constraints.include[c]))
-        met = sum(span is not None for span in spans)
-        bank = met * constraints.width + max((n for _, _, n in partial), default=0)
-        return cls(spans, partial, needed, bank)
+        unmet = tuple(span is None for span in spans)
+        key = (unmet, partial)  # need and bank depend on which constraints are met, not where
+        if (measured := constraints.measured.get(key)) is None:
+            needed = 0
+            for c, waiting in enumerate(unmet):
+                if waiting:
+                    begun = {f: n for c2, f, n in partial if c2 == c}
+                    needed += min(len(form) - begun.get(f, 0) for f, form in enumerate(constraints.include[c]))
+            met = len(unmet) - sum(unmet)
+            measured = constraints.measured[key] = (
+                needed,
+                met * constraints.width + max((n for *_, n in partial), default=0),
+            )
+        return cls(spans, partial, *measured)
 
     @property
     def met(self) -> int:
@@ -152,13 +168,20 @@ class Progress:
         the step's aligning attention peaks on; a constraint tied to source tokens starts only when the focus is
         on them or next to them (where a translator would write it), else anywhere."""
         sources = constraints.sources
+        anywhere = focus is None or not sources
+        key = (tuple(span is None for span in self.spans), self.partial)
+        if anywhere and (cached := constraints.wanted.get(key)) is not None:
+            return cached
         wanted = {
             form[0]
             for c, span in enumerate(self.spans)
-            if span is None and (focus is None or not sources or _near(sources[c], focus))
+            if span is None and (anywhere or _near(sources[c], focus))
             for form in constraints.include[c]
         }
-        return wanted | {constraints.include[c][f][n] for c, f, n in self.partial}
+        wanted |= {constraints.include[c][f][n] for c, f, n in self.partial}
+        if anywhere:
+            constraints.wanted[key] = wanted
+        return wanted
 
     def just_met(self, position: int) -> bool:
         """Was a form completed by the token at output position `position - 1` (the last one written)?"""
