@@ -227,6 +227,13 @@ class Tokenizer:
             return [self.encode_target(text)]
         return [self._model_ids(self._target, ids) for ids in found] or [self.encode_target(text)]
 
+    def target_piece_id(self, piece: str) -> int | None:
+        """The target id of one piece ("brauner", "▁brauner"), None when the vocabulary has no such piece."""
+        if self._piece_to_id is not None:
+            return self._piece_to_id.get(piece)
+        found = self._target.piece_to_id(piece)
+        return found if self._target.id_to_piece(found) == piece else None
+
     def decode_target(self, ids: Sequence[int]) -> str:
         """Text of target ids. Pad, BOS and EOS are skipped wherever they are (no truncation at EOS:
         that is the search's job); unk shows as " ⁇ " so that a gap stays visible."""

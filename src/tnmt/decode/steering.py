@@ -11,7 +11,8 @@ reads and the search obeys, and `finish` puts the result back into the user's te
   translation (a small model fed an unknown name writes it into a compound, or loops on an emoji), and `finish`
   puts it back, as written, beside the target word aligned to its neighbour (the evidence's word alignment).
 - An avoided phrase is banned in the spellings a writer would use (as given, and with its first letter in
-  upper and lower case), each in its likeliest subword segmentations; the prefix is forced, token by token.
+  upper and lower case), each in its likeliest subword segmentations, at the start of a word or glued to what
+  precedes it ("braun-brauner"); the prefix is forced, token by token.
 
 Every check names the entry it refuses (`glossary[2]`, `include[0]`, ...), so a server can answer 4xx.
 """
@@ -41,6 +42,7 @@ class SteeringTokenizer(Protocol):
     def encode_source_pieces(self, text: str) -> tuple[list[int], list[str]]: ...
     def encode_target(self, text: str) -> list[int]: ...
     def target_segmentations(self, text: str, n: int) -> list[list[int]]: ...
+    def target_piece_id(self, piece: str) -> int | None: ...
     def decode_target(self, ids: Sequence[int]) -> str: ...
     def target_pieces(self, ids: Sequence[int]) -> list[str]: ...
 
@@ -336,7 +338,24 @@ def _avoided(phrases: Sequence[str], tokenizer: SteeringTokenizer, *, max_tokens
                         f"avoid[{n}]: {phrase!r} is {len(ids)} tokens, more than the {LONGEST_AVOIDED} a search checks"
                     )
                 out[ids] = None
+                if (glued := _glued(ids, tokenizer)) is not None:
+                    out[glued] = None
     return tuple(ids for ids in out if ids)
+
+
+def _glued(ids: tuple[int, ...], tokenizer: SteeringTokenizer) -> tuple[int, ...] | None:
+    """A spelling as it reads glued to what comes before ("braun-brauner", "T-T-Shirt", "„Mo-Mo"): its first
+    piece without sentencepiece's "▁" (a lone "▁" dropped); None when the vocabulary has no such piece, or when
+    it would be one piece of 3 letters or fewer, which many words hold."""
+    first = tokenizer.target_pieces(ids[:1])[0]
+    if not first.startswith("▁"):
+        return None
+    if first == "▁":
+        return ids[1:] or None
+    bare = tokenizer.target_piece_id(first[1:])
+    if bare is None or (len(ids) == 1 and len(first) <= 4):  # a short lone piece ("er") is inside many words
+        return None
+    return (bare, *ids[1:])
 
 
 def _check_conflicts(include, labels, prefix, avoid, avoid_text, tokenizer) -> None:
