@@ -3,5 +3,5 @@
 `api.py` is the router (`/translate`, `/detect`, `/languages`, `/frontend/settings`), `translate.py` routes each
 text to its model (detected for `source: "auto"`) and answers in LibreTranslate's shape, `markup.py` translates
 HTML sentence by sentence and carries its inline tags by word alignment (`tag_transfer.py`), `detect.py` tells
-which served language a text is in.
+which language a text is in (served or not, with a calibrated confidence).
 """
