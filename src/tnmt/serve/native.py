@@ -118,7 +118,8 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
     async def list_models() -> dict[str, Any]:
         """The language pairs served, their architecture, size and decoding defaults, and the limits."""
         search = ("max_chars", "max_texts", "max_beam_size", "max_n_best")
-        limits = {name: getattr(config, name) for name in (*search, "max_trace_chars", "max_trace_beam", "max_top_k")}
+        tracing = ("max_trace_chars", "max_trace_beam", "max_top_k")
+        limits = {name: getattr(config, name) for name in (*search, *tracing, "max_glossary")}
         return {"models": [_describe(model) for model in models], "limits": limits}
 
     @api.post("/v1/translate")
