@@ -273,7 +273,13 @@ def test_models_lists_languages_size_decoding_defaults_and_limits(server, offlin
     assert model["architecture"]["d_model"] == 16 and model["architecture"]["max_len"] == 16
     assert model["decoding"] == asdict(offline.decode)
     assert (model["decoding"]["beam_size"], model["decoding"]["max_len"]) == (2, 5)  # the checkpoint's own
-    assert body["limits"] == {**LIMITS, "max_trace_chars": 200, "max_trace_beam": 4, "max_top_k": 10, "max_glossary": 256}
+    assert body["limits"] == {
+        **LIMITS,
+        "max_trace_chars": 200,
+        "max_trace_beam": 4,
+        "max_top_k": 10,
+        "max_glossary": 256,
+    }
 
 
 def test_health_ready_and_languages(server):
