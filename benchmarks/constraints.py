@@ -25,9 +25,7 @@ Writes benchmarks/results/constraints.json (with the host).
 """
 
 import argparse
-import gzip
 import json
-import os
 import re
 import statistics
 import sys
@@ -40,6 +38,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from host import describe  # noqa: E402
+from markup import data_dir, read  # noqa: E402
 
 from tnmt.decode.alternatives import word_alternatives  # noqa: E402
 from tnmt.decode.glossary import GlossaryEntry  # noqa: E402
@@ -75,16 +74,6 @@ GLOSSARY = {  # English word -> German forms a translator may use (inflections a
 NAMES = ["Jonas", "Mariam", "Kowalski", "Okonkwo"]
 URLS = ["https://example.org/p/17", "www.tnmt.dev/docs", "mail@example.com"]
 UNITS = ["42 kg", "3.5 km", "250 ml"]
-
-
-def data_dir() -> Path:
-    default = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
-    return Path(os.environ.get("TNMT_DATA_DIR", default))
-
-
-def read(path: Path) -> list[str]:
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        return f.read().splitlines()
 
 
 def words(text: str) -> list[str]:

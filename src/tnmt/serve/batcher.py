@@ -151,9 +151,7 @@ class Batcher:
             QueueFull: the queue is full.
             UserError: a steering entry that cannot be met.
         """
-        [plan] = self.translator.plans([text], [steering], settings)
-        [source] = self.translator.encode([plan.text])
-        job = TraceJob(text, source, settings, top_k, Future(), steering)
+        job = TraceJob(text, self._source(text, settings, steering), settings, top_k, Future(), steering)
         self._enqueue([job])
         return job.future
 
@@ -166,11 +164,15 @@ class Batcher:
             QueueFull: the queue is full.
             UserError: a steering entry that cannot be met.
         """
-        [plan] = self.translator.plans([text], [steering], settings)
-        [source] = self.translator.encode([plan.text])
-        job = AlternativesJob(text, source, settings, position, k, steering, Future())
+        job = AlternativesJob(text, self._source(text, settings, steering), settings, position, k, steering, Future())
         self._enqueue([job])
         return job.future
+
+    def _source(self, text: str, settings: DecodeConfig, steering: Steering | None) -> Source | None:
+        """What the model will read of one text, tokenised: planned now, so a bad steering entry is refused before
+        anything is queued (and the batch budget counts the right tokens)."""
+        [plan] = self.translator.plans([text], [steering], settings)
+        return self.translator.encode([plan.text])[0]
 
     def _enqueue(self, jobs: list[Job | Solo]) -> None:
         """Queue one request's jobs together, or none of them when the queue has no room for all."""
