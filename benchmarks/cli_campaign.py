@@ -135,7 +135,7 @@ ACCEPTED: dict[tuple[str, str], str] = {
     # tnmt serve
     **{(f"serve.{name}", "huge"): ANY_SIZE for name in ("max_chars", "max_texts", "max_body_bytes", "max_queue")},
     **{(f"serve.{name}", "huge"): ANY_SIZE for name in ("max_beam_size", "max_n_best", "max_trace_chars")},
-    **{(f"serve.{name}", "huge"): ANY_SIZE for name in ("max_trace_beam", "max_top_k")},
+    **{(f"serve.{name}", "huge"): ANY_SIZE for name in ("max_trace_beam", "max_top_k", "max_glossary")},
     ("serve.max_batch_tokens", "huge"): "a request is never split; a batch holds at most what is queued",
     ("serve.port", "zero"): "0 = a free port, which the log line names",
     ("serve.threads", "zero"): "0 = PyTorch's default",

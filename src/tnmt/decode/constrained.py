@@ -11,18 +11,15 @@ beam search's.
 """
 
 import math
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
+from tnmt.decode.beam_state import BeamState
 from tnmt.decode.constraints import Progress
 from tnmt.decode.hypothesis import Hypothesis, gnmt_length_penalty
 from tnmt.decode.top_k import top_k
 from tnmt.decode.trace import SearchRecorder
-
-if TYPE_CHECKING:
-    from tnmt.decode.beam import BeamState
 
 NEG_INF = float("-inf")
 SURE_END = 0.5  # EOS this probable: the model holds the sentence finished (see `_restrict`)
@@ -30,7 +27,7 @@ LOG_SURE_END = math.log(SURE_END)
 
 
 def beam_step(
-    state: "BeamState", log_probs: Tensor, *, eos_id: int, alpha: float, recorder: SearchRecorder | None
+    state: BeamState, log_probs: Tensor, *, eos_id: int, alpha: float, recorder: SearchRecorder | None
 ) -> Tensor:
     """Extend the beams by next-token log-probs (Ba * K, V, overwritten) under the constraints; file the finished
     hypotheses; return the new beams' parents (Ba * K,) as cache rows. EOS waits until a beam's constraints are
@@ -111,7 +108,7 @@ def beam_step(
     return parents
 
 
-def _restrict(state: "BeamState", log_probs: Tensor, limits: list[int], *, eos_id: int, alpha: float) -> None:
+def _restrict(state: BeamState, log_probs: Tensor, limits: list[int], *, eos_id: int, alpha: float) -> None:
     """EOS waits for a beam's constraints while they can still be met, unless the model is sure the sentence is
     over (EOS at `SURE_END` or more) and it is not inside a form: writing on after that only appends a second
     sentence to hold the terms
@@ -144,7 +141,7 @@ def _restrict(state: "BeamState", log_probs: Tensor, limits: list[int], *, eos_i
         log_probs[row].masked_fill_(state.constraints[row // k].continuations, NEG_INF)
 
 
-def _candidates(state: "BeamState", scores: Tensor, limits: list[int]) -> Tensor:
+def _candidates(state: BeamState, scores: Tensor, limits: list[int]) -> Tensor:
     """(Ba, M) candidate indices into each sentence's K * V extensions: the 2K best, each beam's best token, and
     each token that advances a live beam's unmet constraints; a repeated one is kept once (the others' index
     points at the sentence's best candidate again and is masked by `_deduplicated`)."""
