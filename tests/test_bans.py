@@ -76,3 +76,15 @@ def _loops(tokens: list[int]) -> bool:
         for n in range(1, 5)
         for i in range(len(tokens) - 3 * n + 1)
     )
+
+
+def test_the_loop_check_on_lists_and_on_tensors_agree():
+    torch.manual_seed(0)
+    tokens = torch.randint(3, 6, (40, 12))  # 3 tokens only: loops of every period are common
+    bans = Bans([Constraints(), Constraints(allow_loops=True)], block_loops=True, device=torch.device("cpu"))
+    sentences = torch.arange(40) % 2
+    tensors, lists = torch.zeros(40, 8), torch.zeros(40, 8)
+    bans._loops(tensors, tokens, sentences)  # 40 rows: the tensor path
+    for row in range(40):  # one row at a time: the list path
+        bans._loops(lists[row : row + 1], tokens[row : row + 1], sentences[row : row + 1])
+    assert torch.equal(tensors, lists) and (tensors == NEG).any()

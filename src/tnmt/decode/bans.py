@@ -19,6 +19,7 @@ from tnmt.decode.constraints import Constraints
 from tnmt.decode.evidence import LOOP_MAX_N, LOOP_REPEATS
 
 NEG_INF = float("-inf")
+FEW_ROWS = 8  # up to this many rows, the loop check runs on lists
 LONGEST_AVOIDED = 64  # tokens of history read for avoided phrases (longer phrases are refused upstream)
 
 
@@ -63,19 +64,43 @@ class Bans:
 
     def _loops(self, log_probs: Tensor, tokens: Tensor, sentences: Tensor) -> None:
         """Ban the token that would repeat an n-gram `LOOP_REPEATS` times back to back: the last R * n - 1 tokens
-        repeat with period n and the next would continue them."""
+        repeat with period n and the next would continue them. One scatter for every n, without a host sync:
+        this runs at every step of every search."""
         t = tokens.size(1)
+        if tokens.size(0) <= FEW_ROWS:  # a few rows: in Python, ~10 us against ~70 us of small tensor ops
+            self._loops_listed(log_probs, tokens, sentences)
+            return
+        periodic, next_ids = [], []
         for n in range(1, LOOP_MAX_N + 1):
             span = LOOP_REPEATS * n - 1
             if t < span:
                 break
             tail = tokens[:, t - span :]  # (N, R * n - 1)
-            periodic = (tail[:, :-n] == tail[:, n:]).all(dim=1)  # (N,)
-            if self.any_allowed:
-                periodic &= ~self.loops_allowed[sentences]
-            rows = periodic.nonzero().view(-1)
-            if rows.numel():
-                log_probs[rows, tail[rows, -n]] = NEG_INF
+            periodic.append((tail[:, :-n] == tail[:, n:]).all(dim=1))  # (N,)
+            next_ids.append(tail[:, -n])  # (N,) the token that would continue the period
+        if not periodic:
+            return
+        looping = torch.stack(periodic, dim=1)  # (N, n)
+        if self.any_allowed:
+            looping &= ~self.loops_allowed[sentences][:, None]
+        ids = torch.stack(next_ids, dim=1)  # (N, n): two n may name one id, so a minimum, not an overwrite
+        bans = torch.full(ids.shape, float("inf"), device=log_probs.device).masked_fill_(looping, NEG_INF)
+        log_probs.scatter_reduce_(1, ids, bans.to(log_probs.dtype), reduce="amin")
+
+    def _loops_listed(self, log_probs: Tensor, tokens: Tensor, sentences: Tensor) -> None:
+        """`_loops` for a few rows, on lists."""
+        longest = LOOP_REPEATS * LOOP_MAX_N - 1
+        allowed = self.loops_allowed[sentences].tolist() if self.any_allowed else None
+        for row, seq in enumerate(tokens[:, -longest:].tolist()):
+            if allowed is not None and allowed[row]:
+                continue
+            for n in range(1, LOOP_MAX_N + 1):
+                span = LOOP_REPEATS * n - 1
+                if len(seq) < span:
+                    break
+                tail = seq[-span:]
+                if tail[:-n] == tail[n:]:
+                    log_probs[row, tail[-n]] = NEG_INF
 
     def _avoid(self, log_probs: Tensor, tokens: Tensor, sentences: list[int]) -> None:
         """Ban the last token of every avoided phrase whose other tokens end the row's output."""

@@ -127,9 +127,10 @@ def plan(
     """
     steering = steering or Steering()
     auto = find_verbatim(text, (), readable=readable) if steering.keep_unreadable else []
-    listed = find_verbatim(text, steering.do_not_translate)
+    listed = find_verbatim(text, steering.do_not_translate) if steering.do_not_translate else []
     read, kept, source_words_full = _take_out(text, _union(auto, listed))
-    source_words = piece_words(tokenizer.encode_source_pieces(read)[1], read) if read else []
+    glossed = bool(steering.glossary) and bool(read)  # the source tokens of its terms: only a glossary needs them
+    source_words = piece_words(tokenizer.encode_source_pieces(read)[1], read) if glossed else []
     include: list[tuple[tuple[int, ...], ...]] = []
     labels: list[tuple[str, str]] = []
     forms_text: list[tuple[str, ...]] = []
