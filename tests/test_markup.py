@@ -286,6 +286,8 @@ def test_elements_marked_notranslate_are_kept_as_written_and_not_read():
     assert doc.texts == ["Call today."]
     out = doc.render([("Ruf heute an.", [(0, 0), (1, 1), (1, 2)])])
     assert out.count('<span class="notranslate">Acme <b>Corp</b></span>') == 1 and out.count("<b>") == 1
-    assert out.startswith("<p>Ruf ") and out.endswith('heute an.</p><p translate="no">Keep</p>')
+    assert out == '<p>Ruf <span class="notranslate">Acme <b>Corp</b></span> heute an.</p><p translate="no">Keep</p>'
+    glued = parse('<p>(<span translate="no">Acme</span>) today.</p>')
+    assert glued.texts == ["() today."]
     assert parse("Run <code>ls -l</code> now").texts == ["Run now"]  # code is not prose
     assert parse('<code translate="yes">x = 1</code> here').texts == ["x = 1 here"]

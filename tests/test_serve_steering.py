@@ -146,3 +146,10 @@ def test_libretranslate_takes_a_glossary_and_answers_with_its_constraints(app):
     for bad in ([{"source": "", "target": "x"}], "two=sei", [{"source": "two"}]):
         refused = client.post("/translate", json={"q": "two", "source": "en", "target": "it", "glossary": bad})
         assert refused.status_code == 400 and refused.json()["error"].startswith("Invalid request: glossary")
+
+
+def test_libretranslate_html_answers_no_alternatives_as_libretranslate_does(app):
+    client, _ = app
+    body = {"q": "<b>two</b> three", "source": "en", "target": "it", "format": "html", "alternatives": 2}
+    answer = client.post("/translate", json=body)
+    assert answer.status_code == 200 and answer.json()["alternatives"] == []

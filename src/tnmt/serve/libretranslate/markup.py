@@ -45,7 +45,8 @@ MAX_DEPTH = 100  # inline elements open at once; deeper start tags are carried a
 class _Event(NamedTuple):
     """One piece of a fragment as HTMLParser reports it.
 
-    `kind`: "start"/"end" (an inline element's tags), "atom" (a void inline element, `<b/>`, a comment),
+    `kind`: "start"/"end" (an inline element's tags), "atom" (a void inline element, `<b/>`, a comment), "kept"
+    (an inline element marked not to be translated, whole, content included),
     "text" (`text` has the entities decoded), or "block" (anything that ends a sentence and passes through).
     """
 
@@ -82,7 +83,7 @@ class _Events(HTMLParser):
             return
         if tag not in VOID and notranslate_element(tag, attrs):  # the whole element is one event, as written
             self._kept = [tag]
-            self._add("atom" if tag in INLINE else "block", tag)
+            self._add("kept" if tag in INLINE else "block", tag)
             return
         self._add(("atom" if tag in VOID else "start") if tag in INLINE else "block", tag)
         self._raw = tag if tag in RAW_TEXT else None
@@ -197,8 +198,11 @@ def _sentence(events: list[_Event], open_names: list[str]) -> tuple[_Sentence | 
         elif kind == "end" and len(stack) > 1 and stack[-1].name == name:
             node = stack.pop()
             node.end, node.stop, node.order = raw, len(text), (node.order[0], index)
-        else:  # a void element, a comment, an end tag that closes nothing open: a tag on its own
-            stack[-1].children.append(Element(start=raw, begin=len(text), stop=len(text), order=(index, index)))
+        else:  # a void element, a comment, a kept element, an end tag that closes nothing open: a tag on its own
+            kept = kind == "kept"
+            stack[-1].children.append(
+                Element(start=raw, begin=len(text), stop=len(text), order=(index, index), standalone=kept)
+            )
     for node in stack[1:]:
         node.stop, node.pin_end = len(text), True
     for node in stack[1:]:
@@ -240,6 +244,8 @@ def _locate(node: Element, starts: list[int], ends: list[int]) -> None:
         if child.inside is not None:
             child.last = word + 1 if b < e else word
         child.touches_previous = word > 0 and ends[word - 1] == b
+        touches_next = word < len(starts) and starts[word] == e
+        child.standalone = child.standalone and not (child.touches_previous or touches_next)
         _locate(child, starts, ends)
 
 

@@ -42,6 +42,7 @@ class Element:
     first: int = 0
     last: int = 0
     touches_previous: bool = False  # without source words: written right after a word, not before one
+    standalone: bool = False  # a kept element spaced off its neighbours in the source: written as a word of its own
     pin_start: bool = False
     pin_end: bool = False
     folded: str = ""
@@ -208,6 +209,8 @@ def tokens(node: Element, spans: dict[Element, Span], words: list[str]) -> list[
     lo, hi = spans[node]
     if node.folded and hi == lo + 1 and words[lo] == node.source_word:
         return [(node.folded, "word")]  # the word came back unchanged: its inner markup as given
+    if node.standalone and lo == hi:
+        return [(node.start, "word")]  # spaced as a word: "Ruf <span translate="no">Acme</span> heute an"
     out = [(node.start, "glued" if lo == hi and node.follows else "tag")] if node.start else []
     at = lo
     for kid in sorted(node.children, key=lambda k: (spans[k][0], spans[k][0] < spans[k][1])):  # stable: ties as given

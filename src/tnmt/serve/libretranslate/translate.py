@@ -145,6 +145,8 @@ async def _answers(
             confidence = min((r.evidence.confidence for r in sentences), default=1.0)
             warnings = [code for code in WARNINGS if any(code in r.evidence.warnings for r in sentences)]
             answer = {"translatedText": output, "confidence": confidence, "warnings": warnings}
+            if alternatives:  # none for a fragment, as LibreTranslate answers
+                answer["alternatives"] = []
             if steering is not None:  # the sentences' constraints (their `words` index each sentence's words)
                 answer["constraints"] = [asdict(c) for r in sentences for c in r.constraints]
             answered.append(answer)
