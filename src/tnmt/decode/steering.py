@@ -29,7 +29,7 @@ from tnmt.decode.bans import LONGEST_AVOIDED
 from tnmt.decode.constraints import Constraints
 from tnmt.decode.evidence import Evidence, _has_loop, piece_words
 from tnmt.decode.glossary import GlossaryEntry, match_glossary
-from tnmt.decode.verbatim import find_verbatim
+from tnmt.decode.verbatim import find_verbatim, merge_spans
 from tnmt.errors import UserError
 
 MAX_CONSTRAINTS = 32  # positive constraints per text: every step considers each one's next tokens
@@ -82,7 +82,7 @@ class Kept:
 @dataclass(frozen=True)
 class ConstraintReport:
     """How a translation met one positive constraint: its forms as the user gave them ("Hund | Hunde"), where it
-    came from ("glossary", "do_not_translate", "include"), and the target words that meet it (empty: not met)."""
+    came from ("glossary" or "include"), and the target words that meet it (empty: not met)."""
 
     target: str
     met: bool
@@ -128,7 +128,7 @@ def plan(
     steering = steering or Steering()
     auto = find_verbatim(text, (), readable=readable) if steering.keep_unreadable else []
     listed = find_verbatim(text, steering.do_not_translate) if steering.do_not_translate else []
-    read, kept, source_words_full = _take_out(text, _union(auto, listed))
+    read, kept, source_words_full = _take_out(text, merge_spans([*auto, *listed]))
     glossed = bool(steering.glossary) and bool(read)  # the source tokens of its terms: only a glossary needs them
     source_words = piece_words(tokenizer.encode_source_pieces(read)[1], read) if glossed else []
     include: list[tuple[tuple[int, ...], ...]] = []
@@ -154,7 +154,7 @@ def plan(
     prefix = tuple(tokenizer.encode_target(steering.prefix)) if steering.prefix.strip() else ()
     if len(prefix) > max_tokens:
         raise UserError(f"prefix: {len(prefix)} tokens, more than the {max_tokens} the output may have")
-    _check_conflicts(include, labels, prefix, avoid, steering.avoid, tokenizer)
+    _check_conflicts(include, labels, prefix, avoid, tokenizer)
     constraints = Constraints(
         tuple(include),
         avoid,
@@ -359,7 +359,13 @@ def _glued(ids: tuple[int, ...], tokenizer: SteeringTokenizer) -> tuple[int, ...
     return (bare, *ids[1:])
 
 
-def _check_conflicts(include, labels, prefix, avoid, avoid_text, tokenizer) -> None:
+def _check_conflicts(
+    include: Sequence[tuple[tuple[int, ...], ...]],
+    labels: Sequence[tuple[str, str]],
+    prefix: tuple[int, ...],
+    avoid: Sequence[tuple[int, ...]],
+    tokenizer: SteeringTokenizer,
+) -> None:
     """A required form or the prefix that contains an avoided phrase can never be written: name both."""
     for phrase in avoid:
         n = len(phrase)
@@ -368,17 +374,6 @@ def _check_conflicts(include, labels, prefix, avoid, avoid_text, tokenizer) -> N
                 raise UserError(f"{label!r} is required and avoided ({tokenizer.decode_target(phrase)!r})")
         if any(prefix[i : i + n] == phrase for i in range(len(prefix) - n + 1)):
             raise UserError(f"the prefix contains the avoided {tokenizer.decode_target(phrase)!r}")
-
-
-def _union(first: Sequence[tuple[int, int]], second: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Character spans of both lists, overlapping ones merged, sorted."""
-    merged: list[tuple[int, int]] = []
-    for start, end in sorted([*first, *second]):
-        if merged and start < merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
-        else:
-            merged.append((start, end))
-    return merged
 
 
 def _overlaps(span: tuple[int, int], spans: Sequence[tuple[int, int]]) -> bool:

@@ -33,6 +33,7 @@ from tnmt.errors import UserError
 from tnmt.model import AttentionMaps, EncodedSource, Transformer
 
 QUANTIZE = ("none", "int8")
+KNOWN_CHARS = 65536  # characters whose readability a translator remembers
 WORD_ENDS = frozenset(".,;:!?)]}\"'»«“”„…/")  # what may follow a met constraint without a space
 
 
@@ -271,6 +272,8 @@ class Translator:
         """Is `char` in the source vocabulary (encoded without an unknown piece)? Cached: a text asks per char."""
         known = self._known_chars.get(char)
         if known is None:
+            if len(self._known_chars) >= KNOWN_CHARS:  # a server fed every code point keeps a bounded cache
+                self._known_chars.clear()
             known = self._known_chars[char] = self.tokenizer.unk_id not in self.tokenizer.encode_source_pieces(char)[0]
         return known
 

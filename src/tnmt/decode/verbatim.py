@@ -78,7 +78,7 @@ def find_verbatim(
     spans += [m.span() for m in _MARKUP.finditer(text)]
     if readable is not None:
         spans += _unreadable(text, readable)
-    return _merge(spans)
+    return merge_spans(spans)
 
 
 def notranslate_element(tag_name: str, attrs: list[tuple[str, str | None]]) -> bool:
@@ -127,7 +127,7 @@ def _unreadable(text: str, readable: Callable[[str], bool]) -> list[tuple[int, i
     return spans if start is None else [*spans, (start, len(text))]
 
 
-def _merge(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+def merge_spans(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     """Sorted spans, those that overlap or touch merged."""
     merged: list[tuple[int, int]] = []
     for start, end in sorted(spans):
