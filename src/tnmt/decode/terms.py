@@ -51,6 +51,8 @@ def find_terms(text: str, terms: Sequence[str], *, casefold: bool) -> list[tuple
         are all there; of terms with the same `fold_term` form only the first is named; an empty term
         matches nothing.
     """
+    if not any(terms):  # no term: nothing to look for (every text is planned, most without terms)
+        return []
     root = _trie(tuple(terms), casefold)
     folded = [_fold(ch, casefold) for ch in text]
     word = [is_word_char(ch) for ch in text]
