@@ -105,9 +105,20 @@ def name(settings: DecodeConfig) -> str:
     return f"layer {settings.alignment_layer} from the top, {head}, {shift}"
 
 
+def one_way(rows: torch.Tensor, source_words: list[int], target_words: list[int], *, shift: bool) -> list:
+    """The read before issue 51, for comparison: each target subword linked to its strongest source subword
+    (none where that is EOS), words linked where any of their subwords are; one direction only."""
+    attention = rows[1 : 1 + len(target_words)] if shift else rows[: len(target_words)]
+    strongest = attention[:, : len(source_words) + 1].argmax(dim=1).tolist()
+    return sorted({(source_words[s], target_words[t]) for t, s in enumerate(strongest) if s != len(source_words)})
+
+
+READS = {"both ways, symmetrised (decode/evidence.py)": word_alignment, "one way, subword argmax (before)": one_way}
+
+
 @torch.inference_mode()
 def forced_alignments(
-    translator: Translator, sources: list[str], references: list[str], settings: list[DecodeConfig]
+    translator: Translator, sources: list[str], references: list[str], settings: list[DecodeConfig], read=word_alignment
 ) -> list[list[Links]]:
     """Per variant, the word links of each (source, reference) pair force-decoded through the model."""
     model, tokenizer = translator.model, translator.tokenizer
@@ -133,7 +144,7 @@ def forced_alignments(
             layer = maps.cross[alignment_layer_index(variant.alignment_layer, len(maps.cross))]  # (B, H, T, S)
             rows = alignment_rows(layer, variant.alignment_head).float()  # (B, T, S)
             for b, (source_words, target_words) in enumerate(words):
-                found[k].append(set(word_alignment(rows[b], source_words, target_words, shift=variant.alignment_shift)))
+                found[k].append(set(read(rows[b], source_words, target_words, shift=variant.alignment_shift)))
     return found
 
 
@@ -152,8 +163,11 @@ def measure_alignment(translator: Translator, splits: dict, silver: dict) -> dic
     chosen = {"best on validation": best, "the checkpoint's settings": stored}
     test = {}
     for label, variant in chosen.items():
-        [links] = forced_alignments(translator, *splits["test"], [variant])
-        test[label] = {"variant": name(variant), "test_aer": round(aer(links, silver["test"]), 4)}
+        test[label] = {"variant": name(variant)}
+        for read_name, read in READS.items():
+            for split in ("val", "test"):
+                [links] = forced_alignments(translator, *splits[split], [variant], read)
+                test[label][f"{split}_aer, {read_name}"] = round(aer(links, silver[split]), 4)
     return {"validation": table, "test": test, "best": best}
 
 
@@ -311,6 +325,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="rounds of the cost measurement (median)")
     parser.add_argument("--cost-sentences", type=int, default=300, help="test sentences the cost is measured on")
     parser.add_argument("--cost-only", action="store_true", help="measure only the cost (no alignment, no warnings)")
+    parser.add_argument("--alignment-only", action="store_true", help="measure only the alignment")
     parser.add_argument("--out", type=Path, default=RESULTS / "evidence.json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -342,6 +357,10 @@ def main() -> None:
         chosen = {name: getattr(best, name) for name in ("alignment_layer", "alignment_head", "alignment_shift")}
         translator = Translator(translator.model, translator.tokenizer, replace(translator.decode, **chosen))
         entry["decode"].update(chosen)
+        if args.alignment_only:
+            report["checkpoints"][str(checkpoint)] = entry
+            print(json.dumps(entry["alignment"]["test"], indent=1))
+            continue
         results = {split: translator.translations(src, evidence=True) for split, (src, _) in splits.items()}
         plot = RESULTS / f"confidence_chrf_{checkpoint.resolve().parent.parent.name}.png"
         entry["confidence_spearman"] = measure_confidence(results, splits, plot)

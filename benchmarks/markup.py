@@ -16,7 +16,16 @@ Reported for (b) and (c), tags stripped: sacreBLEU against the references (token
 default), and the difference from (a) (the target for (b): within 0.5); the share of outputs that a
 real HTML parser (html5lib, strict, when installed; else html.parser with a tag-balance check) reads
 without error with every element of the input exactly once under the same parent; the share of elements
-left without words; the seconds each took. Writes benchmarks/results/markup.json and a markdown table.
+left without words; the seconds each took.
+
+Then the dictionary test (`dictionary_test`): does a tag hold the word it wraps? The test captions with an
+English word of `DICTIONARY` (colours, animals, people, numbers, things: each with the German forms that
+translate it) whose translation the model's plain output holds exactly once (and no other dictionary word of
+the caption could have given) get that word wrapped, in one of
+`SHAPES` (one tag, two nested, the word inside a phrase tag over it and its neighbours, the word beside a second
+element), and go through (b). The tag holds the right word when its words in the output are exactly that
+German word (`held_share`; `contains_share`: it is among them); `emptied_share`: the tag came back without
+words although the word was translated. Writes benchmarks/results/markup.json and a markdown table.
 """
 
 import argparse
@@ -37,6 +46,28 @@ import sacrebleu
 from tnmt.serve.libretranslate.markup import VOID, parse
 
 TAGS = ["b", "i", "em", 'a href="#x"', 'span class="k"']  # what an element opens with; its id is added
+_ADJ = "(e|er|en|es|em)?"  # German adjective endings
+DICTIONARY = {  # English word -> the German words (a regular expression over the lowercased word) it becomes
+    "red": f"rot{_ADJ}", "blue": f"blau{_ADJ}", "green": f"grün{_ADJ}", "yellow": f"gelb{_ADJ}",
+    "black": f"schwarz{_ADJ}", "white": f"weiß{_ADJ}", "brown": f"braun{_ADJ}", "gray": f"grau{_ADJ}",
+    "grey": f"grau{_ADJ}", "pink": f"(rosa|pink{_ADJ})", "purple": f"(lila|violett{_ADJ})",
+    "orange": f"(orange{_ADJ}|orangefarben{_ADJ})", "old": f"alt{_ADJ}",
+    "small": f"klein{_ADJ}", "little": f"klein{_ADJ}", "large": f"groß{_ADJ}", "big": f"groß{_ADJ}",
+    "dog": "(hund|hunde|hundes|hunden)", "dogs": "(hunde|hunden)", "cat": "(katze|katzen)",
+    "horse": "(pferd|pferde|pferdes|pferden)", "bird": "(vogel|vögel|vogels)", "cow": "(kuh|kühe)",
+    "man": "(mann|mannes|manne)", "men": "(männer|männern)", "woman": "frau", "women": "frauen",
+    "boy": "(junge|jungen)", "boys": "(jungen)", "girl": "(mädchen)", "girls": "(mädchen)",
+    "child": "(kind|kindes)", "children": "(kinder|kindern)", "baby": "(baby|babys)",
+    "people": "(menschen|leute|personen)",
+    "two": "zwei", "three": "drei", "four": "vier", "five": "fünf",
+    "car": "(auto|autos|wagen)", "water": "wasser", "street": "(straße|straßen)", "snow": "schnee",
+    "beach": "(strand|strandes)", "ball": "(ball|balls|bälle)", "building": "(gebäude|gebäudes)",
+    "grass": "(gras|rasen)", "hat": "(hut|hutes|mütze)", "shirt": "(hemd|t-shirt|shirt|oberteil)",
+    "bike": "(fahrrad|rad)", "bicycle": "fahrrad", "guitar": "gitarre", "table": "tisch",
+    "city": "(stadt)", "field": "(feld|wiese)", "wall": "(wand|mauer)", "crowd": "(menge|menschenmenge)",
+}  # fmt: skip
+SHAPES = ("one", "nested", "phrase", "beside")
+README_EXAMPLE = "<p>The <b>red</b> car is parked in front of an <i>old</i> house.</p>"  # tests/test_readme.py
 
 
 def data_dir() -> Path:
@@ -202,6 +233,7 @@ def run(translator, sources: list[str], references: list[str], *, seed: int) -> 
         sum(doc.texts == [" ".join(s.split())] for doc, s in zip(docs, sources, strict=True)) / len(sources), 4
     )
     report["node_by_node"]["segments_translated"] = len(nodes)
+    report["dictionary"] = dictionary_test(translator, sources, plain, seed=seed)
     report["well_formed_parser"] = "html5lib (strict)" if parser is not None else "html.parser + tag balance"
     report["elements"] = sum(len(Elements(fragment).parents) for fragment in fragments)
     report["examples"] = [
@@ -211,6 +243,101 @@ def run(translator, sources: list[str], references: list[str], *, seed: int) -> 
     return report
 
 
+def _bare(word: str) -> str:
+    return word.strip(".,;:!?\"'()").lower()
+
+
+def dictionary_cases(sources: list[str], plain: list[str], rng: random.Random) -> list[dict]:
+    """The test captions with a dictionary word whose translation the plain output holds exactly once, that word
+    wrapped in one of `SHAPES` (seeded). Each case: the fragment, the id of the word's own element, and the
+    German word it must hold."""
+    cases = []
+    for k, (source, output) in enumerate(zip(sources, plain, strict=True)):
+        words = source.split()
+        found = [(i, DICTIONARY[_bare(w)]) for i, w in enumerate(words) if _bare(w) in DICTIONARY]
+        for i, pattern in rng.sample(found, len(found)):
+            hits = [w for w in output.split() if re.fullmatch(pattern, _bare(w))]
+            # one German word, which no other dictionary word of the source could have given ("dogs ... dog")
+            if len(hits) == 1 and not any(re.fullmatch(p, _bare(hits[0])) for j, p in found if j != i):
+                shape = rng.choice(SHAPES)
+                fragment = _wrap(words, i, shape, rng)
+                cases.append({"sentence": k, "shape": shape, "fragment": fragment, "expected": hits[0]})
+                break
+    return cases
+
+
+def _wrap(words: list[str], i: int, shape: str, rng: random.Random) -> str:
+    """The sentence as HTML with word i in an element of id "w" (its punctuation outside the tag), in `shape`;
+    the other element, if any, has id "o"."""
+    opens, closes = [""] * len(words), [""] * len(words)  # tags before / after each word's letters
+    core = words[i].rstrip(".,;:!?")
+    tails = [""] * len(words)
+    tails[i] = words[i][len(core) :]
+    texts = [*words[:i], core, *words[i + 1 :]]
+    opens[i], closes[i] = '<b id="w">', "</b>"
+    if shape == "nested":
+        opens[i], closes[i] = '<i id="o"><b id="w">', "</b></i>"
+    elif shape == "phrase":  # the word and up to two neighbours in a link
+        a, b = max(0, i - rng.randint(0, 2)), min(len(words), i + 1 + rng.randint(0, 1))
+        opens[a] = '<a href="#x" id="o">' + opens[a]
+        closes[b - 1] += "</a>"
+    elif shape == "beside" and len(words) > 2:
+        j = rng.choice([n for n in range(len(words)) if abs(n - i) > 1] or [n for n in range(len(words)) if n != i])
+        opens[j], closes[j] = '<em id="o">', "</em>"
+    return " ".join(
+        o + html.escape(t, quote=False) + c + html.escape(tail, quote=False)
+        for o, t, c, tail in zip(opens, texts, closes, tails, strict=True)
+    )
+
+
+def dictionary_test(translator, sources: list[str], plain: list[str], *, seed: int) -> dict:
+    """`dictionary_cases` through (b): how often the word's tag holds its German word (see the module docstring)."""
+    cases = dictionary_cases(sources, plain, random.Random(seed))
+    parser = strict_parser()
+    docs = [parse(case["fragment"]) for case in cases]
+    found = iter(translator.translations([text for doc in docs for text in doc.texts], evidence=True))
+    outputs = [doc.render([(t.text, t.evidence.alignment) for t in (next(found) for _ in doc.texts)]) for doc in docs]
+    held = contains = emptied = well_formed = 0
+    by_shape: dict[str, list[int]] = {shape: [0, 0] for shape in SHAPES}
+    misses, emptied_cases = [], []
+    for case, output in zip(cases, outputs, strict=True):
+        inside = [_bare(w) for w in Elements(output).words.get("w", "").split()]
+        expected = _bare(case["expected"])
+        ok = inside == [expected]
+        held += ok
+        contains += expected in inside
+        emptied += not inside
+        if not inside:
+            emptied_cases.append({"fragment": case["fragment"], "output": output, "expected": case["expected"]})
+        checked = judge(case["fragment"], output, parser)
+        well_formed += checked["well_formed"] and checked["kept"]
+        by_shape[case["shape"]][0] += ok
+        by_shape[case["shape"]][1] += 1
+        if not ok and len(misses) < 12:
+            misses.append({"fragment": case["fragment"], "output": output, "expected": case["expected"]})
+    n = max(1, len(cases))
+    return {
+        "cases": len(cases),
+        "held_share": round(held / n, 4),
+        "contains_share": round(contains / n, 4),
+        "emptied_share": round(emptied / n, 4),
+        "well_formed_every_element_once_share": round(well_formed / n, 4),
+        "held_share_by_shape": {s: round(h / max(1, c), 4) for s, (h, c) in by_shape.items()},
+        "cases_by_shape": {s: c for s, (_, c) in by_shape.items()},
+        "misses": misses,
+        "emptied": emptied_cases,
+    }
+
+
+def readme_example(translator) -> dict:
+    """README's html example as this checkpoint answers it, with the translation and alignment the tags followed
+    (tests/test_readme.py renders them again and finds the README's answer)."""
+    doc = parse(README_EXAMPLE)
+    found = translator.translations(doc.texts, evidence=True)
+    outputs = [(t.text, [list(pair) for pair in t.evidence.alignment]) for t in found]
+    return {"fragment": README_EXAMPLE, "sentences": outputs, "output": doc.render(outputs)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--checkpoint", required=True)
@@ -218,6 +345,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--beam-size", type=int, default=0, help="0: the checkpoint's")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--alignment-head", type=int, default=None, help="read this head (-1: the mean)")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "markup.json"))
     args = parser.parse_args()
 
@@ -234,15 +362,19 @@ def main() -> None:
     translator = Translator.from_checkpoint(args.checkpoint)
     if args.beam_size:
         translator.decode = replace(translator.decode, beam_size=args.beam_size)  # every call's default
+    if args.alignment_head is not None:
+        translator.decode = replace(translator.decode, alignment_head=args.alignment_head)
     report = {
         "command": " ".join(["benchmarks/markup.py", *sys.argv[1:]]),
         "machine": describe(),
         "checkpoint": str(Path(args.checkpoint).resolve()),
         "beam_size": translator.decode.beam_size,
+        "alignment": {k: getattr(translator.decode, f"alignment_{k}") for k in ("layer", "head", "shift")},
         "threads": args.threads,
         "sentences": len(sources),
         "seed": args.seed,
         **run(translator, sources, references, seed=args.seed),
+        "readme_example": readme_example(translator),
     }
     Path(args.out).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     print("| way | BLEU 13a | BLEU default | - plain | well-formed | elements kept | without words | s |")
@@ -256,6 +388,13 @@ def main() -> None:
             f" {r['bleu_13a_minus_plain']} | {r['well_formed_share']} | {r['every_element_once_nested_as_given_share']}"
             f" | {r['elements_without_words_share']} | {r['seconds']} |"
         )
+    d = report["dictionary"]
+    print(
+        f"dictionary test: {d['cases']} tags, the word held {d['held_share']:.1%} (among the tag's words"
+        f" {d['contains_share']:.1%}), emptied {d['emptied_share']:.1%}, well-formed"
+        f" {d['well_formed_every_element_once_share']:.1%}; by shape {d['held_share_by_shape']}"
+    )
+    print("README example:", report["readme_example"]["output"])
 
 
 if __name__ == "__main__":

@@ -163,7 +163,7 @@ def test_collate_builds_no_alignment_without_links() -> None:
     assert collate([([5, 6], [8])], pad_id=0, bos_id=1, eos_id=2).alignment is None
 
 
-def test_the_alignment_spreads_each_target_rows_links_evenly_and_leaves_the_rest_zero() -> None:
+def test_the_alignment_spreads_each_target_rows_links_evenly_and_sends_unlinked_tokens_to_the_source_eos() -> None:
     pairs = [([5, 6, 7], [8, 9]), ([10], [11, 12, 13])]
     links = [
         np.array([[0, 0], [2, 0], [1, 1]]),  # target 0 <- sources 0 and 2; target 1 <- source 1
@@ -175,10 +175,11 @@ def test_the_alignment_spreads_each_target_rows_links_evenly_and_leaves_the_rest
     assert batch.alignment[0].tolist() == [
         [half, 0, half, 0],  # row t = tgt_out position t: the step that predicts target token t
         [0, 1, 0, 0],
-        [0, 0, 0, 0],  # EOS: no link
+        [0, 0, 0, 1],  # EOS: toward the source's EOS (position 3)
         [0, 0, 0, 0],  # padding
     ]
-    assert batch.alignment[1].tolist() == [[0] * 4, [0] * 4, [1, 0, 0, 0], [0] * 4]
+    # pair 1: its source EOS is position 1 (the rest of S is padding); targets 0, 1 and EOS have no link
+    assert batch.alignment[1].tolist() == [[0, 1, 0, 0], [0, 1, 0, 0], [1, 0, 0, 0], [0, 1, 0, 0]]
     assert batch.alignment.dtype == torch.float32
 
 

@@ -1,5 +1,6 @@
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tnmt.config import DataConfig
@@ -135,6 +136,16 @@ def test_concatenated_pairs_index_the_first_then_the_second():
     assert both.pairs([2, 0, 1]) == [([5, 5, 5], [6]), ([1], [3]), ([2, 2], [4])]
     later = both.for_epoch(7)
     assert later.pairs([0, 2]) == [([1], [3]), ([7], [7, 7])]
+
+
+def test_concatenated_pairs_give_the_first_parts_links_and_none_for_the_seconds():
+    class Aligned(EncodedPairs):
+        def links(self, indices):
+            return [np.array([[i, i]]) for i in indices]
+
+    both = ConcatPairs(Aligned(src=[[1], [2]], tgt=[[3], [4]]), EncodedPairs(src=[[5]], tgt=[[6]]))
+    assert [links.tolist() for links in both.links([2, 1, 0])] == [[], [[1, 1]], [[0, 0]]]
+    assert both.links([2])[0].shape == (0, 2)
 
 
 def test_side_lengths_count_each_sides_tokens():

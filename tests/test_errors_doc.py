@@ -172,7 +172,6 @@ INPUTS: dict[str, Callable[[Path, Path], None]] = {
             "recipe-subword-nbest-huge",
             "recipe-subword-samples-huge",
             "recipe-guided-alignment-negative",
-            "recipe-guided-alignment-distill",
             "recipe-guided-alignment-no-decoder",
         ],
         lambda d, _: write(d, "r.toml", ""),

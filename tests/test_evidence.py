@@ -41,12 +41,23 @@ def test_piece_words_maps_pieces_onto_whitespace_words(pieces, text, words):
     assert piece_words(pieces, text) == words
 
 
-def test_alignment_links_words_through_their_strongest_subwords():
-    # target subwords 0,1 form word 0, subword 2 is word 1; source subwords 0,1 are word 0, 2 is word 1
+def test_alignment_reads_words_both_ways_and_joins_them():
+    # target subwords 0,1 form word 0, subword 2 is word 1; source subwords 0,1 are word 0, 2 is word 1:
+    # target word 0 reads source word 0 most (0.55), target word 1 too (0.6); source word 1 is read most by
+    # target word 0 (0.35): grow-diag-final-and keeps the agreement (0, 1) and grows to both neighbours
     attention = torch.tensor([[0.1, 0.2, 0.6, 0.1], [0.5, 0.3, 0.1, 0.1], [0.2, 0.4, 0.3, 0.1]])  # (3, 3 + EOS)
     assert _alignment(attention, [0, 0, 1], [0, 0, 1]) == [(0, 0), (0, 1), (1, 0)]
     attention[2] = torch.tensor([0.1, 0.2, 0.3, 0.4])  # the last target word's subword rests on EOS
-    assert _alignment(attention, [0, 0, 1], [0, 0, 1]) == [(0, 0), (1, 0)]
+    assert _alignment(attention, [0, 0, 1], [0, 0, 1]) == [(0, 0), (1, 0)]  # (1, 0): source to target only
+
+
+def test_a_compound_keeps_both_source_words_and_a_barely_read_word_stays_unaligned():
+    # "the fire fighter" -> "Der Feuerwehrmann": the compound's row reads "fire" most, "fighter" second
+    attention = torch.tensor([[0.9, 0.02, 0.03, 0.05], [0.04, 0.5, 0.4, 0.06]])  # (2 target, 3 source + EOS)
+    assert _alignment(attention, [0, 1, 2], [0, 1]) == [(0, 0), (1, 1), (2, 1)]
+    attention[:, 0] = torch.tensor([0.05, 0.04])  # "the" is read by no row as much as REVERSE_MIN: no link
+    attention[0, 3] = 0.9  # and "Der" rests on EOS
+    assert _alignment(attention, [0, 1, 2], [0, 1]) == [(1, 1), (2, 1)]
 
 
 def test_the_aligning_layer_counts_from_the_top_and_the_head_or_the_mean_is_read():

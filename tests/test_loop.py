@@ -15,7 +15,7 @@ from tnmt.data.prepared import PreparedPairs
 from tnmt.decode.translator import Translation, Translator
 from tnmt.errors import UserError
 from tnmt.model import Transformer
-from tnmt.train import loop
+from tnmt.train import loop, start
 from tnmt.train.loop import train
 from tnmt.train.loss import GUIDED_HEAD, alignment_loss
 
@@ -24,16 +24,21 @@ def weights(path):
     return load_file(path / "model.safetensors")
 
 
+DISTIL_EARLY = ["--train.distill_at_step=3", "--data.max_train_pairs=60"]  # short epochs: distils at update 3 or 4
+
+
 @pytest.mark.parametrize(
     "options",
     [
         [],
         *([f"--{option}"] for option in ("train.ema_decay=0.9", "train.weight_decay=0.1", "train.rdrop_alpha=5")),
         ["--data.subword_samples=3", "--data.max_train_pairs=60"],  # short epochs: a resume mid-way through the third
-        ["--train.distill_at_step=3", "--data.max_train_pairs=60"],  # distils before the stop at 8, resumes after it
+        DISTIL_EARLY,  # distils before the stop at 8, resumes after it
         ["--train.distill_at_step=9", "--data.max_train_pairs=60"],  # distils after the resume
         # eflomal samples from a seed of its own: both runs read one prepared corpus, so the same alignments
         ["--train.guided_alignment=0.5", "--data.prepared_dir={tmp}/prepared"],
+        # distilled translations have no links: guided alignment skips them
+        ["--train.guided_alignment=0.5", "--data.prepared_dir={tmp}/prepared", *DISTIL_EARLY],
     ],
     ids=[
         "weights",
@@ -44,6 +49,7 @@ def weights(path):
         "distilled_before_stop",
         "distilled_after",
         "guided_alignment",
+        "guided_alignment_distilled",
     ],
 )
 def test_a_resumed_run_ends_with_the_same_weights(tiny_recipe, tmp_path, options):
@@ -258,13 +264,14 @@ def test_guided_alignment_trains_head_0_toward_the_links_and_checkpoints_name_it
     assert load_checkpoint(plain / "last").decode.alignment_head == -1  # untouched without guided alignment
     records = [json.loads(line) for line in (guided / "metrics.jsonl").read_text().splitlines()]
     align = [r["train_align_loss"] for r in records if "train_loss" in r]
-    assert len(align) == 12 and align[-1] < 0.8 * align[0]
+    # logged at every window; whether it falls within 24 updates of the tiny corpus depends on the links eflomal
+    # draws (its own seed): the decisive check is the trained head against the same head of a run without it
+    assert len(align) == 12 and all(math.isfinite(value) for value in align)
     assert not any("train_align_loss" in line for line in (plain / "metrics.jsonl").read_text().splitlines())
     prepared = PreparedPairs(guided / "prepared")
     first_layer = 0
-    assert head_alignment_loss(guided / "last", prepared, first_layer) < head_alignment_loss(
-        plain / "last", prepared, first_layer
-    )
+    trained, untrained = (head_alignment_loss(run / "last", prepared, first_layer) for run in (guided, plain))
+    assert trained < 0.9 * untrained
 
 
 def test_without_guided_alignment_no_batch_carries_an_alignment_and_no_attention_is_returned(
@@ -286,3 +293,18 @@ def test_without_guided_alignment_no_batch_carries_an_alignment_and_no_attention
     assert len(batches) > 2 and all(batch.alignment is None for batch in batches)  # training and validation
     assert calls and all(k.get("cross_attention_of") is None for k in calls)
     assert "alignments" not in PreparedPairs(out / "prepared").manifest
+
+
+def test_without_eflomal_a_guided_recipe_says_so_in_one_line_and_trains_without_the_alignment_head(
+    tiny_recipe, tmp_path, monkeypatch, caplog
+):
+    monkeypatch.setattr(start, "eflomal_installed", lambda: False)
+    out = train(tiny_recipe(tmp_path / "run", "--train.max_steps=2", "--train.guided_alignment=0.5"), progress=False)
+    [said] = [r.getMessage() for r in caplog.records if "eflomal" in r.getMessage()]
+    assert said == (
+        "train.guided_alignment: eflomal is not installed (pip install 'tnmt[align]'), so the words are not "
+        "aligned and the run trains without guided alignment"
+    )
+    assert "alignments" not in PreparedPairs(out / "prepared").manifest
+    assert json.loads((out / "recipe.json").read_text())["train"]["guided_alignment"] == 0.0
+    assert load_checkpoint(out / "last").decode.alignment_head == -1  # read from the heads' mean

@@ -33,6 +33,22 @@ def test_red_car_is_one_sentence_with_the_bold_on_the_aligned_word():
     assert doc.render(french) == "<p>La voiture <b>rouge</b> est rapide.</p>"
 
 
+@pytest.mark.parametrize(
+    ("fragment", "expected"),
+    [
+        ("<p>A <b>car</b>.</p>", "<p>Ein <b>Auto</b>.</p>"),  # the punctuation stays outside, as it was
+        ("<p>A <b>car.</b></p>", "<p>Ein <b>Auto.</b></p>"),  # and inside where it was inside
+        ("<p>A <i><b>car</b></i>.</p>", "<p>Ein <i><b>Auto</b></i>.</p>"),
+        ("<p>A <i><b>car</b>.</i></p>", "<p>Ein <i><b>Auto</b>.</i></p>"),
+        ('<p><a href="#">A car</a>!</p>', '<p><a href="#">Ein Auto</a>!</p>'),
+    ],
+)
+def test_an_element_that_ends_before_its_words_punctuation_ends_before_the_translations(fragment, expected):
+    doc = parse(fragment)
+    punctuation = doc.texts[0][-1]
+    assert doc.render([(f"Ein Auto{punctuation}", identity(2))]) == expected
+
+
 def test_nested_elements_stay_nested_when_the_words_reorder():
     doc = parse('<p>He <b>saw the <i class="c">red</i> car</b> today.</p>')
     assert doc.texts == ["He saw the red car today."]

@@ -77,3 +77,40 @@ def test_run_scores_the_carried_markup_as_the_plain_translation():
     assert report["markup"]["texts_as_plain_share"] == 1.0
     assert report["node_by_node"]["bleu_13a"] < 100.0  # reversed piece by piece, not as a sentence
     assert report["node_by_node"]["segments_translated"] > len(sources)
+
+
+class WordByWordTranslator:
+    """Translates word by word with a few dictionary words (the others kept), aligned one to one, or with every
+    link `shift` words to the right (an alignment that is one word off)."""
+
+    WORDS = {"red": "rote", "dog": "Hund", "two": "zwei", "dogs": "Hunde", "man": "Mann"}
+
+    def __init__(self, shift: int = 0) -> None:
+        self.shift = shift
+
+    def translations(self, texts, evidence=False):
+        results = []
+        for text in texts:
+            words = [self.WORDS.get(w.lower(), w) for w in text.split()]
+            alignment = [(i, min(i + self.shift, len(words) - 1)) for i in range(len(words))]
+            results.append(_Translation(" ".join(words), _Evidence(alignment) if evidence else None))
+        return results
+
+
+def test_the_dictionary_test_finds_whether_each_tag_holds_its_word():
+    sources = ["a red car drives fast.", "two dogs play on the grass", "a man and a dog", "nothing here"] * 6
+    for shift in (0, 1):
+        translator = WordByWordTranslator(shift)
+        plain = [t.text for t in translator.translations(sources)]
+        report = bench.dictionary_test(translator, sources, plain, seed=3)
+        assert report["cases"] == 18  # the sentences with a dictionary word translated once
+        assert sum(report["cases_by_shape"].values()) == 18 and len(report["cases_by_shape"]) == len(bench.SHAPES)
+        assert report["well_formed_every_element_once_share"] == 1.0
+        # one word off: only a word at the sentence's end (its link clamped onto itself) is still held
+        assert report["held_share"] == 1.0 if shift == 0 else report["held_share"] < 0.5
+    assert report["misses"][0]["output"] != report["misses"][0]["fragment"]
+
+
+def test_wrap_keeps_the_words_punctuation_outside_the_tag():
+    fragment = bench._wrap(["a", "red", "car."], 2, "nested", random.Random(0))
+    assert fragment == 'a red <i id="o"><b id="w">car</b></i>.'

@@ -9,6 +9,7 @@ the reason and the test that covers them instead.
 """
 
 import gzip
+import json
 import os
 import re
 import shlex
@@ -23,7 +24,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
 SETUP_COMMANDS = ("make demo", "make test")  # run by CI itself, not here
 
 # README path (relative to where its commands run) -> the stand-in in `tiny_files`, copied there before each command.
@@ -133,6 +135,18 @@ def environment(cwd: Path) -> dict[str, str]:
     """The test's environment for a command run in `cwd`: same code (PYTHONPATH=src made absolute), no cache."""
     python_path = os.pathsep.join(os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
     return {**os.environ, "PYTHONPATH": python_path, "OMP_NUM_THREADS": "1", "TNMT_CACHE_DIR": str(cwd / ".cache")}
+
+
+def test_the_html_example_is_the_models_own_answer():
+    """README's html example is what benchmarks/markup.py recorded the shipped en->de recipe's model answering,
+    and today's tag transfer still turns that translation and alignment into it."""
+    from tnmt.serve.libretranslate.markup import parse
+
+    example = json.loads((ROOT / "benchmarks" / "results" / "markup.json").read_text())["readme_example"]
+    readme = README.read_text(encoding="utf-8")
+    assert f"`{example['fragment']}`" in readme and f"`{example['output']}`" in readme
+    sentences = [(text, [tuple(pair) for pair in alignment]) for text, alignment in example["sentences"]]
+    assert parse(example["fragment"]).render(sentences) == example["output"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)

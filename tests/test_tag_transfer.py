@@ -98,3 +98,11 @@ def test_transfer_keeps_an_element_whose_words_vanished():
 def test_transfer_rejects_alignment_outside_the_sentence():
     with pytest.raises(ValueError, match="outside 4 source x 2 target words"):
         transfer(_tree(), "Das Auto", [(0, 2)])
+
+
+def test_an_element_keeps_a_word_its_own_word_is_aligned_to_however_many_others_are():
+    # "The <b>red</b> car" -> "Das rote Auto" with "rote" aligned to "red" and also to "The" and "car" (an
+    # adjective's writing step already looks at its noun): the bold holds "rote", it is not emptied
+    tree = Element(first=0, last=3, children=[Element(start="<b>", end="</b>", first=1, last=2)])
+    alignment = [(0, 0), (0, 1), (1, 1), (2, 1), (2, 2)]
+    assert transfer(tree, "Das rote Auto", alignment) == "Das <b>rote</b> Auto"

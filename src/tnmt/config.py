@@ -229,9 +229,6 @@ class TrainConfig:
         _check(self, "label_smoothing", 0.0 <= self.label_smoothing < 1.0, "in [0, 1)")
         _check(self, "rdrop_alpha", self.rdrop_alpha >= 0, ">= 0")
         _check(self, "guided_alignment", self.guided_alignment >= 0, ">= 0")
-        if self.guided_alignment:
-            no_links = "0 with guided_alignment (translations have no word alignments)"
-            _check(self, "distill_at_step", not self.distill_at_step, no_links)
         _check(self, "lr_factor", self.lr_factor > 0, "positive")
         _check(self, "clip_norm", self.clip_norm >= 0, ">= 0")
         _check(self, "weight_decay", self.weight_decay >= 0, ">= 0")

@@ -41,6 +41,15 @@ Links = set[tuple[int, int]]  # (source word, target word), 0-based
 log = logging.getLogger("tnmt")
 
 
+def eflomal_installed() -> bool:
+    """Whether eflomal can be imported."""
+    try:
+        require_eflomal()
+    except UserError:
+        return False
+    return True
+
+
 def require_eflomal() -> ModuleType:
     """The eflomal package, or a one-line error naming the extra that installs it.
 

@@ -125,18 +125,27 @@ def collate(
     src = _pad([s + [eos_id] for s, _ in pairs], pad_id, pad_multiple)  # (B, S)
     tgt_in = _pad([[bos_id] + t for _, t in pairs], pad_id, pad_multiple)  # (B, T)
     tgt_out = _pad([t + [eos_id] for _, t in pairs], pad_id, pad_multiple)  # (B, T)
-    alignment = None if links is None else alignment_matrix(links, tgt_len=tgt_out.size(1), src_len=src.size(1))
+    alignment = None
+    if links is not None:
+        lengths = [(len(s), len(t)) for s, t in pairs]
+        alignment = alignment_matrix(links, lengths, tgt_len=tgt_out.size(1), src_len=src.size(1))
     n_tgt_tokens = int((tgt_out != pad_id).sum())
     return Batch(src=src, tgt_in=tgt_in, tgt_out=tgt_out, n_tgt_tokens=n_tgt_tokens, alignment=alignment)
 
 
-def alignment_matrix(links: Sequence[np.ndarray], *, tgt_len: int, src_len: int) -> Tensor:
+def alignment_matrix(
+    links: Sequence[np.ndarray], lengths: Sequence[tuple[int, int]], *, tgt_len: int, src_len: int
+) -> Tensor:
     """(B, T, S): row t of pair b spreads 1 evenly over the source positions target token t is linked to.
 
     `links[b]` (L, 2) holds pair b's (source position, target position) links, positions of its ids without
-    BOS/EOS (`PreparedPairs.links`). Row t belongs to the position that *predicts* target token t (tgt_out's),
-    so the attention trained is the one that writes the word, not the one that reads it. A row without a link
-    (an unaligned word, EOS, padding) stays zero: the loss ignores it.
+    BOS/EOS (`PreparedPairs.links`); `lengths[b]` its (source, target) lengths without EOS. Row t belongs to
+    the position that *predicts* target token t (tgt_out's), so the attention trained is the one that writes
+    the word, not the one that reads it. A target token the aligner left unaligned (a function word with no
+    counterpart, and EOS) is trained toward the source's EOS: attention rests there when it has nowhere better
+    to go, and the alignment read from the head (decode/evidence.py) leaves a token pointing at EOS unaligned,
+    so the head learns to say "no link" instead of guessing a neighbour. A pair without any link (a subword
+    sample whose words differ from the aligned ones) and padding stay zero: the loss ignores them.
     """
     # numpy, not torch: these small ops cost microseconds, where torch's thread pool took milliseconds on a busy host
     matrix = np.zeros((len(links), tgt_len, src_len), dtype=np.float32)  # (B, T, S)
@@ -144,6 +153,10 @@ def alignment_matrix(links: Sequence[np.ndarray], *, tgt_len: int, src_len: int)
     if len(rows):
         src, tgt = np.concatenate(links).T
         matrix[rows, tgt, src] = 1.0
+    for b, ((src_length, tgt_length), pair) in enumerate(zip(lengths, links, strict=True)):
+        if len(pair):
+            unlinked = ~matrix[b, : tgt_length + 1].any(axis=1)  # (tgt_length + 1,): the tokens and EOS
+            matrix[b, : tgt_length + 1][unlinked, src_length] = 1.0
     matrix /= np.maximum(matrix.sum(axis=2, keepdims=True), 1.0)
     return torch.from_numpy(matrix)
 

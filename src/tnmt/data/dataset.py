@@ -75,6 +75,13 @@ class ConcatPairs:
         tail = iter(self.second.pairs([i - n for i in indices if i >= n]))
         return [next(head) if i < n else next(tail) for i in indices]
 
+    def links(self, indices: Iterable[int]) -> list[np.ndarray]:
+        """The first part's word alignments (`PreparedPairs.links`); none for the second's pairs, the model's own
+        translations, which nothing aligned: guided alignment's loss skips them (`alignment_matrix`)."""
+        n, indices = len(self.first), list(indices)
+        head = iter(self.first.links([i for i in indices if i < n]))
+        return [next(head) if i < n else np.zeros((0, 2), dtype=np.int64) for i in indices]
+
     def for_epoch(self, epoch: int) -> "ConcatPairs":
         return ConcatPairs(self.first.for_epoch(epoch), self.second.for_epoch(epoch))
 

@@ -46,6 +46,11 @@ class PreparedPairs:
         if alignments := self.manifest.get("alignments"):
             self._links = SentenceFile(self.directory / file_stem(LINKS, segmentation), np.dtype(alignments["dtype"]))
 
+    @property
+    def aligned(self) -> bool:
+        """Whether the pairs' word alignments were prepared (`links`)."""
+        return self._links is not None
+
     def for_epoch(self, epoch: int) -> "PreparedPairs":
         """The pairs epoch `epoch` trains on: the best segmentation, or with N subword samples the
         (epoch mod N)-th sample: a pure function of the epoch, so a resumed run reads what it would have."""

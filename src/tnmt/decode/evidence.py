@@ -4,20 +4,20 @@ was, and what looks wrong.
 Everything here is read off the search and one teacher-forced pass over its outputs, batched like the search:
 the search gives every output token's probability (the model's own, from the full softmax, as it chose the
 token), and the pass, on the search's own encoded sources and only through the aligning layer, that layer's
-cross-attention. Nothing is trained for it, except where a recipe trained one head toward
-statistical alignments (guided alignment, Garg et al. 2019); the `DecodeConfig` names the layer and head
-to read.
+cross-attention. Only the alignment is trained for: the Multi30k recipes teach one head eflomal's word
+alignments (guided alignment, Garg et al. 2019), and the `DecodeConfig` names the layer and head to read.
 
 Words are the whitespace-separated tokens of the text as sent and as returned (what a client can index
 without knowing the tokenizer); subword pieces are mapped onto them by their characters (`piece_words`).
 
-- Alignment: each target subword is linked to the source subword its attention row weighs most, and
-  words are linked when any of their subwords are. A subword whose strongest row entry is the source's
-  EOS, where attention rests when it has nowhere better to go, is left unaligned. The row of a target
-  token is the step that writes it; `alignment_shift` takes the step that reads it as the decoder's
-  input instead (Chen et al. 2020), which their models favoured. On the Multi30k model the step that
-  writes aligns far better (AER 0.41 against 0.91 on test: that step already looks at what comes next),
-  and the mean of the penultimate layer's heads best of all layers and heads (benchmarks/evidence.py).
+- Alignment: the aligning attention, summed per source word and averaged per target word, read both ways
+  and symmetrised (`_alignment`); a target word whose strongest entry is the source's EOS, where attention
+  rests when it has nowhere better to go, has no link of its own. The row of a target token is the step that
+  writes it; `alignment_shift` takes the step that reads it as the decoder's input instead (Chen et al.
+  2020). A model trained with guided alignment is read from its trained head (test AER 0.146 against
+  eflomal on the shipped recipe's model, 0.177 read one way); one trained without it from the mean of the
+  penultimate layer's heads, its best layer on validation (benchmarks/evidence.py, BENCHMARKS "Alignment
+  that carries markup").
 - Confidence: a word's probability is the product of its subwords' (the probability the model gave to
   writing that word there); the sentence's is the geometric mean of its tokens' probabilities, EOS
   included, so a long sentence is not less sure for being long.
@@ -36,6 +36,7 @@ import torch
 from torch import Tensor
 
 from tnmt.config import DecodeConfig
+from tnmt.data.alignment import grow_diag_final_and
 from tnmt.errors import UserError
 from tnmt.model import EncodedSource, Transformer
 
@@ -51,6 +52,7 @@ LOOP_MAX_N = 4
 COPY_SHARE = 0.75  # this share of the output's words found verbatim in the source (and at least COPY_MIN_WORDS)
 COPY_MIN_WORDS = 3
 LENGTH_RATIO_QUANTILES = (0.001, 0.999)  # of the training pairs: outside them, a translation is flagged
+REVERSE_MIN = 0.1  # a source word's strongest target word counts when it takes this share of that word's row
 COVERAGE_MIN = 0.05  # attention a source word with letters must receive, summed over the output's tokens
 _LETTER = re.compile(r"[^\W\d_]")
 
@@ -208,11 +210,29 @@ def _output_rows(rows: Tensor, n_out: int, n_src: int, *, shift: bool) -> Tensor
 
 
 def _alignment(attention: Tensor, source_words: list[int], target_words: list[int]) -> list[tuple[int, int]]:
-    """Word links from subword attention (n_out, n_src + 1, the source EOS last): each target subword's
-    strongest source subword, none where that is EOS."""
-    strongest = attention.argmax(dim=1).tolist()  # (n_out,)
-    eos = attention.size(1) - 1
-    return sorted({(source_words[s], target_words[t]) for t, s in enumerate(strongest) if s != eos})
+    """Word links from subword attention (n_out, n_src + 1, the source EOS last), read both ways and symmetrised.
+
+    The attention is summed over each source word's subwords and averaged over each target word's, giving
+    one row per target word over the source words and EOS. Target to source: each row's strongest source word,
+    none where that is EOS. Source to target: each source word's strongest row, where it holds at least
+    `REVERSE_MIN` of that row. grow-diag-final-and joins the two (as it joins eflomal's two directions,
+    data/alignment.py): their agreement, grown by neighbouring links of either. One direction alone links
+    every word of a row to one source word and each source word to one target word; the two reads keep a
+    compound's second source word and drop a row's guess that no source word confirms.
+    """
+    n_words = max(source_words) + 1
+    by_source = torch.zeros(attention.size(0), n_words + 1, dtype=attention.dtype)  # (n_out, words + EOS)
+    by_source.index_add_(1, torch.tensor([*source_words, n_words]), attention)
+    words = torch.zeros(max(target_words) + 1, n_words + 1, dtype=attention.dtype)  # (target words, words + EOS)
+    words.index_add_(0, torch.tensor(target_words), by_source)
+    words /= torch.bincount(torch.tensor(target_words), minlength=words.size(0)).clamp(min=1).unsqueeze(1)
+    strongest = words.argmax(dim=1).tolist()  # (target words,)
+    forward = {(i, j) for j, i in enumerate(strongest) if i != n_words}
+    best, rows = words[:, :n_words].max(dim=0)  # (words,): each source word's strongest row
+    reverse = {
+        (i, j) for i, (value, j) in enumerate(zip(best.tolist(), rows.tolist(), strict=True)) if value >= REVERSE_MIN
+    }
+    return sorted(grow_diag_final_and(forward, reverse))
 
 
 def _warnings(s: Sentence, attention: Tensor, source_words: list[int], settings: DecodeConfig) -> list[str]:

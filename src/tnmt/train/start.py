@@ -16,6 +16,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from tnmt.checkpoint import Checkpoint, load_checkpoint
 from tnmt.config import DROPOUT_RATES, Architecture, TrainConfig
+from tnmt.data.alignment import eflomal_installed
 from tnmt.data.corpus import ParallelCorpus
 from tnmt.data.dataset import ConcatPairs, EncodedPairs, TrainingPairs, encode, fit_pairs, read_split
 from tnmt.data.prepare import prepare
@@ -94,6 +95,8 @@ def start_run(
     valid_text = read_split(recipe.data, "val", limit=recipe.data.max_valid_pairs)
     state, checkpoint = _starting_point(recipe, resume=resume)
     train_data = _prepared(recipe, world, checkpoint)
+    if recipe.train.guided_alignment and not train_data.aligned:  # eflomal missing: `prepare_recipe` said so
+        recipe = replace(recipe, train=replace(recipe.train, guided_alignment=0.0))
     recipe = _with_length_ratio(recipe, train_data)
     if checkpoint is not None:
         model, recipe = _checkpoint_model(checkpoint, recipe, resume=resume)
@@ -277,6 +280,12 @@ def prepare_recipe(recipe: Recipe, *, tokenizer: Tokenizer | None, model_max_len
     their word alignments when the run trains with guided alignment."""
     directory = Path(recipe.data.prepared_dir or Path(recipe.train.out_dir) / "prepared")
     max_len, alignments = recipe.longest_side(model_max_len), recipe.train.guided_alignment > 0
+    if alignments and not eflomal_installed():  # the run trains on, without the alignment head (`start_run`)
+        log.warning(
+            "train.guided_alignment: eflomal is not installed (pip install 'tnmt[align]'), so the words are not "
+            "aligned and the run trains without guided alignment"
+        )
+        alignments = False
     return prepare(recipe.data, directory, max_len=max_len, tokenizer=tokenizer, alignments=alignments)
 
 

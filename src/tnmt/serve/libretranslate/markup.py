@@ -216,7 +216,7 @@ def _sentence(events: list[_Event], open_names: list[str]) -> tuple[_Sentence | 
     starts, ends = _word_bounds(text)
     words = [text[b:e] for b, e in zip(starts, ends, strict=True)]
     root.stop, root.last = len(text), len(words)
-    _locate(root, starts, ends)
+    _locate(root, text, starts, ends)
     _group_words(root, text, starts, ends)
     return _Sentence(words, root, text[: starts[0]], text[ends[-1] :]), remaining
 
@@ -232,8 +232,10 @@ def _word_bounds(text: str) -> tuple[list[int], list[int]]:
     return starts, ends
 
 
-def _locate(node: Element, starts: list[int], ends: list[int]) -> None:
-    """Give every element below `node` its source words: a tag boundary inside a word takes the whole word."""
+def _locate(node: Element, text: str, starts: list[int], ends: list[int]) -> None:
+    """Give every element below `node` its source words: a tag boundary inside a word takes the whole word,
+    except that an element ending before the punctuation that ends its last word ("car</b>.") says so, to end
+    before the translation's punctuation too."""
     for child in node.children:
         b, e = child.begin, child.stop
         word = bisect_right(ends, b)  # the word holding `begin`, or the next one
@@ -246,7 +248,9 @@ def _locate(node: Element, starts: list[int], ends: list[int]) -> None:
         child.touches_previous = word > 0 and ends[word - 1] == b
         touches_next = word < len(starts) and starts[word] == e
         child.standalone = child.standalone and not (child.touches_previous or touches_next)
-        _locate(child, starts, ends)
+        tail = text[e : ends[child.last - 1]] if child.last > child.first and child.end else ""
+        child.bare_end = bool(tail) and not any(ch.isalnum() for ch in tail)
+        _locate(child, text, starts, ends)
 
 
 def _group_words(node: Element, text: str, starts: list[int], ends: list[int]) -> None:

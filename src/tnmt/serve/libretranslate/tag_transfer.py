@@ -9,6 +9,9 @@ per-word stack of open tags, spans are placed top-down, so nesting holds by cons
   (`segment`: the covering span of its aligned words, clipped to the parent, with the words claimed by
   two siblings given to the one aligned to them and unaligned words at the edges left out). Siblings
   take the order of their words in the translation.
+- An element whose words are aligned to target words wins at least one of them, though words outside it be
+  aligned there too (`_labels`): it is left empty only when its words are aligned to no target word, or
+  only to words a sibling won.
 - An element without target words (none aligned, or all taken by siblings) stays, empty, right after the
   target of the nearest aligned source word before it (a void element or comment: beside the word it
   touched, else before the next word); pro rata when nothing near it is aligned (`anchor`).
@@ -21,6 +24,7 @@ import html
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+_PUNCTUATION = ".,;:!?…\"')»«“”„"  # what ends a word without being part of it
 Alignment = Sequence[tuple[int, int]]  # (source word i, target word j), 0-based over str.split()
 Span = tuple[int, int]  # target words [start, end)
 
@@ -43,6 +47,7 @@ class Element:
     last: int = 0
     touches_previous: bool = False  # without source words: written right after a word, not before one
     standalone: bool = False  # a kept element spaced off its neighbours in the source: written as a word of its own
+    bare_end: bool = False  # it ended before the punctuation ending its last word ("car</b>."): so it does here
     pin_start: bool = False
     pin_end: bool = False
     folded: str = ""
@@ -118,7 +123,14 @@ def place(node: Element, span: Span, targets: list[list[int]], spans: dict[Eleme
 def _labels(kids: list[Element], span: Span, targets: list[list[int]]) -> list[int | None]:
     """For each target word in `span`: the index of the child with most source words aligned to it (ties: a
     child before the words outside every child, an earlier child before a later one); -1 where the words
-    outside every child have more; None where nothing is aligned."""
+    outside every child have more; None where nothing is aligned.
+
+    A child that wins no word although one of its words is aligned into `span` then takes, of the words its
+    own words are aligned to and no sibling won, the one they are aligned to most (the first of equals): an
+    element marks the words it wraps, so it is not emptied while one of them has a translation ("the <b>red</b>
+    car" -> "das <b>rote</b> Auto" also when "rote" is aligned to "car" as well, as an adjective's writing step
+    often is).
+    """
     lo, hi = span
     counts = [[0] * (len(kids) + 1) for _ in range(hi - lo)]  # the last column: source words in no child
     owner = {i: c for c in reversed(range(len(kids))) for i in range(kids[c].first, kids[c].last)}
@@ -133,6 +145,10 @@ def _labels(kids: list[Element], span: Span, targets: list[list[int]]) -> list[i
             labels.append(best)
         else:
             labels.append(-1 if row[-1] else None)
+    for c in set(range(len(kids))) - set(labels):
+        free = [t for t, row in enumerate(counts) if row[c] and (labels[t] is None or labels[t] < 0)]
+        if free:
+            labels[max(free, key=lambda t: (counts[t][c], -t))] = c
     return labels
 
 
@@ -204,8 +220,10 @@ def _within(js: list[int], span: Span) -> list[int]:
 
 
 def tokens(node: Element, spans: dict[Element, Span], words: list[str]) -> list[tuple[str, str]]:
-    """`node` over its target words as (text, kind) tokens, kind "word", "tag" or "glued" (a tag that keeps
-    to the word before it: an end tag, or the start of an element without words that follows a word)."""
+    """`node` over its target words as (text, kind) tokens, kind "word", "tag", "glued" (a tag that keeps to the
+    word before it: an end tag, or the start of an element without words that follows a word) or "punct" (the
+    punctuation ending a word, glued to it: an element that ended before its source word's punctuation ends
+    before its translation's too)."""
     lo, hi = spans[node]
     if node.folded and hi == lo + 1 and words[lo] == node.source_word:
         return [(node.folded, "word")]  # the word came back unchanged: its inner markup as given
@@ -214,11 +232,25 @@ def tokens(node: Element, spans: dict[Element, Span], words: list[str]) -> list[
     out = [(node.start, "glued" if lo == hi and node.follows else "tag")] if node.start else []
     at = lo
     for kid in sorted(node.children, key=lambda k: (spans[k][0], spans[k][0] < spans[k][1])):  # stable: ties as given
-        out += [(html.escape(word, quote=False), "word") for word in words[at : spans[kid][0]]]
+        out += [token for word in words[at : spans[kid][0]] for token in _word_tokens(word)]
         out += tokens(kid, spans, words)
         at = max(at, spans[kid][1])
-    out += [(html.escape(word, quote=False), "word") for word in words[at:hi]]
-    return out + ([(node.end, "glued")] if node.end else [])
+    out += [token for word in words[at:hi] for token in _word_tokens(word)]
+    if not node.end:
+        return out
+    last_word = max((k for k, (_, kind) in enumerate(out) if kind == "word"), default=len(out) - 1)
+    punct = next((k for k in range(last_word + 1, len(out)) if out[k][1] == "punct"), None)
+    if node.bare_end and punct is not None:
+        return [*out[:punct], (node.end, "glued"), *out[punct:]]
+    return [*out, (node.end, "glued")]
+
+
+def _word_tokens(word: str) -> list[tuple[str, str]]:
+    """A target word as tokens: its text, and the punctuation it ends with as a token of its own."""
+    core = word.rstrip(_PUNCTUATION)
+    if not core or core == word:
+        return [(html.escape(word, quote=False), "word")]
+    return [(html.escape(core, quote=False), "word"), (html.escape(word[len(core) :], quote=False), "punct")]
 
 
 def join(items: list[tuple[str, str]]) -> str:
@@ -227,7 +259,7 @@ def join(items: list[tuple[str, str]]) -> str:
     last_word = max((i for i, (_, kind) in enumerate(items) if kind == "word"), default=-1)
     pieces, space_due = [], False
     for i, (text, kind) in enumerate(items):
-        if space_due and kind != "glued":
+        if space_due and kind not in ("glued", "punct"):
             pieces.append(" ")
             space_due = False
         pieces.append(text)
