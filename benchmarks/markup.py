@@ -192,6 +192,13 @@ def bleu(hypotheses: list[str], references: list[str]) -> dict:
     return result
 
 
+def carry(translator, docs: list) -> list[str]:
+    """Each parsed fragment rendered with its sentences translated in one batched call, the tags put back by the
+    evidence's alignment: what LibreTranslate's `format: "html"` does (serve/libretranslate/translate.py)."""
+    found = iter(translator.translations([text for doc in docs for text in doc.texts], evidence=True))
+    return [doc.render([(t.text, t.evidence.alignment) for t in (next(found) for _ in doc.texts)]) for doc in docs]
+
+
 def run(translator, sources: list[str], references: list[str], *, seed: int) -> dict:
     """The three ways over `sources` (see the module docstring): their scores, checks and seconds."""
     rng = random.Random(seed)
@@ -204,9 +211,7 @@ def run(translator, sources: list[str], references: list[str], *, seed: int) -> 
 
     started = time.perf_counter()
     docs = [parse(fragment) for fragment in fragments]
-    texts = [text for doc in docs for text in doc.texts]
-    found = iter(translator.translations(texts, evidence=True))
-    carried = [doc.render([(t.text, t.evidence.alignment) for t in (next(found) for _ in doc.texts)]) for doc in docs]
+    carried = carry(translator, docs)
     carried_s = time.perf_counter() - started
 
     started = time.perf_counter()
@@ -249,8 +254,8 @@ def _bare(word: str) -> str:
 
 def dictionary_cases(sources: list[str], plain: list[str], rng: random.Random) -> list[dict]:
     """The test captions with a dictionary word whose translation the plain output holds exactly once, that word
-    wrapped in one of `SHAPES` (seeded). Each case: the fragment, the id of the word's own element, and the
-    German word it must hold."""
+    wrapped in one of `SHAPES` (seeded). Each case: the caption's index, the shape, the fragment (the word's own
+    element has id "w") and the German word that element must hold."""
     cases = []
     for k, (source, output) in enumerate(zip(sources, plain, strict=True)):
         words = source.split()
@@ -294,9 +299,7 @@ def dictionary_test(translator, sources: list[str], plain: list[str], *, seed: i
     """`dictionary_cases` through (b): how often the word's tag holds its German word (see the module docstring)."""
     cases = dictionary_cases(sources, plain, random.Random(seed))
     parser = strict_parser()
-    docs = [parse(case["fragment"]) for case in cases]
-    found = iter(translator.translations([text for doc in docs for text in doc.texts], evidence=True))
-    outputs = [doc.render([(t.text, t.evidence.alignment) for t in (next(found) for _ in doc.texts)]) for doc in docs]
+    outputs = carry(translator, [parse(case["fragment"]) for case in cases])
     held = contains = emptied = well_formed = 0
     by_shape: dict[str, list[int]] = {shape: [0, 0] for shape in SHAPES}
     misses, emptied_cases = [], []

@@ -308,3 +308,13 @@ def test_without_eflomal_a_guided_recipe_says_so_in_one_line_and_trains_without_
     assert "alignments" not in PreparedPairs(out / "prepared").manifest
     assert json.loads((out / "recipe.json").read_text())["train"]["guided_alignment"] == 0.0
     assert load_checkpoint(out / "last").decode.alignment_head == -1  # read from the heads' mean
+
+
+def test_without_eflomal_a_corpus_aligned_before_still_trains_guided(tiny_recipe, tmp_path, monkeypatch, caplog):
+    shared = f"--data.prepared_dir={tmp_path / 'prepared'}"
+    guided = ["--train.max_steps=2", "--train.guided_alignment=0.5", shared]
+    train(tiny_recipe(tmp_path / "first", *guided), progress=False)  # aligns with eflomal
+    monkeypatch.setattr(start, "eflomal_installed", lambda: False)
+    out = train(tiny_recipe(tmp_path / "second", *guided), progress=False)
+    assert not [r for r in caplog.records if "eflomal" in r.getMessage()]  # nothing to say: it is aligned
+    assert json.loads((out / "recipe.json").read_text())["train"]["guided_alignment"] == 0.5

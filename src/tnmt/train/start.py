@@ -279,14 +279,15 @@ def prepare_recipe(recipe: Recipe, *, tokenizer: Tokenizer | None, model_max_len
     whose sides fit both `data.max_tokens_per_sentence` and the model's positions (EOS/BOS included), with
     their word alignments when the run trains with guided alignment."""
     directory = Path(recipe.data.prepared_dir or Path(recipe.train.out_dir) / "prepared")
-    max_len, alignments = recipe.longest_side(model_max_len), recipe.train.guided_alignment > 0
-    if alignments and not eflomal_installed():  # the run trains on, without the alignment head (`start_run`)
+    max_len, guided = recipe.longest_side(model_max_len), recipe.train.guided_alignment > 0
+    alignments = guided and eflomal_installed()  # a corpus aligned before is reused all the same
+    prepared = prepare(recipe.data, directory, max_len=max_len, tokenizer=tokenizer, alignments=alignments)
+    if guided and not prepared.aligned:  # the run trains on, without the alignment head (`start_run`)
         log.warning(
             "train.guided_alignment: eflomal is not installed (pip install 'tnmt[align]'), so the words are not "
             "aligned and the run trains without guided alignment"
         )
-        alignments = False
-    return prepare(recipe.data, directory, max_len=max_len, tokenizer=tokenizer, alignments=alignments)
+    return prepared
 
 
 def _prepared(recipe: Recipe, world: World, checkpoint: Checkpoint | None) -> PreparedPairs:

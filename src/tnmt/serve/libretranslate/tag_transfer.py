@@ -145,7 +145,7 @@ def _labels(kids: list[Element], span: Span, targets: list[list[int]]) -> list[i
             labels.append(best)
         else:
             labels.append(-1 if row[-1] else None)
-    for c in set(range(len(kids))) - set(labels):
+    for c in sorted(set(range(len(kids))) - set(labels)):  # an earlier child first
         free = [t for t, row in enumerate(counts) if row[c] and (labels[t] is None or labels[t] < 0)]
         if free:
             labels[max(free, key=lambda t: (counts[t][c], -t))] = c
