@@ -355,8 +355,9 @@ def test_a_signal_to_one_rank_stops_every_rank_with_a_checkpoint(tiny_training, 
         time.sleep(0.2)
     (rank1,) = [pid for pid in workers_of(launch.pid) if b"\0RANK=1\0" in Path(f"/proc/{pid}/environ").read_bytes()]
     os.kill(rank1, signal.SIGTERM)
-    finish(launch)
+    launch.wait(timeout=LAUNCH_TIMEOUT + 10)
     errors = (tmp_path / "stderr").read_text()
+    assert launch.returncode == 0, errors[-3000:]
     step = json.loads((out / "last" / "trainer_state.json").read_text())["step"]
     assert step >= 1 and (out / "last").resolve().name == f"step_{step:07d}"
     checkpoint = out / "checkpoints" / f"step_{step:07d}"
