@@ -157,13 +157,21 @@ def _add_decoding_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_explain_command(sub: argparse._SubParsersAction) -> None:
-    """explain: the search for one sentence, step by step."""
+    """explain: the search for one sentence, step by step; inspect: the forward pass over it, stage by stage."""
     p = sub.add_parser("explain", help="show how the search translates one sentence, step by step")
     _decode_options(p)
     p.add_argument("sentence")
     p.add_argument("--top-k", type=int, default=5, help="likeliest next tokens shown per hypothesis (5)")
     p.add_argument("--json", action="store_true", help="print the JSON of POST /v1/explain instead of tables")
     p.set_defaults(run=_explain)
+
+    p = sub.add_parser("inspect", help="show every stage of the model's forward pass over one sentence")
+    _decode_options(p)
+    p.add_argument("sentence")
+    p.add_argument("--translation", help="feed this translation to the decoder instead of the model's own")
+    p.add_argument("--top-k", type=int, default=5, help="likeliest next pieces listed per position (5)")
+    p.add_argument("--json", action="store_true", help="print the JSON of POST /v1/inspect instead of a summary")
+    p.set_defaults(run=_inspect)
 
 
 def _add_serving_commands(sub: argparse._SubParsersAction) -> None:
@@ -551,12 +559,35 @@ def _explain(args: argparse.Namespace, _: list[str]) -> int:
     if not args.json:
         print(format_trace(trace, translator.tokenizer))
         return 0
+    answer = explanation(trace, translator.tokenizer, settings, args.top_k)
+    print(json.dumps({**_model_name(args.checkpoint), **answer}, ensure_ascii=False))
+    return 0
+
+
+def _inspect(args: argparse.Namespace, _: list[str]) -> int:
+    import json
+
+    from tnmt.inside import format_inside, inside, inside_dict
+
+    if not args.sentence.strip():
+        raise UserError("the sentence is empty: nothing to look inside")
+    translator, settings = _translator(args)
+    found = inside(translator, args.sentence, settings, translation=args.translation, top_k=args.top_k)
+    piece = translator.tokenizer.target_pieces
+    if not args.json:
+        print(format_inside(found, lambda i: piece([i])[0]))
+        return 0
+    answer = inside_dict(found, lambda i: piece([i])[0], config=translator.model.config, top_k=args.top_k)
+    print(json.dumps({**_model_name(args.checkpoint), **answer}, ensure_ascii=False))
+    return 0
+
+
+def _model_name(checkpoint: Path) -> dict[str, str]:
+    """{"model": "en-de"} as the server names a checkpoint, or {} when it does not name its languages."""
     from tnmt.checkpoint import CONFIG_FILE, read_model_json
 
-    languages = read_model_json(args.checkpoint / CONFIG_FILE)[2]
-    model = {"model": "-".join(languages)} if languages else {}
-    print(json.dumps({**model, **explanation(trace, translator.tokenizer, settings, args.top_k)}, ensure_ascii=False))
-    return 0
+    languages = read_model_json(checkpoint / CONFIG_FILE)[2]
+    return {"model": "-".join(languages)} if languages else {}
 
 
 if __name__ == "__main__":

@@ -30,6 +30,10 @@ class FeedForward(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         return self.bind()(x)
 
+    def hidden(self, x: Tensor) -> Tensor:
+        """The hidden units' activations (..., F) for x (..., D): what `tnmt inspect` shows of the network."""
+        return self.activation(self.linear1(x))
+
     def bind(self, linear: LinearBinder = bind_linear) -> Linear:
         """This network as a function of its own tensors, bound by `linear` (blocks/bound.py): what `forward` and
         a decoder step run."""

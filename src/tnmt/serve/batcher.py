@@ -11,8 +11,9 @@ Promises:
   it alone (the searches are batch-invariant; tests/test_batcher.py and tests/test_serve.py check it).
 - A full queue refuses at once (`QueueFull`) instead of blocking; a job whose request gave up (its
   future was cancelled at the deadline) is skipped, not decoded.
-- A translation's future resolves to a `Translation`, a trace's (`Batcher.trace`) to a `Trace`: traces
-  queue with the translations because only the worker's thread runs the model, and run one at a time.
+- A translation's future resolves to a `Translation`; a trace's (`Batcher.trace`), a word's alternatives' and a
+  look inside (`Batcher.inside`) to what they make: these queue with the translations because only the
+  worker's thread runs the model, and run one at a time.
 - `stop()` lets the worker finish everything already accepted, then ends it.
 """
 
@@ -30,6 +31,7 @@ from tnmt.decode.alternatives import WordAlternatives, word_alternatives
 from tnmt.decode.steering import Plan, Steering
 from tnmt.decode.trace import Trace
 from tnmt.decode.translator import Source, Translation, Translator
+from tnmt.inside import Inside, inside
 
 # One element of `Translator.encode`: tokenised once when the request arrives and handed back to the translator
 # as it is; only `_tokens` looks into it.
@@ -53,31 +55,13 @@ class Job:
 
 
 @dataclass(frozen=True)
-class TraceJob:
-    """One sentence whose search is traced (decode/trace.py), and where its trace goes."""
+class SoloJob:
+    """One sentence whose request needs the model alone (a traced search, a word's alternatives, a look inside):
+    `work` runs it on the worker's thread, and its result goes to `future`."""
 
-    text: str
-    source: Source | None
-    settings: DecodeConfig
-    top_k: int  # next tokens listed per hypothesis
-    future: Future[Trace]
-    steering: Steering | None = None
-
-
-@dataclass(frozen=True)
-class AlternativesJob:
-    """One word of one sentence's translation whose replacements are asked for (decode/alternatives.py)."""
-
-    text: str
-    source: Source | None
-    settings: DecodeConfig
-    position: int
-    k: int
-    steering: Steering | None
-    future: Future[WordAlternatives]
-
-
-Solo = TraceJob | AlternativesJob  # jobs decoded one at a time
+    source: Source | None  # what the model reads of the text: counted in the batch budget
+    work: Callable[[], object]
+    future: Future
 
 
 class Batcher:
@@ -99,7 +83,7 @@ class Batcher:
         self.threads = threads
         self.max_queue, self.max_batch_tokens, self.max_wait = max_queue, max_batch_tokens, max_wait_ms / 1000
         self.batching, self.on_batch = batching, on_batch
-        self._requests: queue.Queue[list[Job | Solo] | None] = queue.Queue()  # a request's jobs, or None = stop
+        self._requests: queue.Queue[list[Job | SoloJob] | None] = queue.Queue()  # a request's jobs, or None = stop
         self._depth = 0  # sentences queued, under _lock
         self._lock = threading.Lock()
         self._worker = threading.Thread(target=self._run, name="tnmt-batcher", daemon=True)
@@ -151,9 +135,9 @@ class Batcher:
             QueueFull: the queue is full.
             UserError: a steering entry that cannot be met.
         """
-        job = TraceJob(text, self._source(text, settings, steering), settings, top_k, Future(), steering)
-        self._enqueue([job])
-        return job.future
+        source = self._source(text, settings, steering)
+        trace = self.translator.trace
+        return self._solo(source, lambda: trace(text, settings, top_k=top_k, source=source, steering=steering))
 
     def alternatives(
         self, text: str, settings: DecodeConfig, *, position: int, k: int, steering: Steering | None = None
@@ -164,7 +148,23 @@ class Batcher:
             QueueFull: the queue is full.
             UserError: a steering entry that cannot be met.
         """
-        job = AlternativesJob(text, self._source(text, settings, steering), settings, position, k, steering, Future())
+        source = self._source(text, settings, steering)
+        translator = self.translator
+        return self._solo(source, lambda: word_alternatives(translator, text, position, k, settings, steering=steering))
+
+    def inside(self, text: str, settings: DecodeConfig, *, translation: str | None, top_k: int) -> Future[Inside]:
+        """Queue one text whose forward pass is recorded (tnmt/inside.py), over its translation for `settings` or
+        over `translation` as given.
+
+        Raises:
+            QueueFull: the queue is full.
+        """
+        source = self._source(text, settings, None)
+        translator = self.translator
+        return self._solo(source, lambda: inside(translator, text, settings, translation=translation, top_k=top_k))
+
+    def _solo(self, source: Source | None, work: Callable[[], object]) -> Future:
+        job = SoloJob(source, work, Future())
         self._enqueue([job])
         return job.future
 
@@ -174,7 +174,7 @@ class Batcher:
         [plan] = self.translator.plans([text], [steering], settings)
         return self.translator.encode([plan.text])[0]
 
-    def _enqueue(self, jobs: list[Job | Solo]) -> None:
+    def _enqueue(self, jobs: list[Job | SoloJob]) -> None:
         """Queue one request's jobs together, or none of them when the queue has no room for all."""
         with self._lock:
             if self._depth + len(jobs) > self.max_queue:
@@ -190,7 +190,7 @@ class Batcher:
         # and only this thread, the one that runs the model, uses `threads`.
         if self.threads:
             torch.set_num_threads(self.threads)
-        carried: list[Job | Solo] | None = None  # a request that did not fit the last batch: it starts the next
+        carried: list[Job | SoloJob] | None = None  # a request that did not fit the last batch: it starts the next
         stopping = False
         while not stopping or carried:
             first = carried if carried is not None else self._requests.get()
@@ -215,10 +215,10 @@ class Batcher:
                 self._depth -= len(batch)
             self._decode([job for job in batch if job.future.set_running_or_notify_cancel()])
 
-    def _decode(self, jobs: list[Job | Solo]) -> None:
+    def _decode(self, jobs: list[Job | SoloJob]) -> None:
         """Translate the jobs that share settings together, every future getting a `Translation` with its
-        evidence (the server answers every translation with its warnings); trace the traced ones one at a time,
-        since a trace follows one search."""
+        evidence (the server answers every translation with its warnings); then the solo jobs, one at a time
+        (a trace follows one search)."""
         groups: dict[tuple, list[Job]] = {}
         for job in jobs:
             if isinstance(job, Job):
@@ -226,10 +226,8 @@ class Batcher:
         for group in groups.values():
             self._settle(group, self._translations)
         for job in jobs:
-            if isinstance(job, TraceJob):
-                self._settle([job], self._trace)
-            elif isinstance(job, AlternativesJob):
-                self._settle([job], self._alternatives)
+            if isinstance(job, SoloJob):
+                self._settle([job], lambda solo: [solo[0].work()])
 
     def _translations(self, group: list[Job]) -> list[Translation]:
         """One decoder batch of jobs that share settings, n_best and attention."""
@@ -243,16 +241,6 @@ class Batcher:
             sources=[job.source for job in group],
             plans=[job.plan for job in group],
         )
-
-    def _trace(self, jobs: list[TraceJob]) -> list[Trace]:
-        [job] = jobs
-        return [
-            self.translator.trace(job.text, job.settings, top_k=job.top_k, source=job.source, steering=job.steering)
-        ]
-
-    def _alternatives(self, jobs: list[AlternativesJob]) -> list[WordAlternatives]:
-        [job] = jobs
-        return [word_alternatives(self.translator, job.text, job.position, job.k, job.settings, steering=job.steering)]
 
     def _settle(self, jobs: list, decode: Callable[[list], list]) -> None:
         """Give each job its result of `decode(jobs)`, or all of them its error: the request reports it and the
@@ -268,6 +256,6 @@ class Batcher:
             job.future.set_result(result)
 
 
-def _tokens(jobs: list[Job | Solo]) -> int:
+def _tokens(jobs: list[Job | SoloJob]) -> int:
     """Source tokens with EOS, for the batch budget: the one place that looks into a source."""
     return sum((0 if job.source is None else len(job.source.ids)) + 1 for job in jobs)

@@ -24,6 +24,7 @@ from tnmt.decode.steering import Steering
 from tnmt.decode.trace import Trace
 from tnmt.decode.translator import Translation, Translator
 from tnmt.errors import UserError
+from tnmt.inside import Inside
 from tnmt.serve.batcher import Batcher, QueueFull
 
 CLIENT_GONE = 499  # nginx's "client closed request": nobody reads it, the metrics count it
@@ -163,6 +164,24 @@ async def trace(
         future = model.batcher.trace(text, settings, top_k=top_k, steering=steering)
         [traced] = await _wait([future], timeout=timeout, unavailable=504, client=client)
     return traced
+
+
+async def look_inside(
+    model: ServedModel,
+    text: str,
+    settings: DecodeConfig,
+    *,
+    translation: str | None,
+    top_k: int,
+    timeout: float,
+    client: Request,
+) -> Inside:
+    """The forward pass over `text` and its translation (tnmt/inside.py) by the model's batcher, within the
+    deadline."""
+    with _refused_when_full():
+        future = model.batcher.inside(text, settings, translation=translation, top_k=top_k)
+        [found] = await _wait([future], timeout=timeout, unavailable=504, client=client)
+    return found
 
 
 @contextmanager

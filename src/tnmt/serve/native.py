@@ -17,7 +17,17 @@ from tnmt.decode.steering import Steering
 from tnmt.decode.trace import explanation
 from tnmt.decode.translator import Translation
 from tnmt.errors import UserError
-from tnmt.serve.models import ApiError, ServedModel, alternatives, check_limits, pick, trace, translations
+from tnmt.inside import inside_dict
+from tnmt.serve.models import (
+    ApiError,
+    ServedModel,
+    alternatives,
+    check_limits,
+    look_inside,
+    pick,
+    trace,
+    translations,
+)
 
 
 class GlossaryItem(BaseModel):
@@ -110,8 +120,22 @@ class ExplainRequest(SteeringFields):
     top_k: int = Field(default=5, ge=1)
 
 
+class InspectRequest(BaseModel):
+    """POST /v1/inspect."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str
+    translation: str | None = None  # fed to the decoder instead of the model's own translation
+    source: str | None = None
+    target: str | None = None
+    beam_size: int | None = Field(default=None, ge=1)
+    top_k: int = Field(default=5, ge=1)
+
+
 def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
-    """`/v1/models`, `/v1/translate` and `/v1/explain` over `models`, within `config`'s limits."""
+    """`/v1/models`, `/v1/translate`, `/v1/alternatives`, `/v1/explain` and `/v1/inspect` over `models`, within
+    `config`'s limits."""
     api = APIRouter()
 
     @api.get("/v1/models")
@@ -204,6 +228,40 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
             model, request.text, settings, top_k=request.top_k, timeout=config.timeout_s, client=http, steering=steering
         )
         return {"model": model.id, **explanation(traced, model.translator.tokenizer, settings, request.top_k)}
+
+    @api.post("/v1/inspect")
+    async def inspect(request: InspectRequest, http: Request) -> dict[str, Any]:
+        """Inside the model (tnmt/inside.py): one teacher-forced forward pass over `text` and its translation (the
+        model's own, /v1/translate's text for the same settings, or `translation` as given), every stage of it:
+        pieces and ids, embeddings and positions, masks, each layer's attention per head, add & norm, the
+        feed-forward units, and the softmax's `top_k` pieces at each position. Limits as /v1/explain's."""
+        if not request.text.strip():
+            raise ApiError(422, "text: needs a non-empty text to look inside")
+        for name in ("text", "translation"):
+            n = len(getattr(request, name) or "")
+            if n > config.max_trace_chars:
+                raise ApiError(413, f"{name} has {n} characters: over max_trace_chars={config.max_trace_chars}")
+        model = pick(models, request.source, request.target)
+        settings = model.translator.decode
+        if request.beam_size is not None:
+            settings = replace(settings, beam_size=request.beam_size)
+        if settings.beam_size > config.max_trace_beam:
+            raise ApiError(422, f"beam_size {settings.beam_size}: over max_trace_beam={config.max_trace_beam}")
+        if request.top_k > config.max_top_k:
+            raise ApiError(422, f"top_k {request.top_k}: over max_top_k={config.max_top_k}")
+        found = await look_inside(
+            model,
+            request.text,
+            settings,
+            translation=request.translation,
+            top_k=request.top_k,
+            timeout=config.timeout_s,
+            client=http,
+        )
+        translator = model.translator
+        piece = translator.tokenizer.target_pieces
+        answer = inside_dict(found, lambda i: piece([i])[0], config=translator.model.config, top_k=request.top_k)
+        return {"model": model.id, **answer}
 
     return api
 

@@ -1,0 +1,462 @@
+"""Inside the model: one teacher-forced forward pass, every stage of the lesson recorded as data.
+
+The lesson walks a sentence through the Transformer in order: subword pieces and their ids, embeddings scaled
+by sqrt(d_model) with the positional table added, the padding and causal masks, each layer's multi-head
+attention (the encoder's self-attention, the decoder's masked self-attention and its cross-attention), add &
+norm around every sub-layer, the feed-forward network, and the final linear layer and softmax that predict
+each next word while teacher forcing feeds in the right one. `look_inside` records all of it for one source
+and a translation (the model's own, or one the caller gives) from the forward pass that translates: hooks on
+the model's own residual blocks, feed-forward networks and first layers read what flows through them; nothing
+here computes a layer again. `tnmt inspect`, `POST /v1/inspect` and the page's "Inside the model" view show
+it.
+
+Numbering, as everywhere a person reads it: layers 1..N from the input side, heads 1..H; the lists below are
+0-indexed (layer 1 is `encoder_layers[0]`). Positions count from 0, as the positional formula does.
+"""
+
+import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from tnmt.blocks.layers import DecoderLayer, EncoderLayer, Residual
+from tnmt.config import DecodeConfig
+from tnmt.decode.translator import Translator
+from tnmt.errors import UserError
+from tnmt.model import Transformer
+
+DIMS_SHOWN = 16  # the first dimensions of each position's vectors that a picture of the embedding shows
+TABLE_ROWS = 32  # positions of the positional table shown at least (more when the sentence is longer)
+TOP_UNITS = 5  # the most active feed-forward units listed per position
+MAX_TOP_K = 20
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """One side's embedding stage, per position: the sizes (root mean square over the D features) of the token's
+    embedding, of it times the scale, of the position's vector and of their sum (the first layer's input), and
+    the first `DIMS_SHOWN` features of the three vectors added."""
+
+    token_rms: list[float]
+    scaled_rms: list[float]
+    position_rms: list[float]
+    sum_rms: list[float]
+    scaled: list[list[float]]  # (P, DIMS_SHOWN) the token's embedding x scale
+    position: list[list[float]]  # (P, DIMS_SHOWN)
+    sum: list[list[float]]  # (P, DIMS_SHOWN)
+
+
+@dataclass(frozen=True)
+class SubLayer:
+    """Add & norm around one sub-layer, per position (sizes as root mean squares over the D features).
+
+    `stream` enters the block, the sub-layer adds `update`, and the block passes on `out`. Layer norm reads
+    `norm_in` and writes `norm_out`: with post-norm (the paper's) it normalises the sum stream + update and that
+    is `out`; with pre-norm it normalises the stream before the sub-layer reads it, and out = stream + update.
+    """
+
+    name: str  # "self-attention" | "masked self-attention" | "cross-attention" | "feed-forward"
+    stream: list[float]
+    update: list[float]
+    norm_in: list[float]
+    norm_out: list[float]
+    out: list[float]
+
+
+@dataclass(frozen=True)
+class FeedForwardUnits:
+    """The feed-forward network's hidden layer, per position: how many of its d_ff units are active (above 0)
+    and the most active ones, as (unit, activation)."""
+
+    d_ff: int
+    active: list[int]
+    top: list[list[tuple[int, float]]]
+
+
+@dataclass(frozen=True)
+class LayerInside:
+    """One encoder or decoder layer: its sub-layers in order, and its feed-forward units."""
+
+    sublayers: list[SubLayer]
+    ffn: FeedForwardUnits
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The softmax at one target position: the token fed in (teacher forcing), the token that should come next
+    with its probability and rank (1 = the likeliest), and the `top_k` likeliest tokens."""
+
+    fed: int
+    next: int
+    prob: float
+    rank: int
+    top: list[tuple[int, float]]
+
+
+@dataclass(frozen=True)
+class ForwardPass:
+    """What one teacher-forced pass over a sentence computed, stage by stage (module docstring); S source
+    positions (EOS included), T target positions (BOS and the output), L layers, H heads."""
+
+    source_ids: list[int]  # (S,) pieces' ids then EOS
+    fed_ids: list[int]  # (T,) BOS then the output: the decoder's input
+    next_ids: list[int]  # (T,) the output then EOS: what each position should predict
+    scale: float  # the embeddings' factor, sqrt(d_model) (1 when the model does not scale)
+    table: Tensor  # (P, D) the positional vectors of positions 0..P-1, as the model adds them
+    source: Embedded
+    target: Embedded
+    source_mask: Tensor  # (S,) the padding mask of the encoder's keys as applied (True: may attend)
+    target_mask: Tensor  # (T, T) the decoder self-attention's mask as applied (causal and padding)
+    encoder_attention: Tensor  # (L, H, S, S)
+    decoder_attention: Tensor  # (L, H, T, T)
+    cross_attention: Tensor  # (L, H, T, S)
+    encoder_layers: list[LayerInside]
+    decoder_layers: list[LayerInside]
+    predictions: list[Prediction]  # (T,)
+
+
+@dataclass(frozen=True)
+class Inside:
+    """A sentence, its translation and the forward pass over them."""
+
+    text: str
+    translation: str
+    given: bool  # the translation was the caller's, not the model's own
+    source_pieces: list[str]  # (S,)
+    fed_pieces: list[str]  # (T,)
+    next_pieces: list[str]  # (T,)
+    forward: ForwardPass
+
+
+def inside(
+    translator: Translator,
+    text: str,
+    settings: DecodeConfig | None = None,
+    *,
+    translation: str | None = None,
+    top_k: int = 5,
+) -> Inside:
+    """The forward pass over `text` and its translation: the model's own for `settings` (the text
+    `Translator.translations` gives), or `translation` as given, teacher-forced either way.
+
+    Raises:
+        UserError: an empty text, or top_k outside [1, MAX_TOP_K].
+    """
+    if not text.strip():
+        raise UserError("the text is empty: nothing to look inside")
+    if not 1 <= top_k <= MAX_TOP_K:
+        raise UserError(f"top_k = {top_k}: must be from 1 to {MAX_TOP_K}")
+    tokenizer, max_len = translator.tokenizer, translator.model.config.max_len
+    [source] = translator.encode([text])
+    if translation is None:
+        found = translator.translations([text], settings)[0]
+        output, translation, given = found.tokens, found.text, False
+    else:
+        output, given = tokenizer.encode_target(translation)[: max_len - 1], True  # room for BOS
+    src = translator.source_batch([source])  # (1, S)
+    fed = torch.tensor([[tokenizer.bos_id, *output]], device=src.device)  # (1, T)
+    forward = look_inside(translator.model, src, fed, eos_id=tokenizer.eos_id, top_k=top_k)
+    return Inside(
+        text=text,
+        translation=translation,
+        given=given,
+        source_pieces=source.pieces[: len(source.ids)] + tokenizer.target_pieces([tokenizer.eos_id]),
+        fed_pieces=tokenizer.target_pieces(forward.fed_ids),
+        next_pieces=tokenizer.target_pieces(forward.next_ids),
+        forward=forward,
+    )
+
+
+@torch.inference_mode()
+def look_inside(model: Transformer, src_ids: Tensor, fed_ids: Tensor, *, eos_id: int, top_k: int) -> ForwardPass:
+    """Run the model teacher-forced on one source (1, S) and decoder input (1, T) and record every stage.
+
+    The model must be in eval mode: with dropout, the pass would not be the one that translates.
+    """
+    if model.training:
+        raise ValueError("look inside a model in eval mode: dropout would change the pass")
+    watch = _Watch()
+    with watch.blocks(model):
+        logits, maps = model.attention_maps(src_ids, fed_ids)  # (1, T, V)
+    fed = fed_ids[0].tolist()
+    next_ids = [*fed[1:], eos_id]
+    t, s = fed_ids.size(1), src_ids.size(1)
+    embedding = model.src_embed
+    table = model.positions.rows(0, min(model.config.max_len, max(TABLE_ROWS, s, t)))
+    return ForwardPass(
+        source_ids=src_ids[0].tolist(),
+        fed_ids=fed,
+        next_ids=next_ids,
+        scale=embedding.scale,
+        table=table.float().cpu(),
+        source=_embedded(model, model.src_embed, src_ids[0], watch.first_input["encoder"]),
+        target=_embedded(model, model.tgt_embed, fed_ids[0], watch.first_input["decoder"]),
+        source_mask=watch.masks["source"].reshape(-1, s)[-1].cpu(),
+        target_mask=watch.masks["target"].reshape(-1, t, t)[-1].cpu(),
+        encoder_attention=_stacked(maps.encoder),
+        decoder_attention=_stacked(maps.decoder_self),
+        cross_attention=_stacked(maps.cross),
+        encoder_layers=watch.layers(model.encoder_layers),
+        decoder_layers=watch.layers(model.decoder_layers),
+        predictions=_predictions(logits[0], fed, next_ids, top_k),
+    )
+
+
+class _Watch:
+    """Hooks that record what flows through a model's blocks during one forward pass."""
+
+    def __init__(self) -> None:
+        self.records: dict[nn.Module, tuple[Tensor, ...]] = {}  # a block's (stream, sub-layer input, update, out)
+        self.hidden: dict[nn.Module, Tensor] = {}  # a feed-forward network's hidden units (T, F)
+        self.first_input: dict[str, Tensor] = {}  # each stack's first layer input (P, D): embeddings + positions
+        self.masks: dict[str, Tensor] = {}
+
+    @contextmanager
+    def blocks(self, model: Transformer) -> Iterator[None]:
+        handles = []
+        for layer in [*model.encoder_layers, *model.decoder_layers]:
+            for block in _blocks(layer):
+                handles += [
+                    block.register_forward_pre_hook(self._before_block),
+                    block.register_forward_hook(self._after_block),
+                ]
+            handles.append(layer.ffn.register_forward_hook(self._feed_forward))
+        for stack, layers in (("encoder", model.encoder_layers), ("decoder", model.decoder_layers)):
+            if len(layers):
+                handles.append(layers[0].register_forward_pre_hook(self._first_layer(stack), with_kwargs=True))
+        try:
+            yield
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    def _before_block(self, block: nn.Module, args: tuple) -> tuple:
+        """Hand the block a sub-layer that reports what it read and added (the same sub-layer, called once)."""
+        x, sublayer = args
+
+        def reported(h: Tensor) -> tuple[Tensor, Any]:
+            out, extra = sublayer(h)
+            self.records[block] = (x, h, out)
+            return out, extra
+
+        return x, reported
+
+    def _after_block(self, block: nn.Module, args: tuple, output: tuple[Tensor, Any]) -> None:
+        self.records[block] = (*self.records[block], output[0])
+
+    def _feed_forward(self, ffn: nn.Module, args: tuple[Tensor], output: Tensor) -> None:
+        self.hidden[ffn] = ffn.hidden(args[0])[0]  # (T, F)
+
+    def _first_layer(self, stack: str) -> Callable:
+        def record(layer: nn.Module, args: tuple, kwargs: dict) -> None:
+            self.first_input[stack] = args[0][0]  # (P, D)
+            if stack == "encoder":
+                self.masks["source"] = args[1] if len(args) > 1 else kwargs["mask"]
+            else:
+                self.masks["target"] = kwargs["self_mask"]
+                self.masks.setdefault("source", kwargs["memory_mask"])
+
+        return record
+
+    def layers(self, layers: nn.ModuleList) -> list[LayerInside]:
+        return [
+            LayerInside(
+                [self._sublayer(name, block) for name, block in zip(_names(layer), _blocks(layer), strict=True)],
+                _units(self.hidden[layer.ffn]),
+            )
+            for layer in layers
+        ]
+
+    def _sublayer(self, name: str, block: Residual) -> SubLayer:
+        x, h, update, out = (v[0] for v in self.records[block])  # (P, D) each
+        norm_in, norm_out = (x, h) if block.norm_first else (x + update, out)
+        return SubLayer(name, *(_rms(v) for v in (x, update, norm_in, norm_out, out)))
+
+
+def _blocks(layer: nn.Module) -> list[Residual]:
+    if isinstance(layer, EncoderLayer):
+        return [layer.attn_block, layer.ffn_block]
+    return [layer.self_block, layer.cross_block, layer.ffn_block]
+
+
+def _names(layer: nn.Module) -> list[str]:
+    if isinstance(layer, DecoderLayer):
+        return ["masked self-attention", "cross-attention", "feed-forward"]
+    return ["self-attention", "feed-forward"]
+
+
+def _embedded(model: Transformer, embedding: nn.Module, ids: Tensor, first_input: Tensor | None) -> Embedded:
+    """The embedding stage of one side: the token rows and positions from the model's tensors, and the sum the
+    first layer actually read (without layers, the sum of the two)."""
+    token = embedding.weight[ids].float()  # (P, D)
+    scaled = token * embedding.scale
+    position = model.positions.rows(0, ids.size(0)).float()
+    total = scaled + position if first_input is None else first_input.float()
+    shown = slice(0, DIMS_SHOWN)
+    return Embedded(
+        *(_rms(v) for v in (token, scaled, position, total)),
+        *(_rounded(v[:, shown], 3) for v in (scaled, position, total)),
+    )
+
+
+def _units(hidden: Tensor) -> FeedForwardUnits:
+    """Active units (above 0) and the most active ones, per position, of hidden activations (T, F)."""
+    values, units = hidden.float().topk(min(TOP_UNITS, hidden.size(1)), dim=1)
+    top = [
+        [(u, round(v, 3)) for u, v in zip(row_units, row_values, strict=True)]
+        for row_units, row_values in zip(units.tolist(), values.tolist(), strict=True)
+    ]
+    return FeedForwardUnits(hidden.size(1), (hidden > 0).sum(dim=1).tolist(), top)
+
+
+def _predictions(logits: Tensor, fed: list[int], next_ids: list[int], top_k: int) -> list[Prediction]:
+    """The softmax of each position's logits (T, V): its top_k, and the probability and rank of the next token."""
+    probs = logits.float().softmax(dim=-1)  # (T, V)
+    values, tokens = probs.topk(min(top_k, probs.size(1)), dim=1)
+    expected = probs[torch.arange(len(next_ids)), torch.tensor(next_ids)]  # (T,)
+    ranks = (probs > expected[:, None]).sum(dim=1) + 1
+    return [
+        Prediction(
+            fed[i],
+            next_ids[i],
+            float(expected[i]),
+            int(ranks[i]),
+            list(zip(tokens[i].tolist(), values[i].tolist(), strict=True)),
+        )
+        for i in range(len(fed))
+    ]
+
+
+def _stacked(layers: list[Tensor]) -> Tensor:
+    """Per-layer (1, H, Q, K) weights as one (L, H, Q, K) tensor on the CPU (empty when there is no layer)."""
+    return torch.cat(layers).float().cpu() if layers else torch.empty(0)
+
+
+def _rms(vectors: Tensor) -> list[float]:
+    """Each row's root mean square (P, D) -> P floats, rounded: the size of a vector, per feature."""
+    return [round(v, 4) for v in vectors.float().pow(2).mean(dim=-1).sqrt().tolist()]
+
+
+def _rounded(weights: Tensor, decimals: int = 4) -> list:
+    return torch.round(weights.float().cpu(), decimals=decimals).tolist()
+
+
+def inside_dict(found: Inside, piece: Callable[[int], str], *, config: Any, top_k: int) -> dict[str, Any]:
+    """Plain JSON types: what `POST /v1/inspect` and `tnmt inspect --json` print. `piece`: a target id's piece;
+    `config`: the model's `ModelConfig`."""
+    f = found.forward
+    return {
+        "text": found.text,
+        "translation": {"text": found.translation, "given": found.given},
+        "source": {"pieces": found.source_pieces, "ids": f.source_ids},
+        "target": {
+            "fed_pieces": found.fed_pieces,
+            "fed_ids": f.fed_ids,
+            "next_pieces": found.next_pieces,
+            "next_ids": f.next_ids,
+        },
+        "embedding": {
+            "d_model": config.d_model,
+            "scale": f.scale,
+            "positional": config.positional,
+            "layout": config.positional_layout,
+            "table": _rounded(f.table, 3),
+            "dims_shown": DIMS_SHOWN,
+            "source": _plain(f.source),
+            "target": _plain(f.target),
+        },
+        "masks": {"source_padding": f.source_mask.tolist(), "causal": f.target_mask.tolist()},
+        "attention": {
+            "encoder": _rounded(f.encoder_attention),
+            "decoder_self": _rounded(f.decoder_attention),
+            "cross": _rounded(f.cross_attention),
+        },
+        "layers": {
+            "norm_first": config.norm_first,
+            "activation": config.activation,
+            "encoder": [_plain(layer) for layer in f.encoder_layers],
+            "decoder": [_plain(layer) for layer in f.decoder_layers],
+        },
+        "output": [
+            {
+                "fed": piece(p.fed),
+                "next": piece(p.next),
+                "prob": round(p.prob, 4),
+                "rank": p.rank,
+                "top": [{"piece": piece(token), "token": token, "prob": round(prob, 4)} for token, prob in p.top],
+            }
+            for p in f.predictions
+        ],
+        "top_k": top_k,
+    }
+
+
+def _plain(value: Any) -> Any:
+    """Dataclasses as dicts, tuples as lists: JSON's types."""
+    if hasattr(value, "__dataclass_fields__"):
+        return {name: _plain(getattr(value, name)) for name in value.__dataclass_fields__}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def format_inside(found: Inside, piece: Callable[[int], str]) -> str:
+    """A compact terminal summary, one block per stage in the lesson's order (`tnmt inspect`)."""
+    f = found.forward
+    src, fed, nxt = found.source_pieces, found.fed_pieces, found.next_pieces
+    whose = "given" if found.given else "the model's own"
+    lines = [f"source:      {found.text}", f"translation: {found.translation} ({whose}, teacher-forced)", ""]
+    lines += ["1. pieces and ids"]
+    lines += ["   source:  " + " ".join(f"{p}({i})" for p, i in zip(src, f.source_ids, strict=True))]
+    lines += ["   decoder: " + " ".join(f"{p}({i})" for p, i in zip(fed, f.fed_ids, strict=True)) + "   (BOS first)"]
+    lines += ["", f"2. embeddings x {f.scale:.2f} (sqrt d_model), positions added (size = rms per feature)"]
+    for side, pieces, e in (("source", src, f.source), ("decoder", fed, f.target)):
+        lines.append(f"   {side}: " + _table(pieces, e.scaled_rms, e.position_rms, e.sum_rms))
+    lines += ["", "3. masks (# may attend, . hidden)"]
+    hidden = int((~f.source_mask).sum())
+    lines.append(f"   source padding: {len(src) - hidden} of {len(src)} keys allowed (padding appears in batches)")
+    lines.append("   decoder causal: position i sees 0..i")
+    for p, row in zip(fed, f.target_mask.tolist(), strict=True):
+        lines.append(f"     {p[:10]:>10} " + "".join("#" if allowed else "." for allowed in row))
+    stages = (
+        ("4. encoder self-attention", f.encoder_attention, src, src),
+        ("5. decoder masked self-attention", f.decoder_attention, fed, fed),
+        ("6. cross-attention (decoder reads the source)", f.cross_attention, fed, src),
+    )
+    for title, weights, queries, keys in stages:
+        lines += ["", f"{title}: each query's strongest key, per layer and head"]
+        for layer, heads in enumerate(weights):
+            for head, rows in enumerate(heads):
+                pairs = (f"{queries[q]}>{keys[k]}" for q, k in enumerate(rows.argmax(dim=-1).tolist()))
+                lines.append(f"   layer {layer + 1} head {head + 1}: " + " ".join(pairs))
+    lines += ["", "7. add & norm: per layer and sub-layer, mean over positions of |stream| -> |update| -> |out|"]
+    for stack, layers in (("encoder", f.encoder_layers), ("decoder", f.decoder_layers)):
+        for i, layer in enumerate(layers):
+            parts = [
+                f"{s.name} {_mean(s.stream):.2f} + {_mean(s.update):.2f} -> {_mean(s.out):.2f}" for s in layer.sublayers
+            ]
+            lines.append(f"   {stack} layer {i + 1}: " + "; ".join(parts))
+    lines += ["", "8. feed-forward: active hidden units (above 0), mean over positions"]
+    for stack, layers in (("encoder", f.encoder_layers), ("decoder", f.decoder_layers)):
+        for i, layer in enumerate(layers):
+            active = _mean(layer.ffn.active)
+            lines.append(f"   {stack} layer {i + 1}: {active:.0f} of {layer.ffn.d_ff} ({active / layer.ffn.d_ff:.0%})")
+    lines += ["", "9. linear + softmax: fed (teacher forcing) -> the likeliest next pieces; p of the right one"]
+    for i, p in enumerate(f.predictions):
+        top = " ".join(f"{piece(token)} {prob:.2f}" for token, prob in p.top[:3])
+        lines.append(f"   {fed[i]:>12} -> {top}   | {nxt[i]} p={p.prob:.2f} rank {p.rank}")
+    return "\n".join(lines)
+
+
+def _table(pieces: list[str], *columns: list[float]) -> str:
+    """Per-position sizes as `piece token/position/sum` triples."""
+    cells = (f"{p} " + "/".join(f"{c[i]:.1f}" for c in columns) for i, p in enumerate(pieces))
+    return "(token/position/sum) " + "  ".join(cells)
+
+
+def _mean(values: list[float] | list[int]) -> float:
+    return math.fsum(values) / max(len(values), 1)
