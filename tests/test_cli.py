@@ -318,6 +318,37 @@ def test_explain_errors_are_one_line(tiny_checkpoint, args, message):
     assert result.returncode == 2 and result.stderr == f"tnmt explain: error: {message}\n"
 
 
+def test_inspect_prints_every_stage_or_the_endpoints_json(tiny_checkpoint):
+    sentence = "two hundred and five"
+    options = ["--checkpoint", str(tiny_checkpoint), "--beam-size", "2", "--top-k", "3"]
+    summary = tnmt("inspect", *options, sentence)
+    assert summary.returncode == 0, summary.stderr
+    as_json = tnmt("inspect", *options, "--json", sentence)
+    assert as_json.returncode == 0, as_json.stderr
+    answer = json.loads(as_json.stdout)
+    translated = tnmt("translate", "--checkpoint", str(tiny_checkpoint), "--beam-size", "2", stdin=sentence + "\n")
+    assert answer["translation"] == {"text": translated.stdout.rstrip("\n"), "given": False}
+    assert (answer["model"], answer["top_k"]) == ("en-it", 3)
+    lines = summary.stdout.split("\n")
+    assert lines[1] == f"translation: {answer['translation']['text']} (the model's own, teacher-forced)"
+    pieces = " ".join(f"{p}({i})" for p, i in zip(answer["source"]["pieces"], answer["source"]["ids"], strict=True))
+    assert f"   source:  {pieces}" in lines
+    given = json.loads(tnmt("inspect", *options, "--json", "--translation", "duecento", sentence).stdout)
+    assert given["translation"] == {"text": "duecento", "given": True}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--top-k", "0", "one"], "top_k = 0: must be from 1 to 20"),
+        ([" "], "the sentence is empty: nothing to look inside"),
+    ],
+)
+def test_inspect_errors_are_one_line(tiny_checkpoint, args, message):
+    result = tnmt("inspect", "--checkpoint", str(tiny_checkpoint), *args)
+    assert result.returncode == 2 and result.stderr == f"tnmt inspect: error: {message}\n"
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without a GPU")
 @pytest.mark.parametrize(
     ("args", "message"),
@@ -370,6 +401,7 @@ WRITERS = {
     "evaluate": NO_DIRECTORY,
     "serve": NO_DIRECTORY,
     "explain": NO_DIRECTORY,
+    "inspect": NO_DIRECTORY,
 }
 
 

@@ -28,6 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from schemathesis.checks import not_a_server_error
 
 from tnmt.decode.translator import Translator
+from tnmt.inside import inside, inside_dict
 from tnmt.serve.libretranslate.detect import Detector
 from tnmt.serve.libretranslate.markup import parse
 
@@ -254,6 +255,39 @@ def test_explain_traces_the_search_that_translate_runs(server, offline, beam_siz
 )
 def test_explain_limits_name_what_was_over(server, body, status, named):
     response = server.post("/v1/explain", body)
+    assert_error(response, status)
+    assert named in response.json()["error"]
+
+
+@pytest.mark.parametrize("given", [None, "cento"])
+def test_inspect_looks_inside_the_translation_translate_gives_or_the_one_given(server, offline, given):
+    text = "one hundred and seven"
+    body = {"text": text, "top_k": 3} | ({} if given is None else {"translation": given})
+    response = server.post("/v1/inspect", body)
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    translated = server.post("/v1/translate", {"text": text}).json()["translations"][0]["text"]
+    assert answer["translation"] == {"text": translated if given is None else given, "given": given is not None}
+    piece = lambda i: offline.tokenizer.target_pieces([i])[0]  # noqa: E731
+    found = inside(offline, text, translation=given, top_k=3)
+    assert answer == {"model": "en-it", **inside_dict(found, piece, config=offline.model.config, top_k=3)}
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "named"),
+    [
+        ({"text": "  "}, 422, "non-empty"),
+        ({"text": "one " * 60}, 413, "text has 240 characters: over max_trace_chars=200"),
+        ({"text": "one", "translation": "uno " * 60}, 413, "translation has 240 characters"),
+        ({"text": "one", "beam_size": 5}, 422, "max_trace_beam=4"),
+        ({"text": "one", "top_k": 11}, 422, "max_top_k=10"),
+        ({"text": "one", "top_k": 0}, 422, "top_k"),
+        ({"text": "one", "glossary": []}, 422, "glossary"),
+        ({"text": "one", "target": "de"}, 400, "no model translates"),
+    ],
+)
+def test_inspect_limits_name_what_was_over(server, body, status, named):
+    response = server.post("/v1/inspect", body)
     assert_error(response, status)
     assert named in response.json()["error"]
 
