@@ -17,6 +17,7 @@ import torch
 
 from tnmt.checkpoint import load_checkpoint
 from tnmt.cli import _parser, main
+from tnmt.quickstart import next_steps
 
 
 def tnmt(*args: str, stdin: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -190,6 +191,8 @@ def test_offline_quickstart_runs_the_whole_pipeline(tmp_path):
     assert exact < chrf < bleu and "means little here" in result.stdout
     assert list((tmp_path / "q" / "attention").glob("*.png"))
     assert (tmp_path / "q" / "run" / "curves.png").exists()
+    checkpoint = tmp_path / "q" / "run" / "best"  # the demo ends with the commands that use its checkpoint
+    assert result.stdout.endswith(next_steps(checkpoint, "three hundred and twelve") + "\n") and checkpoint.is_dir()
 
 
 def test_help_and_argument_errors_do_not_import_torch():

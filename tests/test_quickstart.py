@@ -1,8 +1,11 @@
+import shlex
+
 import pytest
 
 from tnmt import quickstart
+from tnmt.cli import _parser
 from tnmt.config import TrainConfig
-from tnmt.quickstart import budget, numbers_task
+from tnmt.quickstart import budget, next_steps, numbers_task
 
 
 def test_numbers_task_holds_out_its_test_and_validation_numbers(tmp_path):
@@ -42,3 +45,19 @@ def test_with_multi30k_the_budget_is_the_minutes_given(tmp_path, monkeypatch, ca
     (config,) = trained
     assert (config.max_minutes, config.max_steps) == (10.0, 0)
     assert capsys.readouterr().out.startswith("training on multi30k for up to 10 minutes; checkpoints")
+
+
+def test_the_demo_ends_with_commands_on_its_checkpoint(tmp_path):
+    """explain, inspect and serve on the checkpoint, quoted for the shell; explain and serve parse as shown."""
+    checkpoint, sentence = tmp_path / "my runs" / "best", "three hundred and twelve"
+    text = next_steps(checkpoint, sentence)
+    commands = [shlex.split(line) for line in text.splitlines() if line.startswith("  tnmt ")]
+    assert commands == [
+        ["tnmt", "explain", "--checkpoint", str(checkpoint), sentence],
+        ["tnmt", "inspect", "--checkpoint", str(checkpoint), sentence],
+        ["tnmt", "serve", "--checkpoint", str(checkpoint)],
+    ]
+    explain, serve = (_parser().parse_args(commands[i][1:]) for i in (0, 2))
+    assert (explain.command, explain.checkpoint, explain.sentence) == ("explain", checkpoint, sentence)
+    assert (serve.command, serve.checkpoint) == ("serve", [checkpoint])
+    assert '"Step through the search" and "Inside the model" views' in text

@@ -8,6 +8,7 @@ generates itself: English number words -> Italian number words ("three hundred a
 """
 
 import random
+import shlex
 from dataclasses import replace
 from importlib.resources import files
 from pathlib import Path
@@ -72,7 +73,25 @@ def quickstart(out: Path, *, minutes: float = 10.0, offline: bool = False, max_s
     src_pieces, tgt_pieces, maps = translator.attention(EXAMPLES[task][0])
     pictures = plot_attention(maps, src_pieces, tgt_pieces, out / "attention")
     print(f"\nattention maps: {len(pictures)} PNGs in {out / 'attention'}; training curves: {run / 'curves.png'}")
+    print(next_steps(run / "best", EXAMPLES[task][0]))
     return scores.chrf
+
+
+def next_steps(checkpoint: Path, sentence: str) -> str:
+    """The commands to run next on the checkpoint the demo left, each with what it shows.
+
+    Shell-quoted, so that a path or a sentence with spaces pastes as one argument.
+    """
+    commands = [
+        (["explain", "--checkpoint", str(checkpoint), sentence], "the search, step by step"),
+        (["inspect", "--checkpoint", str(checkpoint), sentence], "every stage of the forward pass, layer by layer"),
+        (
+            ["serve", "--checkpoint", str(checkpoint)],
+            'a page at http://127.0.0.1:8000 with the "Step through the search" and "Inside the model" views',
+        ),
+    ]
+    lines = [f"  {shlex.join(['tnmt', *argv])}\n      {what}" for argv, what in commands]
+    return "\nnext, with the checkpoint it left:\n" + "\n".join(lines)
 
 
 def budget(config: TrainConfig) -> str:
