@@ -1,13 +1,16 @@
-"""What a step-by-step trace costs (`Translator.trace`, `/v1/explain`, `tnmt explain`) against translating alone.
+"""What a step-by-step trace (`Translator.trace`, `/v1/explain`, `tnmt explain`) and a look inside the model
+(`tnmt.inside.inside`, `/v1/inspect`, `tnmt inspect`) cost against translating alone.
 
     python benchmarks/trace_cost.py [--checkpoint DIR] [--sentences 40] [--runs 3] [--threads 1]
 
 Each of the first `--sentences` test_2016_flickr sentences (Multi30k from `TNMT_DATA_DIR`, else
 ../shared/data/multi30k) is translated alone (batch 1, as a person typing on the page) and traced
-(top_k 5), greedy and beam 4; the trace is also turned into the endpoint's JSON. Without `--checkpoint`
+(top_k 5) and looked inside (its translation, then the recorded forward pass), greedy and beam 4; the trace
+and the look inside are also turned into their endpoints' JSON. Without `--checkpoint`
 the model is decode.py's random d 256 model (3+3 layers, 4 heads, vocabulary 8000) behind a sentencepiece
 model trained here on the Multi30k training text, with outputs capped at 32 tokens. A figure is the median
-over `--runs` rounds of the round's total seconds; each round alternates translate and trace per sentence.
+over `--runs` rounds of the round's total seconds; each round alternates translate, trace and inspect per
+sentence.
 Tracing when it is off (the searches' `recorder is None` checks) is measured by `benchmarks/decode.py
 --baseline` instead. Results go to benchmarks/results/trace_cost.json.
 """
@@ -27,6 +30,7 @@ from tnmt.config import DecodeConfig
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.decode.trace import explanation
 from tnmt.decode.translator import Translator
+from tnmt.inside import inside, inside_dict
 
 TOP_K = 5
 RESULTS = Path(__file__).resolve().parent / "results" / "trace_cost.json"
@@ -47,14 +51,19 @@ def timed(fn) -> float:
 
 
 def round_seconds(engine: Translator, sentences: list[str], settings: DecodeConfig) -> dict[str, float]:
-    """One round: each sentence translated, traced, and its trace turned into JSON, alternately."""
-    totals = {"translate": 0.0, "trace": 0.0, "json": 0.0}
+    """One round: each sentence translated, traced and looked inside, and those turned into JSON, alternately."""
+    totals = {"translate": 0.0, "trace": 0.0, "json": 0.0, "inspect": 0.0, "inspect_json": 0.0}
+    piece, config = lambda i: engine.tokenizer.target_pieces([i])[0], engine.model.config  # noqa: E731
     for sentence in sentences:
         totals["translate"] += timed(lambda s=sentence: engine.translate([s], settings))
         start = time.perf_counter()
         trace = engine.trace(sentence, settings, top_k=TOP_K)
         totals["trace"] += time.perf_counter() - start
         totals["json"] += timed(lambda t=trace: json.dumps(explanation(t, engine.tokenizer, settings, TOP_K)))
+        start = time.perf_counter()
+        found = inside(engine, sentence, settings, top_k=TOP_K)
+        totals["inspect"] += time.perf_counter() - start
+        totals["inspect_json"] += timed(lambda f=found: json.dumps(inside_dict(f, piece, config=config, top_k=TOP_K)))
     return totals
 
 
@@ -79,6 +88,8 @@ def main() -> None:
             **{f"{key}_ms_per_sentence": 1000 * value / len(sentences) for key, value in medians.items()},
             "trace_over_translate": medians["trace"] / medians["translate"],
             "trace_and_json_over_translate": (medians["trace"] + medians["json"]) / medians["translate"],
+            "inspect_over_translate": medians["inspect"] / medians["translate"],
+            "inspect_and_json_over_translate": (medians["inspect"] + medians["inspect_json"]) / medians["translate"],
             "rounds": rounds,
         }
         print(f"{name}: " + ", ".join(f"{k} {v:.3f}" for k, v in rows[name].items() if k != "rounds"))
