@@ -48,7 +48,7 @@ def test_with_multi30k_the_budget_is_the_minutes_given(tmp_path, monkeypatch, ca
 
 
 def test_the_demo_ends_with_commands_on_its_checkpoint(tmp_path):
-    """explain, inspect and serve on the checkpoint, quoted for the shell; explain and serve parse as shown."""
+    """explain, inspect and serve on the checkpoint, quoted for the shell, each parsing as shown."""
     checkpoint, sentence = tmp_path / "my runs" / "best", "three hundred and twelve"
     text = next_steps(checkpoint, sentence)
     commands = [shlex.split(line) for line in text.splitlines() if line.startswith("  tnmt ")]
@@ -57,7 +57,8 @@ def test_the_demo_ends_with_commands_on_its_checkpoint(tmp_path):
         ["tnmt", "inspect", "--checkpoint", str(checkpoint), sentence],
         ["tnmt", "serve", "--checkpoint", str(checkpoint)],
     ]
-    explain, serve = (_parser().parse_args(commands[i][1:]) for i in (0, 2))
-    assert (explain.command, explain.checkpoint, explain.sentence) == ("explain", checkpoint, sentence)
+    explain, inspect, serve = (_parser().parse_args(command[1:]) for command in commands)
+    for parsed, name in ((explain, "explain"), (inspect, "inspect")):
+        assert (parsed.command, parsed.checkpoint, parsed.sentence) == (name, checkpoint, sentence)
     assert (serve.command, serve.checkpoint) == ("serve", [checkpoint])
     assert '"Step through the search" and "Inside the model" views' in text
