@@ -90,19 +90,19 @@ def aer(predicted: Sequence[Links], silver: Sequence[Links]) -> float:
 
 
 def variants(model_config) -> list[DecodeConfig]:
-    """Every layer (from the top) with the heads' mean and each head, shifted and not."""
+    """Every layer with the heads' mean and each head, shifted and not."""
     return [
         DecodeConfig(alignment_layer=layer, alignment_head=head, alignment_shift=shift)
         for layer in range(1, model_config.n_decoder_layers + 1)
-        for head in range(-1, model_config.n_heads)
+        for head in range(0, model_config.n_heads + 1)
         for shift in (True, False)
     ]
 
 
 def name(settings: DecodeConfig) -> str:
-    head = "mean" if settings.alignment_head < 0 else f"head {settings.alignment_head}"
+    head = "mean" if settings.alignment_head == 0 else f"head {settings.alignment_head}"
     shift = "shifted" if settings.alignment_shift else "unshifted"
-    return f"layer {settings.alignment_layer} from the top, {head}, {shift}"
+    return f"layer {settings.alignment_layer}, {head}, {shift}"
 
 
 def one_way(rows: torch.Tensor, source_words: list[int], target_words: list[int], *, shift: bool) -> list:

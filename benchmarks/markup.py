@@ -348,7 +348,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--beam-size", type=int, default=0, help="0: the checkpoint's")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--alignment-head", type=int, default=None, help="read this head (-1: the mean)")
+    parser.add_argument("--alignment-head", type=int, default=None, help="read this head (1 = the first; 0: the mean)")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "markup.json"))
     args = parser.parse_args()
 

@@ -138,6 +138,30 @@ def test_decode_settings_written_when_quantize_was_one_of_them_still_load(tmp_pa
     assert read_model_json(tmp_path / "model.json") == (config, decode, None)
 
 
+@pytest.mark.parametrize(
+    ("written", "read"),
+    [
+        ({"alignment_layer": 2, "alignment_head": 0}, (-2, 1)),  # format 1's defaults with guided alignment
+        ({"alignment_layer": 1, "alignment_head": -1}, (-1, 0)),  # the last layer, the heads' mean
+        ({}, (-2, 0)),  # today's defaults
+    ],
+)
+def test_format_1_alignment_settings_are_renumbered(tmp_path, written, read):
+    """Format 1 counted the aligning layer from the top (1 = the last) and heads from 0 (-1 = the mean); format 2
+    numbers both from 1 as everywhere else, with a negative layer counting from the top, so nothing moves."""
+    config = ModelConfig.small(src_vocab_size=40, tgt_vocab_size=50)
+    write_model_json(tmp_path / "model.json", config, DecodeConfig())
+    described = json.loads((tmp_path / "model.json").read_text())
+    assert described["format"] == 2
+    for key in ("alignment_layer", "alignment_head"):
+        del described["decode"][key]
+    described["format"] = 1
+    described["decode"].update(written)
+    (tmp_path / "model.json").write_text(json.dumps(described))
+    decode = read_model_json(tmp_path / "model.json")[1]
+    assert (decode.alignment_layer, decode.alignment_head) == read
+
+
 def test_links_are_replaced_atomically(tmp_path, tokenizer):
     model = make_model(tokenizer)
     a = save_checkpoint(tmp_path / "checkpoints" / "a", model, tokenizer)

@@ -102,7 +102,7 @@ def test_guided_alignment_on_the_gpu(tiny_training, tmp_path, precision):
     align = [json.loads(line).get("train_align_loss") for line in (out / "metrics.jsonl").read_text().splitlines()]
     align = [value for value in align if value is not None]
     assert len(align) == 6 and all(0 < value < 20 for value in align) and align[-1] < align[0]
-    assert load_checkpoint(out / "last").decode.alignment_head == 0
+    assert load_checkpoint(out / "last").decode.alignment_head == 1
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

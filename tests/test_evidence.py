@@ -60,15 +60,16 @@ def test_a_compound_keeps_both_source_words_and_a_barely_read_word_stays_unalign
     assert _alignment(attention, [0, 1, 2], [0, 1]) == [(1, 1), (2, 1)]
 
 
-def test_the_aligning_layer_counts_from_the_top_and_the_head_or_the_mean_is_read():
-    assert [alignment_layer_index(layer, 4) for layer in (1, 2, 4, 9)] == [3, 2, 0, 0]
+def test_the_aligning_layer_and_head_count_from_1_and_0_reads_the_mean():
+    """Layer 1 is the first (index 0), -1 the last, clamped to the depth; head 1 is the first, 0 the heads' mean."""
+    assert [alignment_layer_index(layer, 4) for layer in (1, 3, 4, 9, -1, -2, -4, -9)] == [0, 2, 3, 3, 3, 2, 0, 0]
     layer = torch.zeros(1, 2, 3, 4)  # (B, H, T, S)
     layer[:, 1] = 4.0
-    assert torch.equal(alignment_rows(layer, 1), torch.full((1, 3, 4), 4.0))
-    assert torch.equal(alignment_rows(layer, 0), torch.zeros(1, 3, 4))
-    assert torch.equal(alignment_rows(layer, -1), torch.full((1, 3, 4), 2.0))
-    with pytest.raises(UserError, match="alignment_head = 2: the model has 2 heads"):
-        alignment_rows(layer, 2)
+    assert torch.equal(alignment_rows(layer, 2), torch.full((1, 3, 4), 4.0))
+    assert torch.equal(alignment_rows(layer, 1), torch.zeros(1, 3, 4))
+    assert torch.equal(alignment_rows(layer, 0), torch.full((1, 3, 4), 2.0))
+    with pytest.raises(UserError, match="alignment_head = 3: the model has 2 heads"):
+        alignment_rows(layer, 3)
 
 
 def _sentence(source: str, output: str, **changes) -> Sentence:
@@ -252,6 +253,6 @@ def test_coverage_reads_the_heads_mean_when_one_head_aligns():
     peaked = torch.zeros(3, 3)
     peaked[:, 0] = 1.0  # the aligning head reads only "Hunde"
     spread = torch.full((3, 3), 1 / 3)  # all heads together read both words
-    settings = DecodeConfig(alignment_head=0)
+    settings = DecodeConfig(alignment_head=1)
     assert _evidence(s, peaked, settings).warnings == ["uncovered_source"]
     assert _evidence(s, peaked, settings, coverage=spread).warnings == []

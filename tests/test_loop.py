@@ -254,14 +254,14 @@ def head_alignment_loss(checkpoint: Path, prepared: PreparedPairs, layer: int) -
     return loss.item() / aligned.item()
 
 
-def test_guided_alignment_trains_head_0_toward_the_links_and_checkpoints_name_it(tiny_recipe, tmp_path):
-    options = ["--train.max_steps=24", "--model.n_decoder_layers=2", "--decode.alignment_layer=5", "--train.seed=3"]
+def test_guided_alignment_trains_head_1_toward_the_links_and_checkpoints_name_it(tiny_recipe, tmp_path):
+    options = ["--train.max_steps=24", "--model.n_decoder_layers=2", "--decode.alignment_layer=-5", "--train.seed=3"]
     guided = train(tiny_recipe(tmp_path / "guided", *options, "--train.guided_alignment=1.0"), progress=False)
     plain = train(tiny_recipe(tmp_path / "plain", *options), progress=False)
     decode = load_checkpoint(guided / "last").decode
-    # layer 5 from the top of a 2-layer decoder is its first layer: decode/evidence.py reads what was trained
-    assert (decode.alignment_layer, decode.alignment_head, decode.alignment_shift) == (2, 0, False)
-    assert load_checkpoint(plain / "last").decode.alignment_head == -1  # untouched without guided alignment
+    # layer -5 (5 from the top) of a 2-layer decoder is its layer 1: decode/evidence.py reads what was trained
+    assert (decode.alignment_layer, decode.alignment_head, decode.alignment_shift) == (1, 1, False)
+    assert load_checkpoint(plain / "last").decode.alignment_head == 0  # untouched without guided alignment
     records = [json.loads(line) for line in (guided / "metrics.jsonl").read_text().splitlines()]
     align = [r["train_align_loss"] for r in records if "train_loss" in r]
     # logged at every window; whether it falls within 24 updates of the tiny corpus depends on the links eflomal
@@ -307,7 +307,7 @@ def test_without_eflomal_a_guided_recipe_says_so_in_one_line_and_trains_without_
     )
     assert "alignments" not in PreparedPairs(out / "prepared").manifest
     assert json.loads((out / "recipe.json").read_text())["train"]["guided_alignment"] == 0.0
-    assert load_checkpoint(out / "last").decode.alignment_head == -1  # read from the heads' mean
+    assert load_checkpoint(out / "last").decode.alignment_head == 0  # read from the heads' mean
 
 
 def test_without_eflomal_a_corpus_aligned_before_still_trains_guided(tiny_recipe, tmp_path, monkeypatch, caplog):

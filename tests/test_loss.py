@@ -278,7 +278,7 @@ def test_gradient_of_the_alignment_loss_reaches_only_the_guided_head_and_what_fe
     )
     model = Transformer(config).eval()
     src, tgt_in = torch.randint(3, 30, (2, 3)), torch.randint(3, 30, (2, 3))
-    layer = alignment_layer_index(2, config.n_decoder_layers)  # the penultimate: index 1
+    layer = alignment_layer_index(-2, config.n_decoder_layers)  # the penultimate: layer 2, index 1
     _, attention = model(src, tgt_in, features_only=True, cross_attention_of=layer)
     loss, _ = alignment_loss(attention[:, GUIDED_HEAD], ALIGNMENT)
     loss.backward()

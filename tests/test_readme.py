@@ -56,6 +56,7 @@ APPEND = {
     "average": [],
     "attention": [],
     "explain": [],
+    "inspect": [],
     "serve": ["--port={port}"],  # runs until SIGTERM: see `run_server`
 }
 

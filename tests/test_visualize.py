@@ -38,15 +38,15 @@ def test_plotted_weights_are_the_models_own(attention):
     _, fresh = model.attention_maps(src, tgt)  # recomputed: the figures must show the model's weights
     figures = dict(attention_figures(maps, src_pieces, tgt_pieces))
     assert sorted(figures) == [
-        "cross_layer0",
         "cross_layer1",
-        "decoder_self_layer0",
+        "cross_layer2",
         "decoder_self_layer1",
-        "encoder_layer0",
+        "decoder_self_layer2",
+        "encoder_layer1",
     ]
     for stem, figure in figures.items():
         kind, layer = stem.rsplit("_layer", 1)
-        expected = getattr(fresh, kind)[int(layer)][0]  # (H, Tq, Tk)
+        expected = getattr(fresh, kind)[int(layer) - 1][0]  # (H, Tq, Tk); layer 1 is the first
         heads = drawn(figure)
         assert len(heads) == 2
         for head, matrix in enumerate(heads):

@@ -2,7 +2,7 @@
 
     step_000800/
       model.safetensors     weights (tied matrices stored once)
-      config.json           {"format": 1, "model": ModelConfig fields, "decode": DecodeConfig fields,
+      config.json           {"format": 2, "model": ModelConfig fields, "decode": DecodeConfig fields,
                              "languages": {"source": "en", "target": "de"} when known}
       source.spm, target.spm, tokenizer.json   the subword tokenizer (see data/tokenizer.py)
       optimizer.safetensors + trainer_state.json   only in training checkpoints: Adam moments,
@@ -48,7 +48,7 @@ from tnmt.io import (
 )
 from tnmt.model import Transformer
 
-FORMAT = 1
+FORMAT = 2  # 2: alignment layers and heads numbered from 1 at the input side (format 1 counted them otherwise)
 LEGACY_DECODE_KEY = "quantize"  # once a decoding setting, now chosen when a model is loaded (decode/translator.py)
 CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.safetensors"
 A_CHECKPOINT = "a tnmt checkpoint"  # what `save_checkpoint` replaces, in its refusal of anything else
@@ -143,8 +143,22 @@ def read_model_json(path: Path) -> tuple[ModelConfig, DecodeConfig, tuple[str, s
     stored = described.get("decode", {})
     if isinstance(stored, dict):  # files written before quantize became a load-time option carry it here
         stored = {key: value for key, value in stored.items() if key != LEGACY_DECODE_KEY}
+        if described.get("format", 1) == 1:
+            stored = _renumbered(stored)
     decode = parse(DecodeConfig, stored, where=f"{path} decode")
     return model, decode, _languages(described.get("languages"), path)
+
+
+def _renumbered(decode: dict[str, Any]) -> dict[str, Any]:
+    """A format-1 [decode] table in today's numbering: its alignment layer counted from the top (1 = the last),
+    which is today's -1, and its head from 0 with -1 for the heads' mean, which is today's head + 1 (0 = the mean)."""
+    renumbered = dict(decode)
+    layer, head = decode.get("alignment_layer"), decode.get("alignment_head")
+    if type(layer) is int and layer >= 1:
+        renumbered["alignment_layer"] = -layer
+    if type(head) is int and head >= -1:
+        renumbered["alignment_head"] = head + 1
+    return renumbered
 
 
 def load_checkpoint(path: str | os.PathLike[str], *, map_location: str = "cpu", training: bool = True) -> Checkpoint:

@@ -194,7 +194,7 @@ class TrainConfig:
     adam_eps: float = 1e-9
     label_smoothing: float = 0.1  # epsilon_ls (section 5.4)
     rdrop_alpha: float = 0.0  # R-Drop: each batch passes twice, + alpha x the passes' symmetric KL (loss.py); 0 = off
-    # Guided alignment (Garg et al., 2019): head 0 of the decoder layer [decode] alignment_layer learns eflomal's word
+    # Guided alignment (Garg et al., 2019): head 1 of the decoder layer [decode] alignment_layer learns eflomal's word
     # alignments of the training corpus (aligned when it is prepared); the weight of that cross-entropy. 0 = off.
     guided_alignment: float = 0.0
     clip_norm: float = 0.0  # gradient-norm clipping (not in the paper); 0 = none
@@ -268,10 +268,14 @@ class DecodeConfig:
     )
     batch_size: int = field(default=64, metadata=_help("sentences decoded together"))
     # Word alignment from cross-attention (decode/evidence.py); the defaults were chosen on validation.
+    # Layers count from 1 at the input side and heads from 1, as everywhere tnmt shows them; a negative layer
+    # counts from the top, so the default fits any depth.
     alignment_layer: int = field(
-        default=2, metadata=_help("decoder layer whose cross-attention aligns words, from the top: 1 = the last")
+        default=-2, metadata=_help("decoder layer whose cross-attention aligns words: 1 = the first, -1 = the last")
     )
-    alignment_head: int = field(default=-1, metadata=_help("head of that layer that aligns words; -1 = their mean"))
+    alignment_head: int = field(
+        default=0, metadata=_help("head of that layer that aligns words (1 = the first); 0 = their mean")
+    )
     alignment_shift: bool = field(
         default=False, metadata=_help("align a target word by the step that reads it, not the one that writes it")
     )
@@ -286,8 +290,10 @@ class DecodeConfig:
             value = getattr(self, name)
             _check(self, name, math.isfinite(value) and value >= 0, "a finite number >= 0")
         _check(self, "block_loops", isinstance(self.block_loops, bool), "true or false")
-        _check(self, "alignment_layer", _is_int(self.alignment_layer) and self.alignment_layer >= 1, ">= 1")
-        _check(self, "alignment_head", _is_int(self.alignment_head) and self.alignment_head >= -1, ">= -1")
+        layer_ok = _is_int(self.alignment_layer) and self.alignment_layer != 0
+        _check(self, "alignment_layer", layer_ok, "a layer number (1 = the first, -1 = the last), not 0")
+        head_ok = _is_int(self.alignment_head) and self.alignment_head >= 0
+        _check(self, "alignment_head", head_ok, "a head number (1 = the first) or 0 (the heads' mean)")
         for name in ("beam_size", "batch_size"):
             _check(self, name, _is_int(getattr(self, name)) and getattr(self, name) >= 1, ">= 1")
         for name in ("max_len", "max_len_b", "min_len"):

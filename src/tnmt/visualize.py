@@ -28,7 +28,8 @@ def attention_figures(
         tgt_pieces: Labels of the decoder positions, i.e. its input tokens starting with BOS.
 
     Yields:
-        A file stem ("encoder_layer0", "decoder_self_layer0", "cross_layer0", ...) and its figure.
+        A file stem ("encoder_layer1", "decoder_self_layer1", "cross_layer1", ...: layers count from 1 at the
+        input side, as everywhere tnmt names them) and its figure.
 
     Raises:
         ValueError: The labels do not match the maps' lengths.
@@ -45,7 +46,7 @@ def attention_figures(
                     f"{kind} attention is {tuple(weights.shape[-2:])} but there are {len(rows)} x {len(cols)} labels"
                 )
             title = f"{kind.replace('_', ' ')} attention, layer {layer + 1}"
-            yield f"{kind}_layer{layer}", _heads_figure(weights[0], rows, cols, title=title)
+            yield f"{kind}_layer{layer + 1}", _heads_figure(weights[0], rows, cols, title=title)
 
 
 def plot_attention(

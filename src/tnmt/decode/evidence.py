@@ -138,7 +138,7 @@ def gather_evidence(sentences: Sequence[Sentence], cross: Tensor, settings: Deco
     teacher-forced pass over BOS + each output (`teacher_forced_attention`)."""
     rows = alignment_rows(cross, settings.alignment_head).float().cpu()  # (B, T, S)
     # coverage reads all heads: one guided head is peaked on single words and leaves the others at ~0
-    mean = rows if settings.alignment_head < 0 else cross.mean(dim=1).float().cpu()  # (B, T, S)
+    mean = rows if settings.alignment_head == 0 else cross.mean(dim=1).float().cpu()  # (B, T, S)
     return [_evidence(s, rows[b], settings, coverage=mean[b]) for b, s in enumerate(sentences)]
 
 
@@ -157,16 +157,19 @@ def teacher_forced_attention(
 
 
 def alignment_layer_index(alignment_layer: int, n_decoder_layers: int) -> int:
-    """The decoder layer (0 = the first) that `DecodeConfig.alignment_layer` names: counted from the top (1 = the
-    last), clamped to the decoder's depth. Guided alignment trains this layer (train/loss.py)."""
-    return max(n_decoder_layers - alignment_layer, 0)
+    """The index (0-based) of the decoder layer `DecodeConfig.alignment_layer` names: layer 1 is the first, -1 the
+    last, clamped to the decoder's depth. Guided alignment trains this layer (train/loss.py)."""
+    if alignment_layer > 0:
+        return min(alignment_layer, n_decoder_layers) - 1
+    return max(n_decoder_layers + alignment_layer, 0)
 
 
 def alignment_rows(layer: Tensor, head: int) -> Tensor:
-    """The aligning attention of one layer's cross-attention (B, H, T, S): head `head`, or the heads' mean for -1."""
-    if head >= layer.size(1):
+    """The aligning attention of one layer's cross-attention (B, H, T, S): head number `head` (1 = the first), or
+    the heads' mean for 0."""
+    if head > layer.size(1):
         raise UserError(f"DecodeConfig.alignment_head = {head}: the model has {layer.size(1)} heads")
-    return layer.mean(dim=1) if head < 0 else layer[:, head]
+    return layer.mean(dim=1) if head == 0 else layer[:, head - 1]
 
 
 def _evidence(s: Sentence, rows: Tensor, settings: DecodeConfig, *, coverage: Tensor | None = None) -> Evidence:

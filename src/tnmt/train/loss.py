@@ -54,7 +54,7 @@ def blocks_for(device: torch.device) -> LossBlocks:
     return GPU_BLOCKS if device.type == "cuda" else CPU_BLOCKS
 
 
-GUIDED_HEAD = 0  # the cross-attention head guided alignment trains: heads are interchangeable, so the first
+GUIDED_HEAD = 0  # the index of the cross-attention head guided alignment trains (head 1): heads are interchangeable
 MIN_PROBABILITY = 1e-9  # attention below this counts as this in the alignment loss: log 0 would be -inf
 
 

@@ -22,7 +22,7 @@ from tnmt.data.dataset import ConcatPairs, EncodedPairs, TrainingPairs, encode, 
 from tnmt.data.prepare import prepare
 from tnmt.data.prepared import PreparedPairs
 from tnmt.data.tokenizer import Tokenizer
-from tnmt.decode.evidence import length_ratio_bounds
+from tnmt.decode.evidence import alignment_layer_index, length_ratio_bounds
 from tnmt.device import MixedPrecision
 from tnmt.errors import UserError
 from tnmt.io import atomic_write_text, check_output_directory
@@ -167,12 +167,12 @@ def _validation_pairs(corpus: ParallelCorpus, tokenizer: Tokenizer, model_max_le
 
 def _guided_decode(recipe: Recipe, n_decoder_layers: int) -> Recipe:
     """With guided alignment, the [decode] table every checkpoint stores names the head trained to align, so
-    alignments are read from it (decode/evidence.py): the recipe's layer (clamped to the decoder's depth), head
-    `GUIDED_HEAD`, and the step that writes a word (not shifted: that is the step the loss trains)."""
+    alignments are read from it (decode/evidence.py): the recipe's layer, by its number in this decoder, the head
+    `GUIDED_HEAD` indexes, and the step that writes a word (not shifted: that is the step the loss trains)."""
     if not recipe.train.guided_alignment:
         return recipe
-    layer = min(recipe.decode.alignment_layer, n_decoder_layers)
-    decode = replace(recipe.decode, alignment_layer=layer, alignment_head=GUIDED_HEAD, alignment_shift=False)
+    layer = alignment_layer_index(recipe.decode.alignment_layer, n_decoder_layers) + 1
+    decode = replace(recipe.decode, alignment_layer=layer, alignment_head=GUIDED_HEAD + 1, alignment_shift=False)
     return replace(recipe, decode=decode)
 
 
