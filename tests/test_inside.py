@@ -144,6 +144,12 @@ def test_the_feed_forward_units_are_the_hidden_layer_of_the_network():
             assert (values[0] > 0) is (active > 0)  # ReLU: the most active unit is above 0 iff any is
 
 
+def test_a_decoder_without_layers_is_looked_inside_too():
+    found = forward_of(model_of(n_decoder_layers=0))
+    assert found.decoder_layers == [] and found.cross_attention.numel() == 0
+    assert torch.equal(found.target_mask, target_mask(FED, 0)[0, 0]) and len(found.predictions) == 4
+
+
 def test_looking_inside_needs_eval_mode():
     with pytest.raises(ValueError, match="eval mode"):
         forward_of(model_of().train())

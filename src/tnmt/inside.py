@@ -24,6 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from tnmt.blocks.layers import DecoderLayer, EncoderLayer, Residual
+from tnmt.blocks.masks import padding_mask, target_mask
 from tnmt.config import DecodeConfig
 from tnmt.decode.translator import Translator
 from tnmt.errors import UserError
@@ -175,7 +176,8 @@ def inside(
 def look_inside(model: Transformer, src_ids: Tensor, fed_ids: Tensor, *, eos_id: int, top_k: int) -> ForwardPass:
     """Run the model teacher-forced on one source (1, S) and decoder input (1, T) and record every stage.
 
-    The model must be in eval mode: with dropout, the pass would not be the one that translates.
+    The model must be in eval mode: with dropout, the pass would not be the one that translates. A stack without
+    layers applies no mask: its masks are the ones blocks/masks.py would make.
     """
     if model.training:
         raise ValueError("look inside a model in eval mode: dropout would change the pass")
@@ -184,7 +186,7 @@ def look_inside(model: Transformer, src_ids: Tensor, fed_ids: Tensor, *, eos_id:
         logits, maps = model.attention_maps(src_ids, fed_ids)  # (1, T, V)
     fed = fed_ids[0].tolist()
     next_ids = [*fed[1:], eos_id]
-    t, s = fed_ids.size(1), src_ids.size(1)
+    t, s, pad = fed_ids.size(1), src_ids.size(1), model.config.pad_id
     embedding = model.src_embed
     table = model.positions.rows(0, min(model.config.max_len, max(TABLE_ROWS, s, t)))
     return ForwardPass(
@@ -193,10 +195,10 @@ def look_inside(model: Transformer, src_ids: Tensor, fed_ids: Tensor, *, eos_id:
         next_ids=next_ids,
         scale=embedding.scale,
         table=table.float().cpu(),
-        source=_embedded(model, model.src_embed, src_ids[0], watch.first_input["encoder"]),
-        target=_embedded(model, model.tgt_embed, fed_ids[0], watch.first_input["decoder"]),
-        source_mask=watch.masks["source"].reshape(-1, s)[-1].cpu(),
-        target_mask=watch.masks["target"].reshape(-1, t, t)[-1].cpu(),
+        source=_embedded(model, model.src_embed, src_ids[0], watch.first_input.get("encoder")),
+        target=_embedded(model, model.tgt_embed, fed_ids[0], watch.first_input.get("decoder")),
+        source_mask=watch.masks.get("source", padding_mask(src_ids, pad)).reshape(-1, s)[-1].cpu(),
+        target_mask=watch.masks.get("target", target_mask(fed_ids, pad)).reshape(-1, t, t)[-1].cpu(),
         encoder_attention=_stacked(maps.encoder),
         decoder_attention=_stacked(maps.decoder_self),
         cross_attention=_stacked(maps.cross),
