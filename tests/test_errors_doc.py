@@ -233,6 +233,8 @@ INPUTS: dict[str, Callable[[Path, Path], None]] = {
             "out-empty-path",
             "data-from-empty-path",
             "attention-empty-sentence",
+            "inspect-empty-sentence",
+            "inspect-top-k-huge",
             "quickstart-minutes-nan",
             "quickstart-steps-negative",
             "serve-port-too-large",
@@ -353,6 +355,9 @@ SPECIAL_REQUESTS: dict[str, Callable] = {
     "http-chunked-body": lambda c, _: c.post("/v1/translate", content=iter([b'{"text": ', b'"one"}'])),
     "http-too-many-texts": lambda c, _: c.post("/v1/translate", json={"text": ["one"] * 5}),
     "http-text-too-long": lambda c, _: c.post("/v1/translate", json={"text": "one " * 30}),
+    "http-inspect-translation-too-long": lambda c, _: c.post(
+        "/v1/inspect", json={"text": "one", "translation": "uno " * 60}
+    ),
     "http-queue-full": queue_full,
     "http-glossary-too-large": lambda c, _: c.post("/v1/translate", json={"text": "one", "avoid": ["uno"] * 300}),
     "libre-form-missing-q": lambda c, _: c.post("/translate", data={"source": "en", "target": "it"}),
