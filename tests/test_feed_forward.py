@@ -52,3 +52,14 @@ def test_activation_dropout_only_while_training_and_on_the_hidden_units():
 def test_unknown_activation_lists_the_valid_ones():
     with pytest.raises(ValueError, match=r"\['gelu', 'relu', 'swish'\].*'tanh'"):
         FeedForward(8, 32, activation="tanh")
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu", "swish"])
+def test_the_hidden_units_are_what_the_second_layer_reads(activation):
+    """`hidden` (what `tnmt inspect` shows) is the network's own hidden layer: W_2 of it is the output."""
+    torch.manual_seed(0)
+    ffn = FeedForward(8, 32, activation=activation).eval()
+    x = torch.randn(2, 3, 8)
+    hidden = ffn.hidden(x)
+    assert hidden.shape == (2, 3, 32)
+    torch.testing.assert_close(ffn.linear2(hidden), ffn(x))

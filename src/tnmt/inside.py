@@ -187,13 +187,12 @@ def look_inside(model: Transformer, src_ids: Tensor, fed_ids: Tensor, *, eos_id:
     fed = fed_ids[0].tolist()
     next_ids = [*fed[1:], eos_id]
     t, s, pad = fed_ids.size(1), src_ids.size(1), model.config.pad_id
-    embedding = model.src_embed
     table = model.positions.rows(0, min(model.config.max_len, max(TABLE_ROWS, s, t)))
     return ForwardPass(
         source_ids=src_ids[0].tolist(),
         fed_ids=fed,
         next_ids=next_ids,
-        scale=embedding.scale,
+        scale=model.src_embed.scale,
         table=table.float().cpu(),
         source=_embedded(model, model.src_embed, src_ids[0], watch.first_input.get("encoder")),
         target=_embedded(model, model.tgt_embed, fed_ids[0], watch.first_input.get("decoder")),
