@@ -799,3 +799,293 @@ def test_alternatives_of_a_word_by_mouse_and_keyboard(wordy_server, page):
     assert page.locator("#output").text_content() == response.json()["translations"][0]["text"]
     expect(page.locator("#evidence-lines .chosen")).to_have_count(0)
     assert not errors, f"JavaScript errors: {errors}"
+
+
+STAGES = (
+    "pieces",
+    "embedding",
+    "masks",
+    "encoder-attention",
+    "decoder-attention",
+    "cross-attention",
+    "add-norm",
+    "feed-forward",
+    "softmax",
+)
+
+
+def inspect_answer(page: Page, change) -> dict:
+    """Does `change` and returns the /v1/inspect request it caused and the answer, once the page shows it."""
+    with page.expect_response("**/v1/inspect") as answer:
+        change()
+    response = answer.value
+    data = response.json()
+    if response.ok:
+        page.wait_for_function(
+            """d => document.querySelector('#inside-fed').textContent === d.translation.text
+                && [...document.querySelectorAll('#pieces-picture table')[0].tBodies[0].rows[0].querySelectorAll('td')]
+                    .map((c) => c.textContent).join('|') === d.source.pieces.join('|')""",
+            arg=data,
+        )
+    return {"request": response.request.post_data_json, "status": response.status, "data": data}
+
+
+def cell_texts(page: Page, selector: str) -> list[str]:
+    """The text of every `td` under `selector`, row by row (exact: the tiny model's pieces may be control
+    characters, which expect() would normalise)."""
+    return page.locator(f"{selector} tbody td").evaluate_all("cells => cells.map((c) => c.textContent)")
+
+
+def tab_to(page: Page, locator) -> None:
+    """Tab once; focus must land on `locator`."""
+    page.keyboard.press("Tab")
+    expect(locator).to_be_focused()
+
+
+def test_inside_the_model_panel_by_panel_with_the_keyboard(server, page, repo_root):
+    """The view on the real /v1/inspect: asked only while open, one panel per stage in the lesson's order, each
+    reached from the stage links and walked by Tab and the arrow keys, each picture drawn for this sentence (as
+    many cells, maps and bars as the answer has positions, heads and layers) and read in words; a new source or a
+    translation to feed asks again; readable at phone width."""
+    inspects = []
+    page.on("request", lambda r: inspects.append(r.post_data_json) if r.url.endswith("/v1/inspect") else None)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(error))
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(server)
+    expect(page.locator("#pair")).to_be_enabled()
+    sentence = "one hundred and twelve"
+    page.locator("#source").press_sequentially(sentence, delay=20)
+    expect(page.locator("#status")).to_contain_text("Translated")
+    assert inspects == [], "a closed view asks the server nothing"
+
+    beam = int(page.locator("#beam").input_value())
+    answer = inspect_answer(page, lambda: page.locator("#inside-section summary").press("Enter"))
+    assert answer["request"] == {"text": sentence, "source": "en", "target": "it", "top_k": 5, "beam_size": beam}
+    data = answer["data"]
+    src, fed = data["source"]["pieces"], data["target"]["fed_pieces"]
+    s, t = len(src), len(fed)
+    assert src[-1] == "</s>" and fed[0] == "<s>" and t == len(data["output"])
+    expect(page.locator("#inside-status")).to_contain_text(f"{s} source pieces")
+    expect(page.locator("#inside-whose")).to_have_text("(the model's own)")
+
+    # The summary, the translation to feed, then the nine stage links in the lesson's order.
+    tab_to(page, page.locator("#inside-translation"))
+    links = page.locator("#inside-stages nav a")
+    for k, stage in enumerate(STAGES):
+        tab_to(page, links.nth(k))
+        expect(links.nth(k)).to_have_attribute("href", f"#stage-{stage}")
+    headings = page.locator("#inside-stages .stage h3").all_text_contents()
+    assert [h.split(".")[0] for h in headings] == [str(k) for k in range(1, 10)]
+
+    def enter_stage(k: int) -> None:
+        """Its link, Enter: the panel itself takes focus, so Tab goes on into its controls."""
+        links.nth(k).focus()
+        page.keyboard.press("Enter")
+        expect(page.locator(f"#stage-{STAGES[k]}")).to_be_focused()
+
+    def readout(stage: str):
+        return page.locator(f"#{stage}-readout")
+
+    # 1. Pieces and ids: the source with EOS last, the decoder fed BOS first, what each position should predict.
+    enter_stage(0)
+    boxes = page.locator("#pieces-picture .picture-box")
+    tab_to(page, boxes.nth(0))
+    assert cell_texts(page, "#pieces-picture figure:nth-of-type(1)") == src + [str(i) for i in data["source"]["ids"]]
+    target = data["target"]
+    rows = [*target["fed_pieces"], *map(str, target["fed_ids"]), *target["next_pieces"]]
+    assert cell_texts(page, "#pieces-picture figure:nth-of-type(2)") == rows
+    expect(readout("pieces")).to_contain_text(f"Source position 0: “{src[0]}”, id {data['source']['ids'][0]}.")
+    page.keyboard.press("End")
+    expect(readout("pieces")).to_contain_text(f"Source position {s - 1}: “</s>”")
+    expect(readout("pieces")).to_contain_text("EOS ends the source")
+    tab_to(page, boxes.nth(1))
+    expect(readout("pieces")).to_contain_text("Decoder position 0: fed “<s>” (id 1), BOS")
+    page.keyboard.press("ArrowRight")
+    expect(readout("pieces")).to_contain_text("Decoder position 1:")
+
+    # 2. Embeddings: the positional table (the sentence's positions in it), per position the sizes added.
+    enter_stage(1)
+    table = data["embedding"]["table"]
+    positions = page.locator("#embedding-picture canvas.map")
+    tab_to(page, positions)
+    assert (positions.get_attribute("data-rows"), positions.get_attribute("data-cols")) == (
+        str(len(table)),
+        str(data["embedding"]["d_model"]),
+    )
+    assert len(table) >= max(s, t)
+    expect(readout("embedding")).to_contain_text(
+        f"Position 0, dimension 0 (sin of frequency pair 0): {table[0][0]:.3f}."
+    )
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowRight")
+    expect(readout("embedding")).to_contain_text(
+        f"Position 1, dimension 1 (cos of frequency pair 0): {table[1][1]:.3f}."
+    )
+    expect(page.locator("#embedding-note")).to_contain_text(f"√{data['embedding']['d_model']}")
+    expect(page.locator("#embedding-note")).to_contain_text("interleaved layout")
+    sizes = page.locator("#embedding-picture ol.bar-rows")
+    for side, n in ((0, s), (1, t)):
+        tab_to(page, sizes.nth(side))
+        expect(sizes.nth(side).locator("li")).to_have_count(n)
+        expect(sizes.nth(side).locator("li .bar-track")).to_have_count(3 * n)
+    e = data["embedding"]["target"]
+    expect(readout("embedding")).to_contain_text(f"token × scale {e['scaled_rms'][0]:.2f}")
+    page.keyboard.press("ArrowDown")
+    expect(readout("embedding")).to_contain_text(f"Decoder input position 1, “{fed[1]}”")
+
+    # 3. Masks: a row of S keys, all allowed; T x T cells, the lower triangle allowed.
+    enter_stage(2)
+    masks = page.locator("#masks-picture .picture-box")
+    tab_to(page, masks.nth(0))
+    assert cell_texts(page, "#masks-picture figure:nth-of-type(1)") == ["✓"] * s
+    tab_to(page, masks.nth(1))
+    causal = cell_texts(page, "#masks-picture figure:nth-of-type(2)")
+    assert len(causal) == t * t
+    assert causal == ["✓" if c <= r else "·" for r in range(t) for c in range(t)]
+    expect(readout("masks")).to_contain_text("Decoder position 0, “<s>”, may attend position 0")
+    page.keyboard.press("ArrowRight")
+    expect(readout("masks")).to_contain_text("may not attend position 1")
+    expect(readout("masks")).to_contain_text("the future")
+
+    # 4-6. Attention: a layer select counting from 1, then one map per head of queries x keys.
+    attentions = (("encoder-attention", "encoder", s, s), ("decoder-attention", "decoder_self", t, t))
+    for k, (stage, key, queries, keys) in enumerate((*attentions, ("cross-attention", "cross", t, s)), start=3):
+        enter_stage(k)
+        layers = data["attention"][key]
+        tab_to(page, page.locator(f"#{stage}-layer"))
+        expect(page.locator(f"#{stage}-layer option")).to_have_text([f"layer {n + 1}" for n in range(len(layers))])
+        maps = page.locator(f"#{stage}-picture canvas.map")
+        expect(maps).to_have_count(len(layers[0]))
+        heads = [f"head {h + 1}" for h in range(len(layers[0]))]
+        expect(page.locator(f"#{stage}-picture figcaption")).to_have_text(heads)
+        for h in range(len(layers[0])):
+            tab_to(page, maps.nth(h))
+            assert (maps.nth(h).get_attribute("data-rows"), maps.nth(h).get_attribute("data-cols")) == (
+                str(queries),
+                str(keys),
+            )
+            page.keyboard.press("End")
+            weight = layers[0][h][0][keys - 1]
+            expect(readout(stage)).to_contain_text(f"Layer 1, head {h + 1}: ")
+            expect(readout(stage)).to_contain_text(f"(position {keys - 1}) with weight {weight:.3f}")
+
+    # 7. Add & norm: a layer select over both stacks, then per sub-layer one row of three bars per position.
+    enter_stage(6)
+    tab_to(page, page.locator("#add-norm-layer"))
+    expect(page.locator("#add-norm-layer option")).to_have_text(["encoder layer 1", "decoder layer 1"])
+    expect(page.locator("#add-norm-note")).to_contain_text("Post-norm")
+    lists = page.locator("#add-norm-picture ol.bar-rows")
+    expect(lists).to_have_count(2)
+    tab_to(page, lists.nth(0))
+    expect(lists.nth(0).locator("li")).to_have_count(s)
+    sub = data["layers"]["encoder"][0]["sublayers"][0]
+    expect(readout("add-norm")).to_contain_text(
+        f"Encoder layer 1, self-attention, “{src[0]}” (position 0): the stream in {sub['stream'][0]:.2f}, "
+        f"the update {sub['update'][0]:.2f}, after add & norm {sub['out'][0]:.2f}"
+    )
+    page.select_option("#add-norm-layer", "decoder:0")
+    expect(lists).to_have_count(3)
+    expect(page.locator("#add-norm-picture figcaption")).to_have_text(
+        ["masked self-attention", "cross-attention", "feed-forward"]
+    )
+    for n in range(3):
+        expect(lists.nth(n).locator("li")).to_have_count(t)
+
+    # 8. Feed-forward: per stack a map of layers x positions, read as counts of active units.
+    enter_stage(7)
+    stacks = page.locator("#feed-forward-picture canvas.map")
+    for n, (stack, length) in enumerate((("encoder", s), ("decoder", t))):
+        tab_to(page, stacks.nth(n))
+        assert stacks.nth(n).get_attribute("data-rows") == str(len(data["layers"][stack]))
+        assert stacks.nth(n).get_attribute("data-cols") == str(length)
+        ffn = data["layers"][stack][0]["ffn"]
+        expect(readout("feed-forward")).to_contain_text(f"{ffn['active'][0]} of {ffn['d_ff']} units active")
+        expect(readout("feed-forward")).to_contain_text(f"unit {ffn['top'][0][0][0]}")
+
+    # 9. Linear + softmax: per position the top-k bars, the right next piece marked once with its rank.
+    enter_stage(8)
+    predictions = page.locator("#softmax-picture li.prediction")
+    tab_to(page, page.locator("#softmax-picture ol.predictions"))
+    expect(predictions).to_have_count(t)
+    for i, o in enumerate(data["output"]):
+        bars = len(o["top"]) + (o["rank"] > len(o["top"]))  # the right piece is added when not among the top
+        expect(predictions.nth(i).locator(".topk li")).to_have_count(bars)
+        expect(predictions.nth(i).locator(".topk li.right")).to_have_count(1)
+        expect(predictions.nth(i).locator(".topk li.right")).to_contain_text(f"rank {o['rank']}")
+    expect(readout("softmax")).to_contain_text(f"Position 0, fed “<s>”: should predict “{data['output'][0]['next']}”")
+    page.keyboard.press("ArrowDown")
+    expect(readout("softmax")).to_contain_text("Position 1, fed")
+    expect(page.locator("#softmax-picture li.prediction.cursor")).to_have_count(1)
+    (repo_root / "outputs").mkdir(exist_ok=True)
+    page.screenshot(path=str(repo_root / "outputs" / "inside_page.png"), full_page=True)
+
+    # While open, a new source is looked at again; a translation to feed replaces the model's own.
+    answer = inspect_answer(page, lambda: page.locator("#source").fill("seven"))
+    assert answer["request"]["text"] == "seven"
+    t = len(answer["data"]["target"]["fed_pieces"])
+    assert len(cell_texts(page, "#masks-picture figure:nth-of-type(2)")) == t * t
+    expect(page.locator("#softmax-picture li.prediction")).to_have_count(t)
+    answer = inspect_answer(page, lambda: page.locator("#inside-translation").fill("sette"))
+    assert answer["request"] == {"text": "seven", "source": "en", "target": "it", "top_k": 5, "translation": "sette"}
+    assert answer["data"]["translation"] == {"text": "sette", "given": True}
+    expect(page.locator("#inside-whose")).to_have_text("(the one typed above)")
+    page.locator("#inside-translation").fill("")
+
+    # The endpoint's limits, in the server's words.
+    answer = inspect_answer(page, lambda: page.select_option("#beam", "5"))
+    assert answer["status"] == 422
+    expect(page.locator("#inside-error")).to_contain_text(f"The server refused (422): {answer['data']['error']}")
+    inspect_answer(page, lambda: page.select_option("#beam", "2"))
+    expect(page.locator("#inside-error")).to_be_empty()
+
+    # A closed view asks nothing.
+    page.locator("#inside-section summary").click()
+    asked = len(inspects)
+    page.locator("#source").fill("eight")
+    page.wait_for_function("() => document.querySelector('#status').textContent.includes('Translated')")
+    page.wait_for_timeout(500)
+    assert len(inspects) == asked
+
+    # At phone width, only the pictures' own boxes scroll sideways.
+    inspect_answer(page, lambda: page.locator("#inside-section summary").click())
+    page.set_viewport_size({"width": 375, "height": 800})
+    page.wait_for_timeout(200)  # the heat map redraws after resizing
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    page.screenshot(path=str(repo_root / "outputs" / "inside_page_phone.png"), full_page=True)
+    assert not errors, f"JavaScript errors: {errors}"
+
+
+def test_a_stale_look_inside_never_replaces_a_newer_one(server, page):
+    """The test holds /v1/inspect's requests back (page.route), answers them with the real server's answers and
+    gives the newer request's first."""
+    held = []
+    page.route("**/v1/inspect", lambda route: held.append(route))
+    errors = []
+    page.on("pageerror", lambda error: errors.append(error))
+    page.goto(server)
+    expect(page.locator("#pair")).to_be_enabled()
+    page.locator("#source").fill("three")
+    page.locator("#inside-section summary").click()
+
+    def wait_for(count: int) -> None:
+        deadline = time.monotonic() + 10
+        while len(held) < count:  # route handlers run while the page is being waited on
+            assert time.monotonic() < deadline, f"no request number {count} to /v1/inspect"
+            page.wait_for_timeout(20)
+
+    def real(route) -> dict:
+        return httpx.post(f"{server}/v1/inspect", json=route.request.post_data_json).json()
+
+    wait_for(1)
+    page.locator("#source").fill("one hundred and twelve")
+    wait_for(2)
+    newer = real(held[1])
+    held[1].fulfill(json=newer)
+    source_row = "#pieces-picture figure:nth-of-type(1) tbody tr:first-child td"
+    expect(page.locator(source_row)).to_have_count(len(newer["source"]["pieces"]))
+    with contextlib.suppress(PlaywrightError):  # the page may have aborted it already: all the better
+        held[0].fulfill(json=real(held[0]))
+    page.wait_for_timeout(300)
+    assert page.locator(source_row).all_text_contents() == newer["source"]["pieces"]
+    assert not errors, f"JavaScript errors: {errors}"

@@ -24,18 +24,24 @@
 //   each hypothesis says how many it has met;
 // - a click, a tap, or Enter or Space on a word of the translation lists its alternatives with their
 //   probabilities in a listbox (↑ ↓, Enter, Escape); the one chosen replaces its line, the rest translated again,
-//   until the line, the pair or the glossary changes.
+//   until the line, the pair or the glossary changes;
+// - "Inside the model" asks /v1/inspect for the first line (and the model's own translation, or one typed in the
+//   view) under the same rules as the step view, and draws the forward pass in the lesson's order, one panel per
+//   stage; each picture is one Tab stop read cell by cell with the arrow keys, in words, in its panel's readout;
+//   layers count from 1 at the input side, heads from 1.
 //
 // The modules, one per view: settings.js (the models, limits, pair, beam, alternatives and source lines),
 // glossary.js (the glossary box and each line's terms), translate.js (translating as you type), evidence.js
 // (words, alignment, confidence, warnings), alternatives.js (other words for a word), heatmap.js (the
-// cross-attention map), explain.js with explain_tree.js and explain_panels.js (stepping through the search);
-// api.js is the one way they ask the server, util.js their small helpers.
+// cross-attention map), explain.js with explain_tree.js and explain_panels.js (stepping through the search),
+// inside.js with inside_panels.js, inside_layers.js and inside_draw.js (inside the model); api.js is the one way
+// they ask the server, util.js their small helpers.
 
 import { scheduleExplain, wireExplain } from "./explain.js";
 import { wireEvidence } from "./evidence.js";
 import { loadGlossary, wireGlossary } from "./glossary.js";
 import { wireHeatmap } from "./heatmap.js";
+import { scheduleInside, wireInside } from "./inside.js";
 import { loadModels, sourceLines } from "./settings.js";
 import { showError, translateNow, updateCounter, wireTranslate } from "./translate.js";
 
@@ -44,6 +50,7 @@ async function init() {
   wireEvidence();
   wireTranslate();
   wireHeatmap();
+  wireInside();
   wireGlossary(() => {
     translateNow();
     scheduleExplain(0);
@@ -52,7 +59,8 @@ async function init() {
   loadGlossary();
   updateCounter();
   if (sourceLines().length) translateNow(); // text restored by the browser on reload
-  scheduleExplain(0); // the view may have been opened before the models were known
+  scheduleExplain(0); // the views may have been opened before the models were known
+  scheduleInside(0);
 }
 
 init();

@@ -1,6 +1,6 @@
 // The cross-attention heat map of a one-line translation: a canvas of target by source subwords for one layer
 // and one head (or their mean), read cell by cell with the pointer or the arrow keys; and the viridis colours
-// that the step view's attention row shares.
+// and canvas helpers that the step view's attention row and the "Inside the model" view share.
 
 import { $, clamp, range } from "./util.js";
 
@@ -156,7 +156,7 @@ function drawHeatmap() {
 }
 
 /** Sizes the canvas in CSS pixels and draws at the screen's resolution. */
-function resizeCanvas(canvas, ctx, width, height) {
+export function resizeCanvas(canvas, ctx, width, height) {
   const dpr = window.devicePixelRatio || 1;
   canvas.width = Math.round(width * dpr);
   canvas.height = Math.round(height * dpr);
@@ -165,7 +165,8 @@ function resizeCanvas(canvas, ctx, width, height) {
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
 }
 
-function fitText(ctx, text, maxWidth) {
+/** `text`, cut with "…" to fit `maxWidth` pixels in the canvas's current font. */
+export function fitText(ctx, text, maxWidth) {
   if (ctx.measureText(text).width <= maxWidth) return text;
   let cut = text;
   while (cut.length > 1 && ctx.measureText(`${cut}…`).width > maxWidth) cut = cut.slice(0, -1);
