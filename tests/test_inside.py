@@ -10,7 +10,7 @@ import torch
 from tnmt.blocks.masks import padding_mask, target_mask
 from tnmt.config import ModelConfig
 from tnmt.errors import UserError
-from tnmt.inside import DIMS_SHOWN, TABLE_ROWS, format_inside, inside, inside_dict, look_inside
+from tnmt.inside import TABLE_ROWS, format_inside, inside, inside_dict, look_inside
 from tnmt.model import Transformer
 
 BOS, EOS = 1, 2
@@ -61,8 +61,6 @@ def test_the_embedding_stage_is_what_the_first_layers_read():
         assert side.scaled_rms == pytest.approx(rms(token * scale), abs=1e-4)
         assert side.position_rms == pytest.approx(rms(position), abs=1e-4)
         assert side.sum_rms == pytest.approx(rms(token * scale + position), abs=1e-4)
-        shown = (token * scale + position)[:, :DIMS_SHOWN]
-        assert torch.allclose(torch.tensor(side.sum), shown, atol=1e-3)
     unscaled = forward_of(model_of(scale_embeddings=False))
     assert unscaled.scale == 1 and unscaled.source.scaled_rms == unscaled.source.token_rms
 

@@ -26,11 +26,11 @@ from torch import Tensor, nn
 from tnmt.blocks.layers import DecoderLayer, EncoderLayer, Residual
 from tnmt.blocks.masks import padding_mask, target_mask
 from tnmt.config import DecodeConfig
+from tnmt.decode.trace import rounded
 from tnmt.decode.translator import Translator
 from tnmt.errors import UserError
 from tnmt.model import Transformer
 
-DIMS_SHOWN = 16  # the first dimensions of each position's vectors that a picture of the embedding shows
 TABLE_ROWS = 32  # positions of the positional table shown at least (more when the sentence is longer)
 TOP_UNITS = 5  # the most active feed-forward units listed per position
 MAX_TOP_K = 20
@@ -39,16 +39,12 @@ MAX_TOP_K = 20
 @dataclass(frozen=True)
 class Embedded:
     """One side's embedding stage, per position: the sizes (root mean square over the D features) of the token's
-    embedding, of it times the scale, of the position's vector and of their sum (the first layer's input), and
-    the first `DIMS_SHOWN` features of the three vectors added."""
+    embedding, of it times the scale, of the position's vector and of their sum (the first layer's input)."""
 
     token_rms: list[float]
     scaled_rms: list[float]
     position_rms: list[float]
     sum_rms: list[float]
-    scaled: list[list[float]]  # (P, DIMS_SHOWN) the token's embedding x scale
-    position: list[list[float]]  # (P, DIMS_SHOWN)
-    sum: list[list[float]]  # (P, DIMS_SHOWN)
 
 
 @dataclass(frozen=True)
@@ -297,11 +293,7 @@ def _embedded(model: Transformer, embedding: nn.Module, ids: Tensor, first_input
     scaled = token * embedding.scale
     position = model.positions.rows(0, ids.size(0)).float()
     total = scaled + position if first_input is None else first_input.float()
-    shown = slice(0, DIMS_SHOWN)
-    return Embedded(
-        *(_rms(v) for v in (token, scaled, position, total)),
-        *(_rounded(v[:, shown], 3) for v in (scaled, position, total)),
-    )
+    return Embedded(*(_rms(v) for v in (token, scaled, position, total)))
 
 
 def _units(hidden: Tensor) -> FeedForwardUnits:
@@ -342,10 +334,6 @@ def _rms(vectors: Tensor) -> list[float]:
     return [round(v, 4) for v in vectors.float().pow(2).mean(dim=-1).sqrt().tolist()]
 
 
-def _rounded(weights: Tensor, decimals: int = 4) -> list:
-    return torch.round(weights.float().cpu(), decimals=decimals).tolist()
-
-
 def inside_dict(found: Inside, piece: Callable[[int], str], *, config: Any, top_k: int) -> dict[str, Any]:
     """Plain JSON types: what `POST /v1/inspect` and `tnmt inspect --json` print. `piece`: a target id's piece;
     `config`: the model's `ModelConfig`."""
@@ -365,16 +353,15 @@ def inside_dict(found: Inside, piece: Callable[[int], str], *, config: Any, top_
             "scale": f.scale,
             "positional": config.positional,
             "layout": config.positional_layout,
-            "table": _rounded(f.table, 3),
-            "dims_shown": DIMS_SHOWN,
+            "table": rounded(f.table, 3),
             "source": _plain(f.source),
             "target": _plain(f.target),
         },
         "masks": {"source_padding": f.source_mask.tolist(), "causal": f.target_mask.tolist()},
         "attention": {
-            "encoder": _rounded(f.encoder_attention),
-            "decoder_self": _rounded(f.decoder_attention),
-            "cross": _rounded(f.cross_attention),
+            "encoder": rounded(f.encoder_attention),
+            "decoder_self": rounded(f.decoder_attention),
+            "cross": rounded(f.cross_attention),
         },
         "layers": {
             "norm_first": config.norm_first,

@@ -202,7 +202,7 @@ class Trace:
         return {
             "translation": self.translation,
             "source_pieces": self.source_pieces,
-            "encoder_attention": _rounded(self.encoder_attention),
+            "encoder_attention": rounded(self.encoder_attention),
             "steps": [_step_dict(i, step, tokenizer) for i, step in enumerate(self.steps)],
         }
 
@@ -239,13 +239,14 @@ def _step_dict(index: int, step: TraceStep, tokenizer: Pieces) -> dict[str, Any]
             }
             for h in step.finished
         ],
-        "cross_attention": [] if cross is None else _rounded(cross.permute(0, 2, 1, 3)),  # (L, H, N, S)
+        "cross_attention": [] if cross is None else rounded(cross.permute(0, 2, 1, 3)),  # (L, H, N, S)
     }
 
 
-def _rounded(weights: Tensor) -> list:
-    """Weights as nested lists, rounded to 4 decimals: a trace's JSON stays small, a heat map loses nothing."""
-    return torch.round(weights.float(), decimals=4).tolist()
+def rounded(values: Tensor, decimals: int = 4) -> list:
+    """Values as nested lists of floats rounded to `decimals`: a trace's JSON stays small, a heat map loses nothing.
+    Rounded in float64, which prints 0.018 as 0.018 (a float32 0.018 prints as 0.017999999225139618)."""
+    return torch.round(values.double(), decimals=decimals).tolist()
 
 
 def format_trace(trace: Trace, tokenizer: Pieces) -> str:

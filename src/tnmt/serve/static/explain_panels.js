@@ -70,7 +70,7 @@ export function fillExplainLayerHead(trace) {
   const layer = el.explainLayer.value === "all" || Number(el.explainLayer.value) < layers ? el.explainLayer.value : "";
   const head = el.explainHead.value !== "" && Number(el.explainHead.value) < heads ? el.explainHead.value : "all";
   el.explainLayer.replaceChildren(new Option(`average of all ${layers}`, "all"),
-    ...range(0, layers - 1).map((l) => new Option(`${l + 1} of ${layers}`, String(l))));
+    ...range(0, layers - 1).map((l) => new Option(`layer ${l + 1} of ${layers}`, String(l))));
   el.explainHead.replaceChildren(new Option(`average of all ${heads}`, "all"),
     ...range(0, heads - 1).map((h) => new Option(`head ${h + 1}`, String(h))));
   el.explainLayer.value = layer === "" ? String(layers - 1) : layer;

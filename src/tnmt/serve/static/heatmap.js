@@ -50,7 +50,7 @@ function fillLayerHead() {
   const heads = cross[0].length;
   const layer = el.layer.value === "" ? layers - 1 : Math.min(Number(el.layer.value), layers - 1);
   const head = el.head.value === "" || el.head.value === "mean" || Number(el.head.value) >= heads ? "mean" : el.head.value;
-  el.layer.replaceChildren(...range(0, layers - 1).map((l) => new Option(`${l + 1} of ${layers}`, String(l))));
+  el.layer.replaceChildren(...range(0, layers - 1).map((l) => new Option(`layer ${l + 1} of ${layers}`, String(l))));
   el.head.replaceChildren(
     new Option(`mean of ${heads} heads`, "mean"),
     ...range(0, heads - 1).map((h) => new Option(`head ${h + 1}`, String(h))),
