@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from tnmt.config import ServeConfig
+from tnmt.config import DecodeConfig, ServeConfig
 from tnmt.decode.alternatives import MAX_K
 from tnmt.decode.glossary import glossary_entry
 from tnmt.decode.steering import Steering
@@ -208,21 +208,7 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
         """The search that translates `text`, step by step (decode/trace.py): every step's open hypotheses and
         their likeliest next tokens, the candidates kept, finished and pruned, and the cross-attention rows;
         `translation` is /v1/translate's text for the same settings."""
-        if not request.text.strip():
-            raise ApiError(422, "text: needs a non-empty text to trace")
-        if len(request.text) > config.max_trace_chars:
-            raise ApiError(
-                413, f"text has {len(request.text)} characters: over max_trace_chars={config.max_trace_chars}"
-            )
-        model = pick(models, request.source, request.target)
-        settings = model.translator.decode
-        if request.beam_size is not None:
-            settings = replace(settings, beam_size=request.beam_size)
-        if settings.beam_size > config.max_trace_beam:
-            raise ApiError(422, f"beam_size {settings.beam_size}: over max_trace_beam={config.max_trace_beam}")
-        if request.top_k > config.max_top_k:
-            raise ApiError(422, f"top_k {request.top_k}: over max_top_k={config.max_top_k}")
-        check_limits([request.text], settings.beam_size, 1, config, size_status=413)
+        model, settings = _recorded(request, models, config, doing="trace")
         steering = request.steering(config)
         traced = await trace(
             model, request.text, settings, top_k=request.top_k, timeout=config.timeout_s, client=http, steering=steering
@@ -235,20 +221,10 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
         model's own, /v1/translate's text for the same settings, or `translation` as given), every stage of it:
         pieces and ids, embeddings and positions, masks, each layer's attention per head, add & norm, the
         feed-forward units, and the softmax's `top_k` pieces at each position. Limits as /v1/explain's."""
-        if not request.text.strip():
-            raise ApiError(422, "text: needs a non-empty text to look inside")
-        for name in ("text", "translation"):
-            n = len(getattr(request, name) or "")
-            if n > config.max_trace_chars:
-                raise ApiError(413, f"{name} has {n} characters: over max_trace_chars={config.max_trace_chars}")
-        model = pick(models, request.source, request.target)
-        settings = model.translator.decode
-        if request.beam_size is not None:
-            settings = replace(settings, beam_size=request.beam_size)
-        if settings.beam_size > config.max_trace_beam:
-            raise ApiError(422, f"beam_size {settings.beam_size}: over max_trace_beam={config.max_trace_beam}")
-        if request.top_k > config.max_top_k:
-            raise ApiError(422, f"top_k {request.top_k}: over max_top_k={config.max_top_k}")
+        if len(request.translation or "") > config.max_trace_chars:
+            n = len(request.translation)
+            raise ApiError(413, f"translation has {n} characters: over max_trace_chars={config.max_trace_chars}")
+        model, settings = _recorded(request, models, config, doing="look inside")
         found = await look_inside(
             model,
             request.text,
@@ -264,6 +240,28 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
         return {"model": model.id, **answer}
 
     return api
+
+
+def _recorded(
+    request: ExplainRequest | InspectRequest, models: list[ServedModel], config: ServeConfig, *, doing: str
+) -> tuple[ServedModel, DecodeConfig]:
+    """The model and settings of a request that records one sentence's decoding (/v1/explain, /v1/inspect), within
+    the limits of both: a non-empty text of at most `max_trace_chars`, `max_trace_beam` and `max_top_k`, and
+    /v1/translate's limits (413 naming the one passed)."""
+    if not request.text.strip():
+        raise ApiError(422, f"text: needs a non-empty text to {doing}")
+    if len(request.text) > config.max_trace_chars:
+        raise ApiError(413, f"text has {len(request.text)} characters: over max_trace_chars={config.max_trace_chars}")
+    model = pick(models, request.source, request.target)
+    settings = model.translator.decode
+    if request.beam_size is not None:
+        settings = replace(settings, beam_size=request.beam_size)
+    if settings.beam_size > config.max_trace_beam:
+        raise ApiError(422, f"beam_size {settings.beam_size}: over max_trace_beam={config.max_trace_beam}")
+    if request.top_k > config.max_top_k:
+        raise ApiError(422, f"top_k {request.top_k}: over max_top_k={config.max_top_k}")
+    check_limits([request.text], settings.beam_size, 1, config, size_status=413)
+    return model, settings
 
 
 def _translation(result: Translation, request: TranslateRequest) -> dict[str, Any]:
