@@ -259,7 +259,13 @@ BASE: dict[str, dict[str, list[str]]] = {
         "port": ["--port", "0"],
         "ready_timeout_s": ["--ready-timeout-s", "5"],
     },
-    "import": {"format": ["marian"], "source": ["{empty}"], "out": ["--out", "imported"]},
+    "import": {
+        "format": ["marian"],
+        "directory": ["{empty}"],
+        "out": ["--out", "imported"],
+        "source": ["--source", "en"],
+        "target": ["--target", "de"],
+    },
     "export": {"format": ["ctranslate2"], "checkpoint": ["{ckpt}"], "out": ["--out", "exported"]},
 }
 

@@ -22,15 +22,55 @@ settings.register_profile("tnmt", max_examples=50, deadline=None)
 settings.load_profile("tnmt")
 
 
+SHARED_MULTI30K = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"  # CI's, beside the clone
+GET_MULTI30K = "`tnmt data multi30k --out DIR`, then set TNMT_DATA_DIR=DIR"
+NO_MULTI30K = f"Multi30k not found: run `make demo` (it downloads en-de into ~/.cache/tnmt), or {GET_MULTI30K}"
+NO_COMPLETE_MULTI30K = f"this test needs all of Multi30k (fr, cs, tokenised references): {GET_MULTI30K}"
+
+
+def local_multi30k(*, complete: bool, shared: Path = SHARED_MULTI30K) -> Path:
+    """The Multi30k copy the tests read, checked against tnmt's sha256 sums: `TNMT_DATA_DIR`, else the shared
+    copy, else the cache `make demo` downloads into (`tnmt.data.multi30k.find_multi30k`'s). A bad file in
+    either of the first two fails the test, since that copy was meant; with no copy, the test is skipped.
+
+    Args:
+        complete: The files `tnmt data multi30k` fetches (en, de, fr, cs, and tokenised references for all but
+            cs); otherwise en and de's raw text, all the demo downloads.
+    """
+    from tnmt.data.multi30k import LANGS, TOKENISED_LANGS, copy_problem, multi30k_cache
+
+    needed = [(LANGS, False), (TOKENISED_LANGS, True)] if complete else [(("en", "de"), False)]
+
+    def problem(root: Path) -> str | None:
+        for langs, tok in needed:
+            if found := copy_problem(root, langs=langs, tok=tok):
+                return found
+        return None
+
+    meant = None
+    if local := os.environ.get("TNMT_DATA_DIR"):
+        meant = Path(local)
+    elif shared.is_dir():
+        meant = shared
+    if meant is not None:
+        if found := problem(meant):
+            pytest.fail(f"Multi30k copy {meant}: {found}", pytrace=False)
+        return meant
+    if problem(multi30k_cache()) is None:
+        return multi30k_cache()
+    pytest.skip(NO_COMPLETE_MULTI30K if complete else NO_MULTI30K)
+
+
 @pytest.fixture(scope="session")
 def multi30k_dir() -> Path:
-    """The local Multi30k copy (raw `.gz` files and `tok/`): `TNMT_DATA_DIR`, else the shared one."""
-    if local := os.environ.get("TNMT_DATA_DIR"):
-        return Path(local)
-    shared = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "multi30k"
-    if shared.is_dir():
-        return shared
-    pytest.skip("Multi30k not found: set TNMT_DATA_DIR or place ../shared/data/multi30k")
+    """A local copy of Multi30k's en and de raw text (`{split}.{lang}.gz`); see `local_multi30k`."""
+    return local_multi30k(complete=False)
+
+
+@pytest.fixture(scope="session")
+def complete_multi30k_dir() -> Path:
+    """A local copy of every Multi30k file (fr and cs too, and the tokenised references in `tok/`)."""
+    return local_multi30k(complete=True)
 
 
 class Server:

@@ -175,10 +175,12 @@ def test_evaluate_line_count_mismatch(small_corpus, tmp_path):
     )
 
 
-def test_data_multi30k_copies_a_local_mirror(multi30k_dir, tmp_path):
-    result = tnmt("data", "multi30k", "--out", str(tmp_path / "m"), "--from", str(multi30k_dir), "--langs", "en", "de")
+def test_data_multi30k_copies_a_local_mirror(complete_multi30k_dir, tmp_path):
+    result = tnmt(
+        "data", "multi30k", "--out", str(tmp_path / "m"), "--from", str(complete_multi30k_dir), "--langs", "en", "de"
+    )
     assert result.returncode == 0, result.stderr
-    assert (tmp_path / "m" / "train.de.gz").read_bytes() == (multi30k_dir / "train.de.gz").read_bytes()
+    assert (tmp_path / "m" / "train.de.gz").read_bytes() == (complete_multi30k_dir / "train.de.gz").read_bytes()
 
 
 def test_offline_quickstart_runs_the_whole_pipeline(tmp_path):
@@ -421,6 +423,8 @@ def writer_argv(tiny_checkpoint, tiny_training, tmp_path, monkeypatch) -> Callab
     recipe.write_text("[train]\nmax_steps = 1\neval_every = 1\n")
     loaded = load_checkpoint(tiny_checkpoint)  # what `import marian` converts, so that no MarianMT model is needed
     monkeypatch.setattr("tnmt.interop.marian.load_marian", lambda _: (loaded.model, loaded.tokenizer))
+    (tmp_path / "opus-mt").mkdir()  # an empty stand-in, so the languages are given
+    languages = ["--source", "en", "--target", "it"]
     run = tmp_path / "run"
 
     def argv(command: str, out: Path) -> list[str]:
@@ -428,7 +432,7 @@ def writer_argv(tiny_checkpoint, tiny_training, tmp_path, monkeypatch) -> Callab
             "average": ["average", str(tiny_checkpoint), "--out", str(out)],
             "prepare": ["prepare", str(recipe), *tiny_training, f"--data.prepared_dir={out}", f"--train.out_dir={run}"],
             "export": ["export", "ctranslate2", str(tiny_checkpoint), "--out", str(out)],
-            "import": ["import", "marian", str(tmp_path / "opus-mt"), "--out", str(out)],
+            "import": ["import", "marian", str(tmp_path / "opus-mt"), "--out", str(out), *languages],
             "train": ["train", str(recipe), *tiny_training, f"--train.out_dir={out}", "--no-progress"],
             "attention": ["attention", "--checkpoint", str(tiny_checkpoint), "forty-two", "--out", str(out)],
             "quickstart": ["quickstart", "--offline", "--steps", "1", "--out", str(out)],
@@ -478,7 +482,7 @@ def test_a_users_directory_or_file_is_never_replaced(command, kind, writer_argv,
 def test_a_command_that_writes_into_a_directory_keeps_the_users_files(command, writer_argv, tmp_path, request):
     """quickstart writes into its directory with train and attention (and is run whole by test_offline_quickstart)."""
     if command == "data":  # copies the real files: their checksums are checked
-        (tmp_path / "m30k").symlink_to(request.getfixturevalue("multi30k_dir"))
+        (tmp_path / "m30k").symlink_to(request.getfixturevalue("complete_multi30k_dir"))
     out = user_files(tmp_path, "directory")
     assert main(writer_argv(command, out)) == 0
     assert (out / "notes.txt").read_text() == "the user's" and len(list(out.iterdir())) > 1

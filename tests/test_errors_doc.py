@@ -118,6 +118,13 @@ def gz(text: str, *, keep: float = 1.0) -> bytes:
     return data[: int(len(data) * keep)]
 
 
+def marian_naming_no_languages(d: Path, _: Path) -> None:
+    """What `tnmt import marian` reads the languages from (before the weights), naming none."""
+    (d / "opus-mt").mkdir()
+    write(d, "opus-mt/config.json", json.dumps({"model_type": "marian"}))
+    write(d, "opus-mt/tokenizer_config.json", json.dumps({"source_lang": None, "target_lang": None}))
+
+
 BINARY = random.Random(0).randbytes(4096)
 LINES = "".join(f"one two three {i}\n" for i in range(200))
 
@@ -203,6 +210,8 @@ INPUTS: dict[str, Callable[[Path, Path], None]] = {
     "ckpt-tokenizer-missing": checkpoint(lambda c: (c / "source.spm").unlink()),
     "ckpt-tokenizer-json-missing": checkpoint(lambda c: (c / "tokenizer.json").unlink()),
     "ckpt-tokenizer-corrupt": checkpoint(lambda c: (c / "target.spm").write_bytes(BINARY)),
+    # imported models
+    **dict.fromkeys(["import-no-languages", "import-no-target", "import-language-blank"], marian_naming_no_languages),
     # CLI values
     **dict.fromkeys(
         [

@@ -4,27 +4,38 @@ A randomly initialised MarianMTModel with sentencepiece models trained here on M
 `save_pretrained`, imported with `tnmt import marian`, and must give Hugging Face's logits and exactly
 its greedy and beam-4 outputs on 50 sentences. Random weights are drawn large enough (peaked
 attention, strong sub-layers, an EOS bias) that the outputs differ between sentences and in length.
+The whole OPUS-MT path runs too: import, translate, serve, export to CTranslate2, with the language pair
+read from the model or given with --source / --target.
 """
 
 import io
 import json
+import os
 import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
+import httpx
 import pytest
 import sentencepiece as spm
 import torch
 from safetensors.torch import load_file
 
 from tnmt.blocks.positional import sinusoidal_table
-from tnmt.checkpoint import load_checkpoint
+from tnmt.checkpoint import load_checkpoint, read_model_json
 from tnmt.cli import main
 from tnmt.config import DROPOUT_RATES, DecodeConfig
 from tnmt.data.corpus import read_lines
 from tnmt.decode import beam_search, greedy_search
 from tnmt.errors import UserError
-from tnmt.interop.marian import load_marian
+from tnmt.interop.marian import load_marian, opus_mt_languages
 from tnmt.interop.marian_config import CONFIG_FIELDS, marian_model_config
 from tnmt.recipe import load_recipe
 from tnmt.train.loop import train
@@ -59,7 +70,8 @@ def marian_tokenizer_dir(multi30k_dir, tmp_path_factory) -> Path:
 
 
 def save_marian(directory: Path, tokenizer_dir: Path, **overrides) -> Path:
-    """A MarianMTModel with 2 encoder and 1 decoder layers and random weights, plus its MarianTokenizer."""
+    """A MarianMTModel with 2 encoder and 1 decoder layers and random weights, plus its MarianTokenizer naming
+    the languages (en -> de) as OPUS-MT's do."""
     vocab = json.loads((tokenizer_dir / "vocab.json").read_text())
     pad = vocab["<pad>"]
     settings = dict(
@@ -102,9 +114,8 @@ def save_marian(directory: Path, tokenizer_dir: Path, **overrides) -> Path:
         model.final_logits_bias.copy_(torch.randn(model.final_logits_bias.shape, generator=generator))
         model.final_logits_bias[0, config.eos_token_id] = 8.0  # some outputs end early, others at the cap
     model.save_pretrained(directory)
-    tokenizer = transformers.MarianTokenizer(
-        str(tokenizer_dir / "source.spm"), str(tokenizer_dir / "target.spm"), str(tokenizer_dir / "vocab.json")
-    )
+    files = [str(tokenizer_dir / name) for name in ("source.spm", "target.spm", "vocab.json")]
+    tokenizer = transformers.MarianTokenizer(*files, source_lang="en", target_lang="de")
     tokenizer.save_pretrained(directory)
     return directory
 
@@ -371,3 +382,118 @@ def test_tokenizer_files_are_checked(hf_dir, tmp_path):
     (copy / "vocab.json").write_text(json.dumps(vocab))
     with pytest.raises(UserError, match=r"vocab.json: \d+ pieces, but config.json has vocab_size = \d+"):
         load_marian(copy)
+
+
+@pytest.fixture(scope="module")
+def opus_mt_dir(marian_tokenizer_dir, tmp_path_factory) -> Path:
+    """A directory as OPUS-MT's are: swish, and the languages in tokenizer_config.json."""
+    directory = tmp_path_factory.mktemp("hub") / "opus-mt-en-de"
+    return save_marian(directory, marian_tokenizer_dir, activation_function="swish")
+
+
+@contextmanager
+def serving(checkpoint: Path, log: Path) -> Iterator[str]:
+    """`tnmt serve` on a free port in a subprocess, until /ready; stopped with SIGTERM, which must exit 0."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    command = [sys.executable, "-m", "tnmt", "serve", "--checkpoint", str(checkpoint), "--port", str(port)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parent.parent / "src")}
+    with log.open("w") as output:
+        server = subprocess.Popen([*command, "--threads", "1"], stdout=output, stderr=output, env=env)
+    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 120
+    try:
+        while True:
+            assert server.poll() is None and time.monotonic() < deadline, log.read_text()
+            try:
+                if httpx.get(f"{url}/ready", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        yield url
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(60)
+    assert server.returncode == 0, log.read_text()
+
+
+def test_from_opus_mt_to_a_served_page(opus_mt_dir, sources, tmp_path, capsys):
+    """The README's OPUS-MT path: import (the languages read from the model), translate, serve, export to
+    CTranslate2. The server translates as `tnmt translate` does; greedy, CTranslate2 as tnmt and Hugging Face."""
+    ckpt, texts = tmp_path / "ckpt", sources[:20]
+    assert main(["import", "marian", str(opus_mt_dir), "--out", str(ckpt)]) == 0
+    assert capsys.readouterr().out == f"imported {opus_mt_dir} into {ckpt}, served as en-de\n"
+    (tmp_path / "in.en").write_text("".join(text + "\n" for text in texts), encoding="utf-8")
+
+    def translate(*flags: str) -> list[str]:
+        assert main(["translate", "-i", str(tmp_path / "in.en"), "-o", str(tmp_path / "out.de"), *flags]) == 0
+        return (tmp_path / "out.de").read_text(encoding="utf-8").split("\n")[:-1]
+
+    translations = translate("--checkpoint", str(ckpt))  # the checkpoint's decoding settings, as the server's
+    with serving(ckpt, tmp_path / "serve.log") as url:
+        assert httpx.get(url).headers["content-type"].startswith("text/html")  # the page
+        assert [m["id"] for m in httpx.get(f"{url}/v1/models").json()["models"]] == ["en-de"]
+        reply = httpx.post(f"{url}/v1/translate", json={"text": texts, "source": "en", "target": "de"}, timeout=60)
+    assert reply.json()["model"] == "en-de" and [t["text"] for t in reply.json()["translations"]] == translations
+    assert len(set(translations)) >= 5  # not all alike: the source matters
+
+    pytest.importorskip("ctranslate2")
+    assert main(["export", "ctranslate2", str(ckpt), "--out", str(tmp_path / "ct2")]) == 0
+    greedy = ["--beam-size", "1", "--no-block-loops", "--max-len-a", "0", "--max-len-b", str(OUTPUT_CAP)]
+    ours = translate("--checkpoint", str(ckpt), *greedy)
+    assert translate("--engine", "ctranslate2", "--checkpoint", str(tmp_path / "ct2"), *greedy) == ours
+    checkpoint = load_checkpoint(ckpt)
+    expected = hf_generate(opus_mt_dir, source_batch(checkpoint, texts), num_beams=1)
+    assert ours == [checkpoint.tokenizer.decode_target(ids) for ids in expected]
+
+
+def test_languages_come_from_the_flags_else_the_model(opus_mt_dir, tmp_path, capsys):
+    """tokenizer_config.json's source_lang/target_lang, else an opus-mt-SRC-TGT _name_or_path, else the flags;
+    a flag that disagrees with the model wins, with a warning. Nothing is written when a language is missing."""
+    copy, out = shutil.copytree(opus_mt_dir, tmp_path / "copy"), tmp_path / "ckpt"
+
+    def edit(name: str, **changes) -> None:
+        (copy / name).write_text(json.dumps({**json.loads((copy / name).read_text()), **changes}))
+
+    def imported(*flags: str) -> tuple[tuple[str, str] | None, str]:
+        """The languages the checkpoint names (None: refused, exit 2), and stderr."""
+        status = main(["import", "marian", str(copy), "--out", str(out), *flags])
+        assert status in (0, 2)
+        return (read_model_json(out / "config.json")[2] if status == 0 else None), capsys.readouterr().err
+
+    assert imported() == (("en", "de"), "")
+    edit("tokenizer_config.json", source_lang=None, target_lang=None)  # MarianTokenizer's defaults
+    shutil.rmtree(out)
+    named_by = (
+        "(tokenizer_config.json's source_lang/target_lang, or an opus-mt-SRC-TGT name in config.json's _name_or_path)"
+    )
+    error = f"tnmt import: error: {copy}: the model names no "
+    assert imported() == (None, f"{error}source or target language {named_by}; pass --source CODE --target CODE\n")
+    assert imported("--source", "en") == (None, f"{error}target language {named_by}; pass --target CODE\n")
+    assert not out.exists()
+    assert imported("--source", "en", "--target", "fr") == (("en", "fr"), "")
+    edit("config.json", _name_or_path="/tmp/Helsinki-NLP/opus-mt-tc-big-en-it")
+    assert imported() == (("en", "it"), "")
+    edit("tokenizer_config.json", target_lang="de")  # the tokenizer's setting before the name
+    assert imported() == (("en", "de"), "")
+    warning = "tnmt import: WARNING: target language 'fr' replaces the model's 'de' (tokenizer_config.json target_lang)"
+    assert imported("--target", "fr") == (("en", "fr"), warning + "\n")
+    expected = "tnmt import: error: source language ' ': must be a language code such as 'en'\n"
+    assert imported("--source", " ") == (None, expected)
+
+
+@pytest.mark.parametrize(
+    ("name", "pair"),
+    [
+        ("Helsinki-NLP/opus-mt-en-de", ("en", "de")),
+        ("/tmp/Helsinki-NLP/opus-mt-de-en/", ("de", "en")),
+        ("Helsinki-NLP/opus-mt-tc-big-en-fr", ("en", "fr")),
+        ("Helsinki-NLP/opus-mt-fi-sv", ("fi", "sv")),
+        ("Helsinki-NLP/opus-mt-en-ROMANCE", None),  # a group of languages, chosen per sentence with >>fra<<
+        ("someone/opus-mt-en-de-finetuned", None),
+        ("t5-small", None),
+        ("", None),
+    ],
+)
+def test_opus_mt_names(name, pair):
+    assert opus_mt_languages(name) == pair

@@ -1,6 +1,8 @@
-"""Multi30k fetching, against a local HTTP server (conftest's `http_server`) laid out like upstream's `data/task1`."""
+"""Multi30k fetching, against a local HTTP server (conftest's `http_server`) laid out like upstream's `data/task1`,
+and how the tests themselves find a copy (conftest's `local_multi30k`)."""
 
 import gzip
+import hashlib
 import logging
 import re
 import shutil
@@ -8,7 +10,7 @@ import socket
 from pathlib import Path
 
 import pytest
-from conftest import Server
+from conftest import NO_COMPLETE_MULTI30K, NO_MULTI30K, Server, local_multi30k
 
 from tnmt.data import download, multi30k
 from tnmt.data.corpus import read_lines
@@ -19,15 +21,15 @@ SPLITS = ("train", "val", "test_2016_flickr")
 
 
 @pytest.fixture(scope="module")
-def server(multi30k_dir: Path, tmp_path_factory: pytest.TempPathFactory, http_server) -> Server:
+def server(complete_multi30k_dir: Path, tmp_path_factory: pytest.TempPathFactory, http_server) -> Server:
     """Serves `good/` (en, de and upstream's layout: raw gz, tok uncompressed) and `bad/` (corrupt)."""
     root = tmp_path_factory.mktemp("upstream")
     (root / "good" / "raw").mkdir(parents=True)
     (root / "good" / "tok").mkdir()
     for split in SPLITS:
         for lang in ("en", "de"):
-            shutil.copy(multi30k_dir / f"{split}.{lang}.gz", root / "good" / "raw")
-            tok = gzip.decompress((multi30k_dir / "tok" / f"{split}.lc.norm.tok.{lang}.gz").read_bytes())
+            shutil.copy(complete_multi30k_dir / f"{split}.{lang}.gz", root / "good" / "raw")
+            tok = gzip.decompress((complete_multi30k_dir / "tok" / f"{split}.lc.norm.tok.{lang}.gz").read_bytes())
             (root / "good" / "tok" / f"{split}.lc.norm.tok.{lang}").write_bytes(tok)
     (root / "bad" / "raw").mkdir(parents=True)
     (root / "bad" / "raw" / "val.en.gz").write_bytes(gzip.compress(b"not the captions\n"))
@@ -49,7 +51,9 @@ def closed_port_url() -> str:
     return f"http://127.0.0.1:{port}"
 
 
-def test_download_checks_gzips_tok_and_is_idempotent(server: Server, multi30k_dir: Path, tmp_path: Path) -> None:
+def test_download_checks_gzips_tok_and_is_idempotent(
+    server: Server, complete_multi30k_dir: Path, tmp_path: Path
+) -> None:
     server.requests.clear()
     out = fetch_multi30k(tmp_path / "m30k", source=f"{server.url}/good")
     assert sorted(server.requests) == sorted(
@@ -59,9 +63,9 @@ def test_download_checks_gzips_tok_and_is_idempotent(server: Server, multi30k_di
     for split in SPLITS:
         for lang in ("en", "de"):
             raw = f"{split}.{lang}.gz"
-            assert (out / raw).read_bytes() == (multi30k_dir / raw).read_bytes()
+            assert (out / raw).read_bytes() == (complete_multi30k_dir / raw).read_bytes()
             tok = f"tok/{split}.lc.norm.tok.{lang}.gz"
-            assert read_lines(out / tok) == read_lines(multi30k_dir / tok)
+            assert read_lines(out / tok) == read_lines(complete_multi30k_dir / tok)
     assert not list(out.rglob(".*")), "temporary files left behind"
 
     server.requests.clear()
@@ -121,16 +125,16 @@ def test_silent_server_times_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
             fetch_multi30k(tmp_path, source=f"http://127.0.0.1:{sock.getsockname()[1]}", langs=("en",), splits=("val",))
 
 
-def test_copy_from_local_directory_is_verified_and_idempotent(multi30k_dir: Path, tmp_path: Path) -> None:
-    out = fetch_multi30k(tmp_path / "m30k", source=multi30k_dir, langs=("en", "fr"))
+def test_copy_from_local_directory_is_verified_and_idempotent(complete_multi30k_dir: Path, tmp_path: Path) -> None:
+    out = fetch_multi30k(tmp_path / "m30k", source=complete_multi30k_dir, langs=("en", "fr"))
     copied = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.gz"))
     assert copied == sorted(
         [f"{s}.{lang}.gz" for s in SPLITS for lang in ("en", "fr")]
         + [f"tok/{s}.lc.norm.tok.{lang}.gz" for s in SPLITS for lang in ("en", "fr")]
     )
-    assert all((out / name).read_bytes() == (multi30k_dir / name).read_bytes() for name in copied)
+    assert all((out / name).read_bytes() == (complete_multi30k_dir / name).read_bytes() for name in copied)
     stamps = {name: (out / name).stat().st_mtime_ns for name in copied}
-    fetch_multi30k(out, source=multi30k_dir, langs=("en", "fr"))
+    fetch_multi30k(out, source=complete_multi30k_dir, langs=("en", "fr"))
     assert stamps == {name: (out / name).stat().st_mtime_ns for name in copied}
 
 
@@ -161,10 +165,12 @@ def test_multi30k_paths(tmp_path: Path) -> None:
     assert multi30k_paths(tmp_path, "val", "de", "en") == (tmp_path / "val.de.gz", tmp_path / "val.en.gz")
 
 
-def test_find_prefers_tnmt_data_dir(multi30k_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TNMT_DATA_DIR", str(multi30k_dir))
-    assert find_multi30k(download=False) == multi30k_dir
-    assert find_multi30k(download=False, langs=("en", "cs")) == multi30k_dir  # no tokenised Czech: not needed
+def test_find_prefers_tnmt_data_dir(
+    complete_multi30k_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TNMT_DATA_DIR", str(complete_multi30k_dir))
+    assert find_multi30k(download=False) == complete_multi30k_dir
+    assert find_multi30k(download=False, langs=("en", "cs")) == complete_multi30k_dir  # no tokenised Czech: not needed
     broken = tmp_path / "broken"
     broken.mkdir()
     monkeypatch.setenv("TNMT_DATA_DIR", str(broken))
@@ -194,3 +200,39 @@ def test_find_returns_none_when_offline(
     with caplog.at_level(logging.WARNING, logger="tnmt.data.multi30k"):
         assert find_multi30k() is None
     assert "cannot download Multi30k from" in caplog.text
+
+
+def test_the_tests_find_the_copy_the_demo_downloaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TNMT_DATA_DIR, else the shared copy, else ~/.cache/tnmt/multi30k as `make demo` leaves it (en-de's raw
+    text), verified by the sums; else one line on how to get one. Fake files, their sums patched in: no download."""
+    fake = {
+        f"{s}.{lang}.gz": gzip.compress(f"{s} {lang}\n".encode(), mtime=0) for s in SPLITS for lang in multi30k.LANGS
+    }
+    monkeypatch.setattr(multi30k, "RAW_SHA256", {name: hashlib.sha256(data).hexdigest() for name, data in fake.items()})
+    monkeypatch.delenv("TNMT_CACHE_DIR")  # the default cache, in a home of the test's own
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    cache, shared, no_shared = tmp_path / "home" / ".cache" / "tnmt" / "multi30k", tmp_path / "shared", tmp_path / "no"
+
+    def skipped(*, complete: bool) -> str:
+        with pytest.raises(pytest.skip.Exception) as skip:
+            local_multi30k(complete=complete, shared=no_shared)
+        return skip.value.msg
+
+    assert skipped(complete=False) == NO_MULTI30K and "\n" not in NO_MULTI30K
+    cache.mkdir(parents=True)
+    for name in [f"{s}.{lang}.gz" for s in SPLITS for lang in ("en", "de")]:  # what the demo downloads
+        (cache / name).write_bytes(fake[name])
+    assert local_multi30k(complete=False, shared=no_shared) == cache
+    assert skipped(complete=True) == NO_COMPLETE_MULTI30K  # no fr, cs or tokenised references in it
+    (cache / "val.de.gz").write_bytes(fake["val.en.gz"])  # corrupt: not used
+    assert skipped(complete=False) == NO_MULTI30K
+    (cache / "val.de.gz").write_bytes(fake["val.de.gz"])
+    shared.mkdir()  # a shared copy comes first, and must be whole: it was meant
+    with pytest.raises(
+        pytest.fail.Exception, match=f"^Multi30k copy {shared}: {shared / 'train.en.gz'}: no such file$"
+    ):
+        local_multi30k(complete=False, shared=shared)
+    shutil.copytree(cache, shared, dirs_exist_ok=True)
+    assert local_multi30k(complete=False, shared=shared) == shared
+    monkeypatch.setenv("TNMT_DATA_DIR", str(cache))  # before both
+    assert local_multi30k(complete=False, shared=shared) == cache

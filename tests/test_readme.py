@@ -156,7 +156,7 @@ def test_readme_command(command, tiny_files, tiny_training, request, tmp_path):
     assert words[1] in APPEND, f"README command {command!r}: add its subcommand to APPEND (and STAND_INS if needed)"
     values = {"tiny_training": tiny_training, "port": str(free_port())}
     if any("{multi30k}" in arg for arg in APPEND[words[1]]):
-        values["multi30k"] = str(request.getfixturevalue("multi30k_dir"))  # skips with a reason when absent
+        values["multi30k"] = str(request.getfixturevalue("complete_multi30k_dir"))  # skips with a reason when absent
     appended = expand(APPEND[words[1]], **values)
     for readme_path, stand_in in STAND_INS.items():
         source, target = (tiny_files / stand_in).resolve(), tmp_path / readme_path

@@ -2,11 +2,14 @@
 deadline and hang-up handling, and pick and check_limits say what was wrong."""
 
 import asyncio
+import json
+import shutil
 from concurrent.futures import Future
 
 import pytest
 
 from tnmt.config import DecodeConfig, ServeConfig
+from tnmt.errors import UserError
 from tnmt.serve.batcher import QueueFull
 from tnmt.serve.models import (
     CLIENT_GONE,
@@ -14,6 +17,7 @@ from tnmt.serve.models import (
     ServedModel,
     alternatives,
     check_limits,
+    load_models,
     pick,
     trace,
     translations,
@@ -155,3 +159,16 @@ def test_limits_answer_size_and_search_with_the_api_s_statuses(size_status, sear
             check_limits(texts, beam_size, n_best, config, size_status=size_status)
         assert (refused.value.status, refused.value.message) == (status, message)
     check_limits(["a", "abcde"], 4, 2, config, size_status=size_status)  # at every limit: accepted
+
+
+def test_a_checkpoint_that_names_no_languages_is_refused_with_how_to_name_them(tiny_checkpoint, tmp_path):
+    """A server knows a model by its pair; an import names it (tests/test_marian.py), with flags if need be."""
+    ckpt = shutil.copytree(tiny_checkpoint, tmp_path / "ckpt")
+    config = json.loads((ckpt / "config.json").read_text())
+    del config["languages"]
+    (ckpt / "config.json").write_text(json.dumps(config))
+    expected = f'{ckpt}: the checkpoint does not name its languages (config.json has no "languages"); '
+    expected += "tnmt import marian names them, with --source and --target where the model does not"
+    with pytest.raises(UserError) as refused:
+        load_models([ckpt], ServeConfig())
+    assert str(refused.value) == expected

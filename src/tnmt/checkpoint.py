@@ -35,7 +35,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
-from tnmt.config import DecodeConfig, ModelConfig, parse
+from tnmt.config import DecodeConfig, ModelConfig, is_language_code, parse
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.errors import UserError
 from tnmt.io import (
@@ -239,7 +239,7 @@ def average_checkpoints(paths: list[Path], out: Path) -> Path:
 def _languages(value: Any, where: Path) -> tuple[str, str] | None:
     if value is None:
         return None
-    ok = isinstance(value, dict) and all(isinstance(value.get(k), str) and value[k] for k in ("source", "target"))
+    ok = isinstance(value, dict) and all(is_language_code(value.get(k)) for k in ("source", "target"))
     if not ok:
         raise UserError(f'{where}: languages must be {{"source": code, "target": code}}, got {value!r}')
     return value["source"], value["target"]

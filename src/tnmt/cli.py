@@ -187,8 +187,14 @@ def _add_conversion_commands(sub: argparse._SubParsersAction) -> None:
     """import, export: other toolkits' models in and out."""
     p = sub.add_parser("import", help="convert another toolkit's model into a tnmt checkpoint")
     p.add_argument("format", choices=["marian"], help="marian: a Hugging Face MarianMT (OPUS-MT) directory")
-    p.add_argument("source", type=_path, help="the model directory (config.json, weights, *.spm, vocab.json)")
+    p.add_argument("directory", type=_path, help="the model directory (config.json, weights, *.spm, vocab.json)")
     p.add_argument("--out", required=True, type=_path, help="checkpoint directory to write")
+    for side in ("source", "target"):
+        p.add_argument(
+            f"--{side}",
+            metavar="CODE",
+            help=f"{side} language, e.g. {'en' if side == 'source' else 'de'} (default: the one the model names)",
+        )
     p.set_defaults(run=_import)
 
     p = sub.add_parser("export", help="convert a tnmt checkpoint for another inference engine")
@@ -486,8 +492,8 @@ def _average(args: argparse.Namespace, _: list[str]) -> int:
 def _import(args: argparse.Namespace, _: list[str]) -> int:
     from tnmt.interop.marian import import_marian
 
-    out = import_marian(args.source, args.out)
-    print(f"imported {args.source} into {out}")
+    out = import_marian(args.directory, args.out, source=args.source, target=args.target)
+    print(f"imported {args.directory} into {out}, served as {_model_name(out)['model']}")
     return 0
 
 

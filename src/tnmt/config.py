@@ -24,6 +24,7 @@ MAX_THREADS = 1024
 # Longer waits are typos; past threading.TIMEOUT_MAX (~292 years) a wait overflows in the thread that waits.
 DAY_S = 86_400.0
 SENTENCEPIECE_INT = 2**31 - 1
+LANGUAGE_CODE = "a language code such as 'en'"  # what `is_language_code` accepts, in its refusals
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,7 @@ class DataConfig:
         _check_literals(self)
         _check_finite(self)
         for name in ("src_lang", "tgt_lang"):  # they name the corpus files and the served language pair
-            _check(self, name, bool(getattr(self, name).strip()), "a language code such as 'en'")
+            _check(self, name, is_language_code(getattr(self, name)), LANGUAGE_CODE)
         _check(self, "vocab_size", self.vocab_size >= 16, ">= 16")
         _check(self, "max_tokens_per_sentence", self.max_tokens_per_sentence > 0, "positive")
         _check(self, "subword_alpha", self.subword_alpha > 0, "positive")
@@ -410,6 +411,12 @@ def _type_name(annotation: Any) -> str:
     if get_origin(annotation) is Literal:
         return "one of " + ", ".join(repr(a) for a in get_args(annotation))
     return getattr(annotation, "__name__", str(annotation))
+
+
+def is_language_code(value: Any) -> bool:
+    """Whether `value` can name a language: a recipe's, a checkpoint's or an import's. Any non-blank string
+    ("en", "pt_BR", "xx" of one's own): tnmt keeps no list of codes, so a model can serve any language."""
+    return isinstance(value, str) and bool(value.strip())
 
 
 def _is_int(value: Any) -> bool:

@@ -148,15 +148,12 @@ def find_multi30k(*, download: bool = True, langs: Sequence[str] = ("en", "de"),
         UserError: `TNMT_DATA_DIR` is set but a file there is missing or corrupt: the user asked
             for that copy, so silently using another would hide the problem.
     """
-    files = _files(langs, SPLITS, tok=tok)
     if local := os.environ.get("TNMT_DATA_DIR"):
-        root = Path(local)
-        for f in files:
-            if problem := _problem(root / f.local, f):
-                raise UserError(f"{root / f.local}: {problem} (TNMT_DATA_DIR={local})")
-        return root
-    cache = Path(os.environ.get("TNMT_CACHE_DIR") or Path.home() / ".cache" / "tnmt") / "multi30k"
-    if all(_problem(cache / f.local, f) is None for f in files):
+        if problem := copy_problem(local, langs=langs, tok=tok):
+            raise UserError(f"{problem} (TNMT_DATA_DIR={local})")
+        return Path(local)
+    cache = multi30k_cache()
+    if copy_problem(cache, langs=langs, tok=tok) is None:
         return cache
     if not download:
         return None
@@ -165,6 +162,21 @@ def find_multi30k(*, download: bool = True, langs: Sequence[str] = ("en", "de"),
     except UserError as err:
         logger.warning("%s", err)
         return None
+
+
+def multi30k_cache() -> Path:
+    """Where `find_multi30k` downloads Multi30k: `$TNMT_CACHE_DIR/multi30k`, default `~/.cache/tnmt/multi30k`."""
+    return Path(os.environ.get("TNMT_CACHE_DIR") or Path.home() / ".cache" / "tnmt") / "multi30k"
+
+
+def copy_problem(root: str | Path, *, langs: Sequence[str] = ("en", "de"), tok: bool = False) -> str | None:
+    """Why `root` is not a verified local copy of the files of `langs` (every split), as "PATH: reason" for the
+    first bad file (missing, or failing its sha256 sum), or None if it is one. `tok`: the tokenised references too.
+    """
+    for f in _files(langs, SPLITS, tok=tok):
+        if problem := _problem(Path(root) / f.local, f):
+            return f"{Path(root) / f.local}: {problem}"
+    return None
 
 
 def _files(langs: Sequence[str], splits: Sequence[str], *, tok: bool) -> list[_File]:

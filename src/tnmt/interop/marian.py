@@ -11,9 +11,17 @@ cannot represent exactly is a UserError naming it, never an approximation.
 Tokenisation maps sentencepiece pieces to ids through vocab.json, as MarianTokenizer does; it does
 not treat target-language codes of multilingual models (">>fra<<") as single tokens, and separate
 target vocabularies (target_vocab.json) are refused.
+
+The checkpoint names its language pair, which `tnmt serve` needs (`marian_languages`): each side is the
+one given by the user (--source / --target), else the one the model names: tokenizer_config.json's
+source_lang / target_lang (MarianTokenizer saves them; OPUS-MT repositories set them), else an
+"opus-mt-SRC-TGT" name in config.json's _name_or_path. A flag that disagrees with the model wins, with a
+warning: the flags are the way to correct a model that names a group ("ROMANCE") or a wrong code.
 """
 
+import logging
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +32,7 @@ from torch import Tensor
 
 from tnmt.blocks.positional import sinusoidal_table
 from tnmt.checkpoint import check_checkpoint_path, save_checkpoint
-from tnmt.config import ModelConfig
+from tnmt.config import LANGUAGE_CODE, ModelConfig, is_language_code
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.errors import UserError
 from tnmt.interop.marian_config import marian_model_config
@@ -57,25 +65,94 @@ SOURCE_EMBEDDING = ("model.encoder.embed_tokens.weight", "model.shared.weight")
 TARGET_EMBEDDING = ("model.decoder.embed_tokens.weight", "model.shared.weight")
 OUTPUT_PROJECTION = ("lm_head.weight",)
 POSITIONS = ("model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight")
+# The last part of a Hugging Face model name: opus-mt-en-de, opus-mt-tc-big-en-fr (Tatoeba's). Only two- or
+# three-letter codes: "opus-mt-en-ROMANCE" names a group of languages, "...-de-finetuned" is no pair.
+OPUS_MT_NAME = re.compile(r"opus-mt-(?:tc-[a-z]+-)?([a-z]{2,3})-([a-z]{2,3})")
+SIDES = ("source", "target")
+
+logger = logging.getLogger(__name__)
 
 
-def import_marian(hf_dir: str | os.PathLike[str], out: str | os.PathLike[str]) -> Path:
-    """Convert a MarianMT directory (config.json, weights, source.spm, target.spm, vocab.json) to a checkpoint.
+def import_marian(
+    hf_dir: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    source: str | None = None,
+    target: str | None = None,
+) -> Path:
+    """Convert a MarianMT directory (config.json, weights, source.spm, target.spm, vocab.json) to a checkpoint
+    that names its language pair (`source`, `target`, or the model's own: see `marian_languages`).
 
     Raises:
-        UserError: A file is missing or malformed, a config value has no exact tnmt equivalent, or `out`
-            holds something other than a tnmt checkpoint (refused before `hf_dir` is read).
+        UserError: A file is missing or malformed, a config value has no exact tnmt equivalent, a language is
+            named nowhere, or `out` holds something other than a tnmt checkpoint (both refused before the
+            weights are read).
     """
     check_checkpoint_path(out)
+    languages = marian_languages(hf_dir, source=source, target=target)
     model, tokenizer = load_marian(hf_dir)
-    return save_checkpoint(out, model, tokenizer)
+    return save_checkpoint(out, model, tokenizer, languages=languages)
+
+
+def marian_languages(
+    hf_dir: str | os.PathLike[str], *, source: str | None = None, target: str | None = None
+) -> tuple[str, str]:
+    """The (source, target) codes of a MarianMT directory: `source` / `target` where given, else the model's.
+
+    Raises:
+        UserError: A given code is not a language code, or a side is neither given nor named by the model
+            (the message names the flags that say it).
+    """
+    hf_dir = _marian_dir(hf_dir)
+    named = _named_languages(hf_dir)
+    chosen: dict[str, str] = {}
+    for side, given in zip(SIDES, (source, target), strict=True):
+        if given is None:
+            if side in named:
+                chosen[side] = named[side][0]
+            continue
+        if not is_language_code(given):
+            raise UserError(f"{side} language {given!r}: must be {LANGUAGE_CODE}")
+        if side in named and named[side][0] != given:
+            code, where = named[side]
+            logger.warning(f"{side} language {given!r} replaces the model's {code!r} ({where})")
+        chosen[side] = given
+    if missing := [side for side in SIDES if side not in chosen]:
+        flags = " ".join(f"--{side} CODE" for side in missing)
+        raise UserError(
+            f"{hf_dir}: the model names no {' or '.join(missing)} language (tokenizer_config.json's "
+            f"source_lang/target_lang, or an opus-mt-SRC-TGT name in config.json's _name_or_path); pass {flags}"
+        )
+    return chosen["source"], chosen["target"]
+
+
+def opus_mt_languages(name: str) -> tuple[str, str] | None:
+    """The (source, target) codes of a Hugging Face model name such as "Helsinki-NLP/opus-mt-en-de", else None."""
+    found = OPUS_MT_NAME.fullmatch(name.rstrip("/").rsplit("/", 1)[-1])
+    return (found[1], found[2]) if found else None
+
+
+def _named_languages(hf_dir: Path) -> dict[str, tuple[str, str]]:
+    """{side: (code, where the model says it)} for each side the model names; a null or blank value names none."""
+    named: dict[str, tuple[str, str]] = {}
+    config_path = hf_dir / "config.json"
+    if config_path.is_file():  # else load_marian says it is missing
+        config = read_json(config_path)
+        name = config.get("_name_or_path") if isinstance(config, dict) else None
+        if isinstance(name, str) and (pair := opus_mt_languages(name)):
+            for side, code in zip(SIDES, pair, strict=True):
+                named[side] = (code, f"config.json _name_or_path {name!r}")
+    settings = _tokenizer_settings(hf_dir)
+    for side in SIDES:  # the tokenizer's own setting is more direct than a name
+        key = f"{side}_lang"
+        if is_language_code(code := settings.get(key)):
+            named[side] = (code, f"tokenizer_config.json {key}")
+    return named
 
 
 def load_marian(hf_dir: str | os.PathLike[str]) -> tuple[Transformer, Tokenizer]:
     """The tnmt model (in eval mode) and tokenizer of a MarianMT directory; see `import_marian`."""
-    hf_dir = Path(hf_dir)
-    if not hf_dir.is_dir():
-        raise UserError(f"{hf_dir}: no such directory")
+    hf_dir = _marian_dir(hf_dir)
     config = marian_model_config(read_json(hf_dir / "config.json"), where=hf_dir / "config.json")
     model = Transformer(config)
     model.load_state_dict(_convert_weights(_read_weights(hf_dir), model, where=hf_dir))
@@ -146,9 +223,25 @@ def _read_weights(hf_dir: Path) -> dict[str, Tensor]:
     raise UserError(f"{hf_dir}: no model.safetensors or pytorch_model.bin")
 
 
+def _marian_dir(hf_dir: str | os.PathLike[str]) -> Path:
+    hf_dir = Path(hf_dir)
+    if not hf_dir.is_dir():
+        raise UserError(f"{hf_dir}: no such directory")
+    return hf_dir
+
+
+def _tokenizer_settings(hf_dir: Path) -> dict[str, Any]:
+    """tokenizer_config.json, which MarianTokenizer writes and older conversions lack ({} then)."""
+    path = hf_dir / "tokenizer_config.json"
+    settings = read_json(path) if path.exists() else {}
+    if not isinstance(settings, dict):
+        raise UserError(f"{path}: expected a JSON object")
+    return settings
+
+
 def _tokenizer(hf_dir: Path, config: ModelConfig) -> Tokenizer:
     """MarianTokenizer's files as a tnmt Tokenizer: two sentencepiece models, ids from vocab.json."""
-    settings = read_json(hf_dir / "tokenizer_config.json") if (hf_dir / "tokenizer_config.json").exists() else {}
+    settings = _tokenizer_settings(hf_dir)
     if settings.get("separate_vocabs") or (hf_dir / "target_vocab.json").exists():
         raise UserError(f"{hf_dir}: separate source/target vocabularies (separate_vocabs) are not supported")
     vocab_path = hf_dir / "vocab.json"

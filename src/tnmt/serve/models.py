@@ -59,7 +59,10 @@ def load_models(paths: list[Path], config: ServeConfig, *, device: str = "cpu") 
     for path in paths:
         checkpoint = load_checkpoint(path, map_location=device, training=False)
         if checkpoint.languages is None:
-            raise UserError(f'{path}: the checkpoint does not name its languages (config.json has no "languages")')
+            raise UserError(
+                f'{path}: the checkpoint does not name its languages (config.json has no "languages"); '
+                "tnmt import marian names them, with --source and --target where the model does not"
+            )
         model = checkpoint.model.to(device).requires_grad_(False)  # served, never trained
         translator = Translator(model, checkpoint.tokenizer, checkpoint.decode, frozen=True)
         batcher = Batcher(
