@@ -125,7 +125,8 @@ ACCEPTED: dict[tuple[str, str], str] = {
     ("decode.batch_size", "huge"): "at most the sentences there are",
     ("decode.beam_size", "huge"): "checked against the model's target vocabulary when decoding (one line)",
     ("decode.length_penalty", "zero"): "alpha 0: plain log-probabilities",
-    ("decode.alignment_head", "negative"): "refused in one line: heads count from 1, 0 is their mean",
+    ("decode.alignment_head", "zero"): "0 = the mean of the layer's heads",
+    ("decode.alignment_layer", "negative"): "counted from the top: -1 = the last layer, clamped to the depth",
     ("decode.alignment_head", "huge"): "checked against the model's heads when an alignment is read (one line)",
     ("decode.alignment_layer", "huge"): "clamped to the decoder's depth: the last layer",
     **{(f"decode.length_ratio_{side}", "zero"): "0 = no bound on that side" for side in ("min", "max")},
@@ -159,11 +160,20 @@ ACCEPTED: dict[tuple[str, str], str] = {
     ("evaluate.hyp_out", "file"): "--hyp-out replaces a file, as a shell redirection does (atomically)",
     ("translate.input", "file"): "a text file: translated line by line",
     # other values
-    **{(f"{command}.sentence", "not a name"): "any text is a sentence" for command in ("attention", "explain")},
+    **{
+        (f"{command}.sentence", "not a name"): "any text is a sentence"
+        for command in ("attention", "explain", "inspect")
+    },
     **{
         (f"{command}.sentence", "long"): "translated from its first max_len - 1 tokens, with a warning"
-        for command in ("attention", "explain")
+        for command in ("attention", "explain", "inspect")
     },
+    **{
+        ("inspect.translation", kind): "no words: the decoder is fed BOS alone and predicts what comes first"
+        for kind in ("empty", "blank")
+    },
+    ("inspect.translation", "not a name"): "any text is a translation to feed",
+    ("inspect.translation", "long"): "fed from its first max_len - 1 tokens (BOS takes the last position)",
     ("explain.top_k", "huge"): "at most the vocabulary's tokens are shown",
     ("quickstart.steps", "zero"): "0 = the task's own budget",
     ("quickstart.steps", "huge"): "a cap: the task's own budget ends it first",
@@ -254,6 +264,7 @@ BASE: dict[str, dict[str, list[str]]] = {
     "evaluate": {"checkpoint": ["--checkpoint", "{ckpt}"], "src": ["--src", "{src}"], "ref": ["--ref", "{ref}"]},
     "attention": {"checkpoint": ["--checkpoint", "{ckpt}"], "sentence": ["one"]},
     "explain": {"checkpoint": ["--checkpoint", "{ckpt}"], "sentence": ["one"]},
+    "inspect": {"checkpoint": ["--checkpoint", "{ckpt}"], "sentence": ["one"]},
     "serve": {
         "checkpoint": ["--checkpoint", "{ckpt}"],
         "port": ["--port", "0"],
