@@ -62,8 +62,14 @@ APPEND = {
 
 
 # README commands not run here, each with the reason and where it is tested instead.
+MARIAN_PATH = "tests/test_marian.py::test_from_opus_mt_to_a_served_page runs this path on a MarianMT model it builds"
 NOT_RUN = {
     "tnmt data wmt14 --out data/wmt14": "downloads 1.7 GB; tests/test_wmt14.py runs it on tiny archives over loopback",
+    "tnmt import marian opus-mt-en-de --out outputs/opus-mt-en-de": MARIAN_PATH,
+    "tnmt translate --checkpoint outputs/opus-mt-en-de < input.en": MARIAN_PATH,
+    "tnmt serve --checkpoint outputs/opus-mt-en-de": MARIAN_PATH,
+    "tnmt export ctranslate2 outputs/opus-mt-en-de --out outputs/opus-mt-en-de-ct2": MARIAN_PATH,
+    "tnmt translate --engine ctranslate2 --checkpoint outputs/opus-mt-en-de-ct2 < input.en": MARIAN_PATH,
 }
 
 
