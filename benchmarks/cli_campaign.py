@@ -100,6 +100,7 @@ EXTENDS = {  # recipe files (name: content) whose r.toml extends others
 }
 
 DECODE_FIELDS = {f.name for f in fields(DecodeConfig)}
+DECODING_COMMANDS = ("translate", "evaluate", "attention", "explain", "inspect")  # cli._decode_options' commands
 SERVE_FIELDS = {f.name for f in fields(ServeConfig)}
 IN_RANGE = ("zero", "one")  # a recipe key's boundaries: refused, or inside the range its comment documents
 
@@ -127,6 +128,8 @@ ACCEPTED: dict[tuple[str, str], str] = {
     ("decode.length_penalty", "zero"): "alpha 0: plain log-probabilities",
     ("decode.alignment_head", "negative"): "refused in one line: heads count from 1, 0 is their mean",
     ("decode.alignment_head", "huge"): "checked against the model's heads when an alignment is read (one line)",
+    ("decode.alignment_head", "zero"): "0 = the heads' mean (heads count from 1)",
+    ("decode.alignment_layer", "negative"): "-1 = the last layer (layers count from 1, or from -1 at the top)",
     ("decode.alignment_layer", "huge"): "clamped to the decoder's depth: the last layer",
     **{(f"decode.length_ratio_{side}", "zero"): "0 = no bound on that side" for side in ("min", "max")},
     ("decode.length_ratio_min", "huge"): "a lower bound no output meets: every translation is flagged, none refused",
@@ -138,7 +141,7 @@ ACCEPTED: dict[tuple[str, str], str] = {
     **{(f"serve.{name}", "huge"): ANY_SIZE for name in ("max_trace_beam", "max_top_k", "max_glossary")},
     ("serve.max_batch_tokens", "huge"): "a request is never split; a batch holds at most what is queued",
     ("serve.port", "zero"): "0 = a free port, which the log line names",
-    ("serve.threads", "zero"): "0 = PyTorch's default",
+    ("serve.threads", "zero"): "0 = PyTorch's default (OMP_NUM_THREADS, else one per physical core)",
     ("serve.mmap_threshold_mb", "zero"): "0 = glibc's own threshold",
     ("serve.max_wait_ms", "zero"): "a batch does not wait for company",
     # paths
@@ -159,12 +162,25 @@ ACCEPTED: dict[tuple[str, str], str] = {
     ("evaluate.hyp_out", "file"): "--hyp-out replaces a file, as a shell redirection does (atomically)",
     ("translate.input", "file"): "a text file: translated line by line",
     # other values
-    **{(f"{command}.sentence", "not a name"): "any text is a sentence" for command in ("attention", "explain")},
+    **{
+        (f"{command}.sentence", "not a name"): "any text is a sentence"
+        for command in ("attention", "explain", "inspect")
+    },
     **{
         (f"{command}.sentence", "long"): "translated from its first max_len - 1 tokens, with a warning"
-        for command in ("attention", "explain")
+        for command in ("attention", "explain", "inspect")
     },
+    **{
+        ("inspect.translation", kind): "an empty translation: the decoder reads BOS alone"
+        for kind in ("empty", "blank")
+    },
+    ("inspect.translation", "not a name"): "any text is a translation",
+    ("inspect.translation", "long"): "teacher-forced from its first max_len - 1 pieces (no warning, unlike a sentence)",
     ("explain.top_k", "huge"): "at most the vocabulary's tokens are shown",
+    **{
+        (f"{command}.threads", "zero"): "0 = the engine's default (OMP_NUM_THREADS, else its own)"
+        for command in DECODING_COMMANDS
+    },
     ("quickstart.steps", "zero"): "0 = the task's own budget",
     ("quickstart.steps", "huge"): "a cap: the task's own budget ends it first",
     ("quickstart.minutes", "huge"): "a budget (used on Multi30k): the offline task ends on its steps",
@@ -254,6 +270,7 @@ BASE: dict[str, dict[str, list[str]]] = {
     "evaluate": {"checkpoint": ["--checkpoint", "{ckpt}"], "src": ["--src", "{src}"], "ref": ["--ref", "{ref}"]},
     "attention": {"checkpoint": ["--checkpoint", "{ckpt}"], "sentence": ["one"]},
     "explain": {"checkpoint": ["--checkpoint", "{ckpt}"], "sentence": ["one"]},
+    "inspect": {"checkpoint": ["--checkpoint", "{ckpt}"], "sentence": ["one"]},
     "serve": {
         "checkpoint": ["--checkpoint", "{ckpt}"],
         "port": ["--port", "0"],
