@@ -100,6 +100,7 @@ EXTENDS = {  # recipe files (name: content) whose r.toml extends others
 }
 
 DECODE_FIELDS = {f.name for f in fields(DecodeConfig)}
+DECODING_COMMANDS = ("translate", "evaluate", "attention", "explain", "inspect")  # cli._decode_options' commands
 SERVE_FIELDS = {f.name for f in fields(ServeConfig)}
 IN_RANGE = ("zero", "one")  # a recipe key's boundaries: refused, or inside the range its comment documents
 
@@ -139,7 +140,7 @@ ACCEPTED: dict[tuple[str, str], str] = {
     **{(f"serve.{name}", "huge"): ANY_SIZE for name in ("max_trace_beam", "max_top_k", "max_glossary")},
     ("serve.max_batch_tokens", "huge"): "a request is never split; a batch holds at most what is queued",
     ("serve.port", "zero"): "0 = a free port, which the log line names",
-    ("serve.threads", "zero"): "0 = PyTorch's default",
+    ("serve.threads", "zero"): "0 = PyTorch's default (OMP_NUM_THREADS, else one per physical core)",
     ("serve.mmap_threshold_mb", "zero"): "0 = glibc's own threshold",
     ("serve.max_wait_ms", "zero"): "a batch does not wait for company",
     # paths
@@ -173,8 +174,12 @@ ACCEPTED: dict[tuple[str, str], str] = {
         for kind in ("empty", "blank")
     },
     ("inspect.translation", "not a name"): "any text is a translation to feed",
-    ("inspect.translation", "long"): "fed from its first max_len - 1 tokens (BOS takes the last position)",
+    ("inspect.translation", "long"): "fed from its first max_len - 1 tokens, with a warning (BOS takes one)",
     ("explain.top_k", "huge"): "at most the vocabulary's tokens are shown",
+    **{
+        (f"{command}.threads", "zero"): "0 = the engine's default (OMP_NUM_THREADS, else its own)"
+        for command in DECODING_COMMANDS
+    },
     ("quickstart.steps", "zero"): "0 = the task's own budget",
     ("quickstart.steps", "huge"): "a cap: the task's own budget ends it first",
     ("quickstart.minutes", "huge"): "a budget (used on Multi30k): the offline task ends on its steps",

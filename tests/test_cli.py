@@ -382,6 +382,27 @@ def test_translate_on_an_explicit_device(tiny_checkpoint):
     assert result.returncode == 0 and result.stdout.count("\n") == 1, result.stderr
 
 
+@pytest.mark.parametrize("command", ["translate", "evaluate"])
+def test_threads_are_the_torch_threads_that_decode(command, tiny_checkpoint, tmp_path, capsys):
+    """--threads N decodes on N torch threads, 0 leaves PyTorch's setting, and a count out of range is one line."""
+    src, ref, out = tmp_path / "src.en", tmp_path / "ref.it", tmp_path / "out.it"
+    src.write_text("forty-two\n")
+    ref.write_text("quarantadue\n")
+    files = {"translate": ["-i", str(src), "-o", str(out)], "evaluate": ["--src", str(src), "--ref", str(ref)]}
+    argv = [command, "--checkpoint", str(tiny_checkpoint), *files[command], "--threads"]
+    before = torch.get_num_threads()
+    try:
+        assert main([*argv, "3"]) == 0 and torch.get_num_threads() == 3  # neither conftest's 1 nor the cores
+        torch.set_num_threads(2)
+        assert main([*argv, "0"]) == 0 and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    capsys.readouterr()
+    assert main([*argv, "-1"]) == 2
+    message = "--threads must be from 0 to 1024 (0: the engine's default), got -1"
+    assert capsys.readouterr().err == f"tnmt {command}: error: {message}\n"
+
+
 def test_output_to_a_device_is_written_in_place(tiny_checkpoint, tmp_path):
     """`-o /dev/stdout` writes to the stream; an atomic rename over it would replace the device's entry."""
     result = tnmt("translate", "--checkpoint", str(tiny_checkpoint), "-o", "/dev/stdout", stdin="one\ntwo\n")

@@ -186,6 +186,25 @@ def test_cli_translates_with_ctranslate2(exported, multi30k_dir, tmp_path):
     assert outputs["tnmt"].endswith("\n\n")  # the empty line stays empty
 
 
+def test_cli_threads_are_ctranslate2s_intra_threads(tiny_checkpoint, tmp_path, monkeypatch):
+    """--threads N: one batch at a time (inter_threads 1) on N OpenMP threads (intra_threads N; 0: its default)."""
+    import ctranslate2
+
+    made, real = [], ctranslate2.Translator
+
+    def recording(*args, **options):
+        made.append(options)
+        return real(*args, **options)
+
+    monkeypatch.setattr(ctranslate2, "Translator", recording)
+    export_ctranslate2(tiny_checkpoint, tmp_path / "ct2")
+    (tmp_path / "in.en").write_text("forty-two\n", encoding="utf-8")
+    for threads in ("3", "0"):
+        args = ["translate", "--engine", "ctranslate2", "--checkpoint", str(tmp_path / "ct2"), "--threads", threads]
+        assert main([*args, "-i", str(tmp_path / "in.en"), "-o", str(tmp_path / "out.it")]) == 0
+    assert [(options["inter_threads"], options["intra_threads"]) for options in made] == [(1, 3), (1, 0)]
+
+
 def test_int8_export_translates(tokenizer, sources, tmp_path):
     model = random_model(tokenizer)
     save_checkpoint(tmp_path / "ckpt", model, tokenizer)

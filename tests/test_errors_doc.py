@@ -251,6 +251,8 @@ INPUTS: dict[str, Callable[[Path, Path], None]] = {
             "serve-host-unknown",
             "serve-host-not-a-name",
             "serve-threads-huge",
+            "translate-threads-negative",
+            "translate-threads-huge",
             "serve-wait-huge",
             "serve-timeout-zero",
         ],

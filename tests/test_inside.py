@@ -153,7 +153,7 @@ def test_looking_inside_needs_eval_mode():
         forward_of(model_of().train())
 
 
-def test_inside_a_translator_uses_its_translation_or_the_one_given(tiny_translator):
+def test_inside_a_translator_uses_its_translation_or_the_one_given(tiny_translator, caplog):
     text = "three hundred and twelve"
     found = inside(tiny_translator, text, top_k=2)
     assert (found.translation, found.given) == (tiny_translator.translate([text])[0], False)
@@ -168,8 +168,10 @@ def test_inside_a_translator_uses_its_translation_or_the_one_given(tiny_translat
         inside(tiny_translator, text, top_k=21)
     with pytest.raises(UserError, match="empty"):
         inside(tiny_translator, " ")
-    long = inside(tiny_translator, text, translation="uno " * 40)  # cut to max_len positions, BOS included
+    with caplog.at_level("WARNING", logger="tnmt"):
+        long = inside(tiny_translator, text, translation="uno " * 40)  # cut to max_len positions, BOS included
     assert len(long.forward.fed_ids) == tiny_translator.model.config.max_len
+    assert "exceed the model's max_len; feeding the first 15" in caplog.text
 
 
 def test_the_json_and_the_summary_carry_every_stage(tiny_translator):

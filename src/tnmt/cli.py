@@ -20,7 +20,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, BinaryIO, Literal, NoReturn, TypeVar, get_args, get_origin
 
-from tnmt.config import DecodeConfig, ServeConfig
+from tnmt.config import MAX_THREADS, DecodeConfig, ServeConfig
 from tnmt.errors import UserError
 
 C = TypeVar("C")
@@ -215,6 +215,13 @@ def _decode_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", required=True, type=_path, help="checkpoint directory (or a best/last link)")
     _device_option(p)
     p.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="CPU threads that decode; 0 = the engine's default: OMP_NUM_THREADS if set, else PyTorch's one per"
+        " physical core or CTranslate2's min(4, CPUs) (0)",
+    )
+    p.add_argument(
         "--quantize",
         choices=["none", "int8"],
         default="none",
@@ -280,8 +287,10 @@ def _decode_settings(args: argparse.Namespace, stored: DecodeConfig) -> DecodeCo
 
 
 def _translator(args: argparse.Namespace) -> tuple[Any, DecodeConfig]:
-    """The engine `args` ask for, loaded, and the settings to decode with."""
+    """The engine `args` ask for, loaded, decoding on `--threads` threads, and the settings to decode with."""
     _decode_settings(args, DecodeConfig())
+    if not 0 <= args.threads <= MAX_THREADS:
+        raise UserError(f"--threads must be from 0 to {MAX_THREADS} (0: the engine's default), got {args.threads}")
     if getattr(args, "engine", "tnmt") == "ctranslate2":
         from tnmt.interop.ctranslate2 import CTranslate2Translator
 
@@ -289,12 +298,16 @@ def _translator(args: argparse.Namespace) -> tuple[Any, DecodeConfig]:
             raise UserError("--device is for --engine tnmt; the CTranslate2 engine runs on the CPU")
         if args.quantize != "none":
             raise UserError("--quantize is for --engine tnmt; for CTranslate2 export with --quantization int8")
-        translator = CTranslate2Translator(args.checkpoint)
+        translator = CTranslate2Translator(args.checkpoint, threads=args.threads)
     else:
+        import torch
+
         from tnmt.decode.translator import Translator
         from tnmt.device import resolve_device
 
         device = resolve_device(args.device)
+        if args.threads:  # this thread decodes (serve's batcher sets them in its worker thread instead)
+            torch.set_num_threads(args.threads)
         translator = Translator.from_checkpoint(args.checkpoint, device=str(device), quantize=args.quantize)
     return translator, _decode_settings(args, translator.decode)
 

@@ -330,7 +330,12 @@ class ServeConfig:
     body_timeout_s: float = field(
         default=10.0, metadata=_help("time a client has to send its request body (past: 408)")
     )
-    threads: int = field(default=0, metadata=_help("torch threads; 0 = PyTorch's default"))
+    threads: int = field(
+        default=0,
+        metadata=_help(
+            "CPU threads that decode; 0 = PyTorch's default: OMP_NUM_THREADS if set, else one per physical core"
+        ),
+    )
     mmap_threshold_mb: int = field(
         default=16,
         metadata=_help("glibc's mmap threshold, fixed so RSS stays flat (tnmt/serve/allocator.py); 0 = glibc's own"),

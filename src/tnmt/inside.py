@@ -14,6 +14,7 @@ Numbering, as everywhere a person reads it: layers 1..N from the input side, hea
 0-indexed (layer 1 is `encoder_layers[0]`). Positions count from 0, as the positional formula does.
 """
 
+import logging
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,6 +31,8 @@ from tnmt.decode.trace import rounded
 from tnmt.decode.translator import Translator
 from tnmt.errors import UserError
 from tnmt.model import Transformer
+
+log = logging.getLogger("tnmt")
 
 TABLE_ROWS = 32  # positions of the positional table shown at least (more when the sentence is longer)
 TOP_UNITS = 5  # the most active feed-forward units listed per position
@@ -153,7 +156,11 @@ def inside(
         found = translator.translations([text], settings)[0]
         output, translation, given = found.tokens, found.text, False
     else:
-        output, given = tokenizer.encode_target(translation)[: max_len - 1], True  # room for BOS
+        output, given = tokenizer.encode_target(translation), True
+        if len(output) > max_len - 1:  # room for BOS
+            n = len(output)
+            log.warning(f"the translation's {n} tokens exceed the model's max_len; feeding the first {max_len - 1}")
+            output = output[: max_len - 1]
     src = translator.source_batch([source])  # (1, S)
     fed = torch.tensor([[tokenizer.bos_id, *output]], device=src.device)  # (1, T)
     forward = look_inside(translator.model, src, fed, eos_id=tokenizer.eos_id, top_k=top_k)

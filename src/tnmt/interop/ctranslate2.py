@@ -182,7 +182,9 @@ class CTranslate2Translator:
         threads: int = 0,
     ) -> None:
         """Load a directory written by `export_ctranslate2`; `decode` (default: the one stored there) is every
-        call's default settings.
+        call's default settings. `threads` is CTranslate2's `intra_threads`, the OpenMP threads that run a batch
+        (0: OMP_NUM_THREADS if set, else min(4, CPUs)); batches run one at a time (`inter_threads` 1), so that,
+        as with tnmt's engine and `torch.set_num_threads`, the process decodes on `threads` threads.
 
         Raises:
             UserError: ctranslate2 is not installed, or `path` is not an export.
@@ -194,7 +196,9 @@ class CTranslate2Translator:
         self.config, stored, _ = read_model_json(path / MODEL_FILE)
         self.decode = decode or stored
         self.tokenizer = Tokenizer.load(path)
-        self.translator = ct2.Translator(str(path), device="cpu", compute_type=compute_type, intra_threads=threads)
+        self.translator = ct2.Translator(
+            str(path), device="cpu", compute_type=compute_type, inter_threads=1, intra_threads=threads
+        )
         self.source_pieces, self.target_pieces = _vocabularies(self.tokenizer)
         self._target_ids = {piece: i for i, piece in enumerate(self.target_pieces)}
         self._suppressed = [[self.target_pieces[i]] for i in banned_ids(self.config)]
