@@ -19,6 +19,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -184,6 +186,14 @@ def test_readme_command(command, tiny_files, tiny_training, request, tmp_path):
 
 def run_server(shell: str, cwd: Path, port: int) -> None:
     """Start the server command, wait until it is ready and translates, then stop it with SIGTERM: exit 0."""
+    with serving(shell, cwd, port):
+        reply = httpx.post(f"http://127.0.0.1:{port}/v1/translate", json={"text": "forty-two"}, timeout=30)
+        assert reply.status_code == 200 and reply.json()["translations"][0]["text"] is not None, reply.text
+
+
+@contextmanager
+def serving(shell: str, cwd: Path, port: int) -> Iterator[None]:
+    """The server command running and ready within the block; stopped with SIGTERM after it, exiting 0."""
     server = subprocess.Popen(
         shlex.split(shell), cwd=cwd, env=environment(cwd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -196,12 +206,49 @@ def run_server(shell: str, cwd: Path, port: int) -> None:
                     break
             except httpx.TransportError:
                 time.sleep(0.2)
-        reply = httpx.post(f"http://127.0.0.1:{port}/v1/translate", json={"text": "forty-two"}, timeout=30)
-        assert reply.status_code == 200 and reply.json()["translations"][0]["text"] is not None, reply.text
+        yield
     finally:
         server.send_signal(signal.SIGTERM)
         _, stderr = server.communicate(timeout=60)
     assert server.returncode == 0, stderr
+
+
+# Each `curl` example of the README (a ```sh block) and the answer shown after it (the ```json block that follows).
+CURL_EXAMPLES = re.findall(r"```sh\n(curl [^\n]*)\n```\s*```json\n(.*?)\n```", README.read_text(encoding="utf-8"))
+
+
+def test_the_readme_shows_both_apis_by_curl():
+    assert [re.search(r"8000(/\S*)", command)[1] for command, _ in CURL_EXAMPLES] == ["/v1/translate", "/translate"]
+
+
+@pytest.mark.parametrize(("command", "shown"), CURL_EXAMPLES, ids=["v1-translate", "libretranslate"])
+def test_a_curl_example_answers_in_the_shape_shown(command, shown, trained_run, tmp_path):
+    """The README's curl command, run as written against `tnmt serve` on the tiny model (its port, and its target
+    language for the README's "de"), answers JSON of the shape shown: the same keys, the same kinds of values."""
+    port = free_port()
+    shell = f"{shlex.quote(sys.executable)} -m tnmt serve --checkpoint {trained_run / 'best'} --port {port}"
+    with serving(shell, tmp_path, port):
+        target = httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=10).json()["models"][0]["target"]
+        run = command.replace("127.0.0.1:8000", f"127.0.0.1:{port}").replace('"target": "de"', f'"target": "{target}"')
+        result = subprocess.run(run, shell=True, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert same_shape(json.loads(result.stdout), json.loads(shown)), result.stdout
+
+
+def same_shape(answer: object, shown: object) -> bool:
+    """Whether `answer` has `shown`'s keys at every level and values of the same kinds (any number for a number;
+    a list's items like the shown list's first item, when both have items)."""
+    if isinstance(shown, dict):
+        return (
+            isinstance(answer, dict)
+            and answer.keys() == shown.keys()
+            and all(same_shape(answer[key], shown[key]) for key in shown)
+        )
+    if isinstance(shown, list):
+        return isinstance(answer, list) and (not shown or all(same_shape(item, shown[0]) for item in answer))
+    if isinstance(shown, bool) or not isinstance(shown, int | float):
+        return type(answer) is type(shown)
+    return isinstance(answer, int | float) and not isinstance(answer, bool)
 
 
 def free_port() -> int:
