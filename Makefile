@@ -24,5 +24,5 @@ lint: setup
 	$(BIN)/ruff format --check src tests benchmarks
 
 bench: setup  ## speed and quality benchmarks (long: see benchmarks/BENCHMARKS.md)
-	$(BIN)/python benchmarks/train_speed.py
-	$(BIN)/python benchmarks/decode.py
+	$(BIN)/python -m benchmarks.speed.train_speed
+	$(BIN)/python -m benchmarks.speed.decode

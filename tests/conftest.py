@@ -17,7 +17,7 @@ from tnmt.recipe import Recipe, load_recipe
 
 # Test tensors are tiny: one thread avoids oversubscription and makes timings steadier.
 torch.set_num_threads(1)
-# Property tests run a modest number of examples each; benchmarks/fuzz.py runs the large budgets.
+# Property tests run a modest number of examples each; benchmarks/robustness/fuzz.py runs the large budgets.
 settings.register_profile("tnmt", max_examples=50, deadline=None)
 settings.load_profile("tnmt")
 

@@ -1,20 +1,14 @@
-"""The CLI campaign in CI (benchmarks/cli_campaign.py, issue 44): two cases of every option of every subcommand
-and of every recipe key, drawn with a fixed seed from the cases the parsers generate. Each must answer with
+"""The CLI campaign in CI (benchmarks/robustness/cli_campaign.py, issue 44): two cases of every option of every
+subcommand and of every recipe key, drawn with a fixed seed from the cases the parsers generate. Each must answer with
 one line (exit 2, or exit 1 naming the path), or as the campaign's ACCEPTED list says. The whole campaign:
-`python benchmarks/cli_campaign.py` (benchmarks/results/cli_campaign.json)."""
+`python -m benchmarks.robustness.cli_campaign` (benchmarks/results/cli_campaign.json)."""
 
 import argparse
-import importlib.util
-from pathlib import Path
 
 import pytest
 
+from benchmarks.robustness import cli_campaign as campaign
 from tnmt.cli import _parser
-
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "cli_campaign.py"
-_SPEC = importlib.util.spec_from_file_location("cli_campaign", _PATH)
-campaign = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(campaign)
 
 CASES = campaign.sample(campaign.all_cases(), per_field=2)
 

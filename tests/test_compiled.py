@@ -1,6 +1,6 @@
 """train.compile: the compiled training path trains the same model as the eager one, and a compilation that
 fails runs eagerly. Here torch.compile's inductor (C++ code generation: ~30 s a layer on this 2-core host) is
-replaced by backends that trace the same graphs without generating code; benchmarks/gpu_speed.py compiles with
+replaced by backends that trace the same graphs without generating code; benchmarks/gpu/gpu_speed.py compiles with
 inductor on a GPU."""
 
 import json

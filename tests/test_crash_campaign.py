@@ -1,4 +1,4 @@
-"""The crash campaign in small: kill -9s of `tnmt train` (benchmarks/crash_campaign.py), nothing lost; one
+"""The crash campaign in small: kill -9s of `tnmt train` (benchmarks/robustness/crash_campaign.py), nothing lost; one
 process (10 kills) and under torchrun with 2 processes (4 kills)."""
 
 import json
@@ -13,9 +13,8 @@ GLOO = dist.is_available() and dist.is_gloo_available()
 
 
 def run_campaign(repo_root, results, *options: str) -> dict:
-    script = repo_root / "benchmarks" / "crash_campaign.py"
-    command = [sys.executable, str(script), *options, "--results", str(results)]
-    finished = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    command = [sys.executable, "-m", "benchmarks.robustness.crash_campaign", *options, "--results", str(results)]
+    finished = subprocess.run(command, cwd=repo_root, capture_output=True, text=True, timeout=600)
     assert finished.returncode == 0, finished.stdout + finished.stderr
     return json.loads(results.read_text())
 

@@ -1,29 +1,26 @@
-"""benchmarks/gpu_check.py, issue 43's one command for a GPU machine, checked where there is none: its one-line
+"""benchmarks/gpu/gpu_check.py, issue 43's one command for a GPU machine, checked where there is none: its one-line
 refusal, its dry run (every section on the CPU at tiny sizes), a failure recorded without losing the rest, and
 the FLOP count its MFU divides by."""
 
-import importlib.util
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
+from benchmarks.gpu import gpu_check
+from benchmarks.speed import train_speed
 from tnmt.config import ModelConfig
 from tnmt.data.batching import collate
-
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.py"
-_SPEC = importlib.util.spec_from_file_location("gpu_check", _PATH)
-gpu_check = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(gpu_check)
 
 SECTIONS = ["tests", "base_shape", "multi30k", "decode", "serve"]
 
 
-def run(*args: str, timeout: float) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(_PATH), *args], capture_output=True, text=True, timeout=timeout)
+def run(*args: str, timeout: float, module: str = "benchmarks.gpu.gpu_check") -> subprocess.CompletedProcess:
+    """`python -m MODULE ARGS` from the repository root, as the scripts are run."""
+    command = [sys.executable, "-m", module, *args]
+    return subprocess.run(command, cwd=gpu_check.REPO, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
@@ -73,16 +70,16 @@ def test_a_failure_is_recorded_in_one_line_with_its_detail():
         return {"never": "here"}
 
     result = gpu_check.guarded(section)
-    assert result["status"] == "failed" and result["error"] == "gpu_check.ChildFailed: -c exited with 1: boom"
+    assert (
+        result["status"] == "failed"
+        and result["error"] == "benchmarks.gpu.gpu_check.ChildFailed: -c exited with 1: boom"
+    )
     assert result["detail"] == "a warning\nboom\n" and result["at"].startswith("gpu_check.py:")
     section = {"status": "ok", "a": {"status": "ok"}, "b": gpu_check.guarded(lambda: 1 / 0)}
     assert gpu_check.failed_if_a_part_failed(section)["error"] == "b: ZeroDivisionError: division by zero"
 
 
-def test_model_flops_are_counted_as_train_speed_counts_them(monkeypatch):
-    monkeypatch.syspath_prepend(str(_PATH.parent))  # train_speed imports host.py beside it
-    import train_speed
-
+def test_model_flops_are_counted_as_train_speed_counts_them():
     config = ModelConfig.small(src_vocab_size=train_speed.VOCAB, tgt_vocab_size=train_speed.VOCAB)
     shape = (config.d_model, config.d_ff, config.n_encoder_layers, config.n_decoder_layers)
     assert shape == (train_speed.D, train_speed.FFN, train_speed.LAYERS, train_speed.LAYERS)
@@ -91,14 +88,12 @@ def test_model_flops_are_counted_as_train_speed_counts_them(monkeypatch):
     assert gpu_check.model_flops(config, batch) == train_speed.model_flops(lengths)
 
 
-_SPEED = _PATH.parent / "gpu_speed.py"
+_SPEED = "benchmarks.gpu.gpu_speed"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
 def test_gpu_speed_without_a_gpu_stops_with_one_line(tmp_path):
-    result = subprocess.run(
-        [sys.executable, str(_SPEED), "--out", str(tmp_path / "speed.json")], capture_output=True, text=True, timeout=60
-    )
+    result = run("--out", str(tmp_path / "speed.json"), timeout=60, module=_SPEED)
     assert result.returncode == 2 and result.stderr.startswith("gpu_speed: error: PyTorch sees no CUDA GPU")
     assert not (tmp_path / "speed.json").exists()
 
@@ -107,8 +102,8 @@ def test_gpu_speed_dry_run_measures_every_lever_and_compares_the_curves(multi30k
     """issue 55's command on the CPU at tiny sizes: every setting of the levers measured, three short runs of
     the recipe logged and compared (the new path equals today's here: the CPU run compiles nothing)."""
     out = tmp_path / "speed.json"
-    command = [sys.executable, str(_SPEED), "--dry-run", "--out", str(out), "--data", str(multi30k_dir)]
-    result = subprocess.run([*command, "--work", str(tmp_path / "w")], capture_output=True, text=True, timeout=600)
+    options = ["--dry-run", "--out", str(out), "--data", str(multi30k_dir), "--work", str(tmp_path / "w")]
+    result = run(*options, timeout=600, module=_SPEED)
     assert result.returncode == 0, result.stderr
     sections = json.loads(out.read_text())["sections"]
     assert {name: section["status"] for name, section in sections.items()} == dict.fromkeys(

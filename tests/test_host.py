@@ -1,19 +1,14 @@
-"""benchmarks/host.py: the fields every result file carries, and matmul_peak's two branches.
+"""benchmarks/common/host.py: the fields every result file carries, and matmul_peak's two branches.
 
 The branch matters: on a CPU without bf16 instructions the full-size loop would take minutes, so a
 slow small product must answer alone; on a fast one the full-size loop must run and report its best.
 """
 
-import importlib.util
 import itertools
-from pathlib import Path
 
 import torch
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "host.py"
-_SPEC = importlib.util.spec_from_file_location("benchmark_host", _PATH)
-host = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(host)
+from benchmarks.common import host
 
 
 def _fake_gflops(monkeypatch, rates: list[float], then: float) -> list[int]:

@@ -1,17 +1,12 @@
-"""benchmarks/markup.py with a scripted translator: the markup it inserts, the node-by-node baseline, and the
-checks and scores it reports. The real run: `python benchmarks/markup.py --checkpoint CKPT`."""
+"""benchmarks/quality/markup.py with a scripted translator: the markup it inserts, the node-by-node baseline, and the
+checks and scores it reports. The real run: `python -m benchmarks.quality.markup --checkpoint CKPT`."""
 
-import importlib.util
 import random
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "markup.py"
-_SPEC = importlib.util.spec_from_file_location("markup_benchmark", _PATH)
-bench = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(bench)
+from benchmarks.quality import markup as bench
 
 
 @dataclass

@@ -147,7 +147,7 @@ def environment(cwd: Path) -> dict[str, str]:
 
 
 def test_the_html_example_is_the_models_own_answer():
-    """README's html example is what benchmarks/markup.py recorded the shipped en->de recipe's model answering,
+    """README's html example is what benchmarks/quality/markup.py recorded the shipped en->de recipe's model answering,
     and today's tag transfer still turns that translation and alignment into it."""
     from tnmt.serve.libretranslate.markup import parse
 

@@ -389,7 +389,7 @@ def parse(cls: type[T], values: Mapping[str, Any], *, where: str) -> T:
 def _plain(cls: type[T], values: Mapping[str, Any], types: dict[str, Any]) -> T | None:
     """`cls(**values)` when every value is a JSON scalar of exactly its field's type (what tnmt writes into
     config.json), else None: pydantic then checks them and words the error. Why: importing pydantic costs
-    0.25-0.3 s, a tenth of translating a test set from the command line (benchmarks/translate_wall.py)."""
+    0.25-0.3 s, a tenth of translating a test set from the command line (benchmarks/speed/translate_wall.py)."""
     converted = {}
     for key, value in values.items():
         annotation = types[key]

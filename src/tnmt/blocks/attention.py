@@ -63,11 +63,11 @@ def attention(
 
     - Written out (`reference_attention`) for half-precision training on CPU: there PyTorch's fused (flash)
       kernel is 5-9x slower for a bf16 forward + backward pass at translation lengths (17 to 100 positions,
-      torch 2.13, benchmarks/train_speed.py); the (B, H, Tq, Tk) weights it materialises are small there.
+      torch 2.13, benchmarks/speed/train_speed.py); the (B, H, Tq, Tk) weights it materialises are small there.
     - As two batched products and a softmax (`batched_attention`) when decoding on CPU with a few queries in
       many groups (`BATCHED_MIN_GROUPS`): the fused CPU kernel is tiled for long sequences, and with one
       or a few queries per group it costs 1.3x that at batch 64 (198 against 154 us, 4 heads, 20 keys;
-      benchmarks/step_ops.py), while with a handful of groups (batch 1) its single call is cheaper (14
+      benchmarks/speed/step_ops.py), while with a handful of groups (batch 1) its single call is cheaper (14
       against 33 us).
     - Otherwise through the fused kernel.
 
@@ -119,7 +119,7 @@ def softmax_rows(scores: Tensor) -> Tensor:
     one vector (16 floats with AVX-512) takes scalar code: 256 rows of 14 keys (4 heads x 64 sentences of 13
     tokens and EOS, the cross-attention of a Multi30k batch) cost 82 us, against 18 us for the kernel over the
     first dimension of the transposed view, which is vectorised across the rows (AMX Xeon, torch 2.13,
-    benchmarks/step_ops.py); the copy back to rows costs less than the batched product would lose on the
+    benchmarks/speed/step_ops.py); the copy back to rows costs less than the batched product would lose on the
     transposed layout (41 us for both, against 89 us for the plain softmax and the product). From 16 keys the
     last-dimension kernel is the faster.
     """

@@ -5,7 +5,7 @@ takes ~7 us), and reaching them through `nn.Module` costs about as much again. E
 `Module.__call__`, and every parameter or sub-module read from a module through the Python-level
 `Module.__getattr__`: ~0.7 us per read, ~3.7 us for a Linear layer's call, ~160 reads per step of a 4-layer
 decoder, which made a step at batch 1 1.3x slower than the same arithmetic on tensors held in locals (AMX Xeon,
-benchmarks/decode.py).
+benchmarks/speed/decode.py).
 
 So the blocks that decode hand out their arithmetic bound to their tensors (`MultiHeadAttention.bind`,
 `FeedForward.bind`, `Residual.bind`, `DecoderLayer.bind`), and a search binds its model once

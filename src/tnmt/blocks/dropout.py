@@ -2,7 +2,7 @@
 
 Semantically `torch.nn.Dropout`, drawn more cheaply on CPU. PyTorch decides each element with
 `bernoulli_`, which costs several times more than the raw random bits: the 17 dropouts of a training
-step of the small model took about 0.35 s of its 2 s on 2 cores (benchmarks/train_speed.py), this
+step of the small model took about 0.35 s of its 2 s on 2 cores (benchmarks/speed/train_speed.py), this
 version about a third of that. Each element gets a 15-bit random integer and survives when it is
 >= round(p * 2^15): the drop probability is p rounded to a multiple of 2^-15 (0.1 -> 0.100006), and
 survivors are scaled by the inverse of the keep probability, so the expected output equals the input.

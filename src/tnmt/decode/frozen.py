@@ -4,7 +4,7 @@ Why: at translation sizes a decoder step is a few dozen small products, and MKL'
 weights as stored, (out, in), is not the fastest way to them on CPU:
 
 - the layers' products (`transposed_linear`): on a contiguous (in, out) transpose, the product of up to ~200
-  rows takes 0.55-0.85x the time (AMX Xeon, `benchmarks/step_ops.py`: (1, 128) x (128, 384) 4.4 against
+  rows takes 0.55-0.85x the time (AMX Xeon, `benchmarks/speed/step_ops.py`: (1, 128) x (128, 384) 4.4 against
   7.2 us, 64 rows 44 against 50 us); from ~250 rows it is no faster, so more rows take the weights as stored;
 - the (V, D) pre-softmax projection (`OutputProjection`), the largest product of a step, bound by reading the
   weights from memory: at one row MKL streams a contiguous (D, V) transpose up to 3x faster than the (V, D)

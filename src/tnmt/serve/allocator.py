@@ -8,7 +8,7 @@ lengths, batch sizes, beams leaving) then leave holes that no later tensor fits,
 in steps of tens of MB over thousands of requests. A fixed threshold stops the rise: tensors above it
 are mapped and returned, and the heaps only hold the small ones.
 
-Measured with `benchmarks/serve.py` (batching, 1 thread, 6000 requests at concurrency 64, the Multi30k
+Measured with `benchmarks/speed/serve.py` (batching, 1 thread, 6000 requests at concurrency 64, the Multi30k
 model; BENCHMARKS.md; one run each): glibc's default grew 5.7-7.3% at 111.6-114.1 sentences/s; a fixed 16 MB threshold
 stayed flat (348.4 -> 348.8 MB) at 111.6; 1 MB and 4 MB were flat too, but 12% and 6.5% slower (every
 mapping costs page faults on first touch); 32 MB still grew 3.3%.

@@ -21,7 +21,7 @@ breaks the compiler breaks the forward graph first.
 
 "auto" compiles on CUDA only: on a CPU the compilation takes minutes of a small machine's cores for a step
 whose cost is the matrix products and the loss, not the kernels around them. The default is "off" until a GPU
-run has measured the compiled step against the eager one (benchmarks/gpu_speed.py); then "auto".
+run has measured the compiled step against the eager one (benchmarks/gpu/gpu_speed.py); then "auto".
 """
 
 import logging

@@ -9,7 +9,7 @@ What a caller can count on:
 - A text in a language outside both passes for its nearest relative in them (Slovak for Czech). `COMMON` holds
   the languages of tnmt's recipes (Multi30k: en, de, fr, cs) and the web's most used; each Latin-script one costs
   about 30 MB once detected. Lingua's 75 languages would cost 900 MB and 8 s on the first detection, against
-  280 MB and 2 s (benchmarks/detect.py): more than the model a small server serves.
+  280 MB and 2 s (benchmarks/quality/detect.py): more than the model a small server serves.
 - The confidences (0-100, adding up to 100 but for rounding) are calibrated (`calibrated`): on Multi30k's test
   captions, whole and cut to 1-6 words, their expected calibration error is 2.6 points (lingua's own: 17.6),
   and the answers at 99 or more are right 99.9% of the time. Lingua's own values average the log-likelihood per
@@ -38,13 +38,14 @@ if TYPE_CHECKING:
 # scripts than Latin cost next to nothing: lingua tells them by their alphabet before it loads any model.
 COMMON = ("ar", "cs", "de", "en", "es", "fr", "it", "ja", "nl", "pl", "pt", "ru", "zh")
 # Calibration: lingua's values raised to the power SHARPNESS * letters ** LENGTH_EXPONENT, renormalised. Fitted by
-# log-loss on Multi30k's val captions in en, de, fr, cs, whole and cut to 1-3 words (benchmarks/detect.py, `fit`).
+# log-loss on Multi30k's val captions in en, de, fr, cs, whole and cut to 1-3 words
+# (benchmarks/quality/detect.py, `fit`).
 SHARPNESS = 1.5
 LENGTH_EXPONENT = 0.5
 # The confidence from which `source: "auto"` takes a text to be in its best language even when no model translates
 # from it (a 400); below, the text goes to the likeliest language that has one. On an English-only server and
 # Multi30k's English val captions, whole and cut to 1-6 words, 99 refuses 3 of 7098 (95: 11, 99.9: none) and
-# refuses the German, French and Czech ones 99.9% of the time whole, 45% as one word (benchmarks/detect.py).
+# refuses the German, French and Czech ones 99.9% of the time whole, 45% as one word (benchmarks/quality/detect.py).
 CONFIDENT = 99.0
 
 

@@ -1,0 +1,1 @@
+"""Helpers that several benchmarks share: what machine a result was measured on."""

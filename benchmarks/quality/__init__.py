@@ -1,0 +1,1 @@
+"""How good: BLEU against time, evidence and alignment, markup, steering, language detection."""
