@@ -49,7 +49,7 @@ def test_quantized_logits_stay_close_and_decoding_still_works(model):
     with torch.no_grad():
         exact, approx = model(src, tgt), quantized(src, tgt)
     error = (approx - exact).abs().max() / exact.std()
-    assert 0 < error < 0.25  # int8 changes the numbers, by little (BLEU on Multi30k: BENCHMARKS.md)
+    assert 0 < error < 0.25  # int8 changes the numbers, by little (BLEU on Multi30k: NOTEBOOK.md)
     outputs = greedy_search(quantized, src, DecodeConfig(max_len=6))
     assert len(outputs) == 4 and all(len(ids) <= 6 for ids in outputs)
 

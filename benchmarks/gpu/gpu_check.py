@@ -60,7 +60,7 @@ REPO = Path(__file__).resolve().parents[2]
 TNMT = [sys.executable, "-m", "tnmt"]
 RECIPE = REPO / "configs" / "multi30k_en_de.toml"
 # CPU runs of the recipe (benchmarks/quality/multi30k.py): the shipped recipe on a host without AMX (fp32), and the
-# recipe before weight decay on the host with AMX (bf16); BENCHMARKS.md, "Multi30k, trained from scratch".
+# recipe before weight decay on the host with AMX (bf16); NOTEBOOK.md, "Multi30k, trained from scratch".
 CPU_TRAINING = ("benchmarks/results/multi30k_en_de_wd_noamx.json", "benchmarks/results/multi30k_en_de.json")
 CPU_SERVING = "benchmarks/results/serve.json"
 CONCURRENCY = 64

@@ -32,7 +32,7 @@ Why aiohttp and not httpx: the load generator must not be what is measured. On 2
 spent 2.1 ms of CPU per request (aiohttp: 0.24 ms). In 10 of 27 levels at concurrency 64 its event loop
 fell behind (stalls of 20-50 ms, over and over), requests waited up to 1.8 s in the client before the
 server saw them (the server's own event loop lagged < 10 ms), and that wait was the whole p99 tail
-(BENCHMARKS.md, "The p99 tail was the load generator").
+(NOTEBOOK.md, "The p99 tail was the load generator").
 Results go to benchmarks/results/serve.json and a markdown table on stdout.
 """
 

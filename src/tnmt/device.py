@@ -8,7 +8,7 @@ when bf16 is asked for, with a note. "auto" takes mixed precision only where it 
 on a CPU with AMX bf16 tiles. An AVX-512 bf16 CPU without AMX multiplies bf16 matrices at about half its
 fp32 rate (148 against 265 GFLOP/s on a 2-core Xeon whose hypervisor hides AMX), and the Multi30k recipe
 trained 1.3x slower there in bf16 than in fp32 (4500 against 6000 target tokens/s); with AMX, bf16 was
-1.3x faster (benchmarks/BENCHMARKS.md). The decisions are plain functions of (setting, capabilities), so they
+1.3x faster (benchmarks/NOTEBOOK.md). The decisions are plain functions of (setting, capabilities), so they
 are tested on machines without a GPU; the CUDA-only work they lead to is a few lines in the loop.
 """
 

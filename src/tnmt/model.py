@@ -60,7 +60,7 @@ class Transformer(nn.Module):
     `activation_checkpointing = True` (a training setting, not part of the model: the loop sets it from
     `train.activation_checkpointing`) keeps only each layer's input during a training forward pass and
     recomputes the layer in backward, trading compute (43% more time per update for the base shape on an H200,
-    benchmarks/BENCHMARKS.md) for activations of one layer at a time.
+    benchmarks/NOTEBOOK.md) for activations of one layer at a time.
     `compiled_layer` (a training setting too, set by train/compiled.py from `train.compile`): a compiled
     function `(layer, *args, **kwargs) -> layer(*args, **kwargs)` that training forward passes run each layer
     through; None = eager.

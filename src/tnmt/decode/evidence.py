@@ -16,7 +16,7 @@ without knowing the tokenizer); subword pieces are mapped onto them by their cha
   writes it; `alignment_shift` takes the step that reads it as the decoder's input instead (Chen et al.
   2020). A model trained with guided alignment is read from its trained head (test AER 0.146 against
   eflomal on the shipped recipe's model, 0.177 read one way); one trained without it from the mean of the
-  penultimate layer's heads, its best layer on validation (benchmarks/quality/evidence.py, BENCHMARKS "Alignment
+  penultimate layer's heads, its best layer on validation (benchmarks/quality/evidence.py, NOTEBOOK "Alignment
   that carries markup").
 - Confidence: a word's probability is the product of its subwords' (the probability the model gave to
   writing that word there); the sentence's is the geometric mean of its tokens' probabilities, EOS

@@ -4,14 +4,14 @@ Decoding a small batch is bound by reading the weights from memory, not by arith
 reads every decoder matrix and the (V, D) output projection once. Storing the Linear weights as int8
 (one scale per output row) reads a quarter of the bytes, and activations are quantised on the fly per
 batch, so no calibration data is needed. Cost: a small loss of precision, measured on Multi30k in
-benchmarks/BENCHMARKS.md before this was offered.
+benchmarks/NOTEBOOK.md before this was offered.
 
 Cross-attention reads slices of its stacked [W_Q; W_K; W_V] matrix, which a quantised Linear does not
 expose, so the copy first splits it into W_Q and [W_K; W_V] Linear layers (`split_cross_projections`)
 and those are quantised too. Embeddings, LayerNorms and attention itself stay float32. So do Linear
 layers under 256 x 256 weights: there quantising the activations on every call costs more than reading
 int8 weights saves (on the Multi30k model, d_model 128, int8 cross-attention made decoding at batch 16
-and 64 about 10% slower while it made the d_model 256 model 6-11% faster; benchmarks/BENCHMARKS.md).
+and 64 about 10% slower while it made the d_model 256 model 6-11% faster; benchmarks/NOTEBOOK.md).
 """
 
 import copy

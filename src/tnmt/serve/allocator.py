@@ -9,7 +9,7 @@ in steps of tens of MB over thousands of requests. A fixed threshold stops the r
 are mapped and returned, and the heaps only hold the small ones.
 
 Measured with `benchmarks/speed/serve.py` (batching, 1 thread, 6000 requests at concurrency 64, the Multi30k
-model; BENCHMARKS.md; one run each): glibc's default grew 5.7-7.3% at 111.6-114.1 sentences/s; a fixed 16 MB threshold
+model; NOTEBOOK.md; one run each): glibc's default grew 5.7-7.3% at 111.6-114.1 sentences/s; a fixed 16 MB threshold
 stayed flat (348.4 -> 348.8 MB) at 111.6; 1 MB and 4 MB were flat too, but 12% and 6.5% slower (every
 mapping costs page faults on first touch); 32 MB still grew 3.3%.
 """

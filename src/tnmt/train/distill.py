@@ -7,7 +7,7 @@ Why it can help a model that has stopped improving (the usual reading of Kim & R
 reference is one of many valid translations, and a small model spends capacity on their variety; its
 own beam output is one consistent mode per source, an easier target that sharpens what it already
 knows, while the original pairs keep it tied to the references. On Multi30k en->de, continued from the
-two-hour plateau, validation BLEU rose ~0.3 over a run without it (benchmarks/BENCHMARKS.md).
+two-hour plateau, validation BLEU rose ~0.3 over a run without it (benchmarks/NOTEBOOK.md).
 
 The sources and their translations are written to `<out>/distilled/train.<src|tgt>` (atomically) and
 prepared beside them with the run's tokenizer, so a resumed run reads the same pairs. Translating the
