@@ -331,8 +331,8 @@ def test_collective_timeout_must_be_positive():
         TrainConfig(collective_timeout_s=0)
 
 
-def test_the_readme_torchrun_commands_use_the_launch_options_tested_here():
-    lines = [line.split("#")[0].split() for line in (REPO / "README.md").read_text().splitlines()]
+def test_the_documented_torchrun_commands_use_the_launch_options_tested_here():
+    lines = [line.split("#")[0].split() for line in (REPO / "docs" / "scaling.md").read_text().splitlines()]
     commands = [words for words in lines if words[:1] == ["torchrun"]]
     assert len(commands) == 2
     tested = {"--nproc_per_node", "--nnodes", "--rdzv-backend", "--rdzv-endpoint", "-m"}

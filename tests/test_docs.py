@@ -1,4 +1,4 @@
-"""The Python examples of the README and the walkthrough run as written."""
+"""The Python examples of the docs run as written; the concept map names every module."""
 
 import re
 
@@ -9,18 +9,18 @@ def python_blocks(path) -> str:
     return "\n".join(re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S))
 
 
-@pytest.mark.parametrize("name", ["README.md", "docs/walkthrough.md"])
+@pytest.mark.parametrize("name", ["docs/serving.md", "docs/walkthrough.md"])
 def test_examples_run(repo_root, name):
     code = python_blocks(repo_root / name)
     assert code
     exec(compile(code, name, "exec"), {})
 
 
-def test_the_readme_map_names_every_module(repo_root):
+def test_the_concept_map_names_every_module(repo_root):
     """Each module under src/tnmt has a row in "Where each concept lives": by its path, or by its file name
     on a line that names its package's directory (`src/tnmt/decode/greedy.py`, `beam.py`)."""
-    text = (repo_root / "README.md").read_text()
-    rows = text.split("## Where each concept lives", 1)[1].split("\n## ", 1)[0].splitlines()
+    text = (repo_root / "docs" / "concepts.md").read_text()
+    rows = text.split("\n## Where each concept lives", 1)[1].split("\n## ", 1)[0].splitlines()
     package = repo_root / "src" / "tnmt"
     missing = []
     for module in sorted(package.rglob("*.py")):
@@ -34,4 +34,4 @@ def test_the_readme_map_names_every_module(repo_root):
         )
         if not named:
             missing.append(relative)
-    assert not missing, f"modules without a row in the README's map: {missing}"
+    assert not missing, f"modules without a row in docs/concepts.md's map: {missing}"

@@ -76,8 +76,9 @@ NOT_RUN = {
 
 
 def bash_blocks() -> list[list[str]]:
-    """The non-blank lines of each ```bash block of README.md, `# comments` stripped."""
-    blocks = re.findall(r"```bash\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
+    """The non-blank lines of each ```bash block of README.md and the docs pages it links, `# comments` stripped."""
+    text = "\n".join(page.read_text(encoding="utf-8") for page in (README, *sorted((ROOT / "docs").glob("*.md"))))
+    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
     return [
         [line for line in (re.sub(r"\s+#.*", "", raw).strip() for raw in block.splitlines()) if line]
         for block in blocks
@@ -152,7 +153,7 @@ def test_the_html_example_is_the_models_own_answer():
     from tnmt.serve.libretranslate.markup import parse
 
     example = json.loads((ROOT / "benchmarks" / "results" / "markup.json").read_text())["readme_example"]
-    readme = README.read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "translating.md").read_text(encoding="utf-8")
     assert f"`{example['fragment']}`" in readme and f"`{example['output']}`" in readme
     sentences = [(text, [tuple(pair) for pair in alignment]) for text, alignment in example["sentences"]]
     assert parse(example["fragment"]).render(sentences) == example["output"]
