@@ -35,6 +35,10 @@ STAND_INS = {
     "configs": "recipes",  # the real recipes; APPEND shrinks them with overrides
     "outputs/m30k": "run",  # `trained_run`: 2 steps, checkpoints at steps 1 and 2
     "input.en": "input.en",  # 3 lines, the middle one empty
+    "corpus/train.en": "corpus/train.en",  # "your own parallel files": the numbers corpus, its Italian as .de
+    "corpus/train.de": "corpus/train.de",
+    "corpus/valid.en": "corpus/valid.en",
+    "corpus/valid.de": "corpus/valid.de",
     "terms.tsv": "terms.tsv",  # a glossary of the tiny model's words
     "keep.txt": "keep.txt",  # a do-not-translate list
     "data/multi30k/test_2016_flickr.en.gz": "test.en.gz",  # 5 number-words sentences
@@ -132,6 +136,10 @@ def tiny_files(repo_root, numbers_corpus, trained_run, tmp_path_factory) -> Path
     (directory / "recipes").symlink_to(repo_root / "configs")
     (directory / "run").symlink_to(trained_run)
     (directory / "input.en").write_text("one hundred and twelve\n\nfour thousand and five\n", encoding="utf-8")
+    (directory / "corpus").mkdir()
+    for split in ("train", "valid"):
+        for lang, stand_in in (("en", "en"), ("it", "de")):
+            shutil.copy(numbers_corpus / f"{split}.{lang}", directory / "corpus" / f"{split}.{stand_in}")
     (directory / "terms.tsv").write_text("# en -> it\nhundred\tcento | cent\n", encoding="utf-8")
     (directory / "keep.txt").write_text("twelve\n", encoding="utf-8")
     for lang in ("en", "it"):
@@ -167,6 +175,8 @@ def test_readme_command(command, tiny_files, tiny_training, request, tmp_path):
     if any("{multi30k}" in arg for arg in APPEND[words[1]]):
         values["multi30k"] = str(request.getfixturevalue("complete_multi30k_dir"))  # skips with a reason when absent
     appended = expand(APPEND[words[1]], **values)
+    own = {word.partition("=")[0] for word in words if word.startswith("--data.")}  # the README's corpus wins
+    appended = [arg for arg in appended if arg.partition("=")[0] not in own]
     for readme_path, stand_in in STAND_INS.items():
         source, target = (tiny_files / stand_in).resolve(), tmp_path / readme_path
         target.parent.mkdir(parents=True, exist_ok=True)
