@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, Literal, get_origin
 from unittest import mock
 
+from benchmarks.common.host import describe
 from tnmt.cli import _parser, _path, _path_text
 from tnmt.cli import main as tnmt_main
 from tnmt.config import DecodeConfig, ServeConfig
@@ -539,6 +540,7 @@ def main() -> None:
     options = f" --per-option {args.per_option}" if args.per_option else ""
     result = {
         "command": f"python -m benchmarks.robustness.cli_campaign{options}",
+        "machine": describe(),
         "generated": len(cases),
         "cli_cases": len(cli_cases()),
         "recipe_cases": len(recipe_cases()),

@@ -70,6 +70,7 @@ from num2words import num2words
 import tnmt
 import tnmt.checkpoint
 import tnmt.train.loop
+from benchmarks.common.host import describe
 from tnmt.cli import main as tnmt_main
 
 PHASES = {"train": 0.03, "validate": 0.08, "save": 0.05, "link": 0.004, "prune": 0.004}  # phase: kill within (s)
@@ -482,6 +483,7 @@ def main() -> None:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     results.parent.mkdir(parents=True, exist_ok=True)
+    result = {"machine": describe(), **result}
     results.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k != "settings"}, indent=2))
     sys.exit(1 if result["failures"] else 0)

@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmarks.common.host import describe
+
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "fuzz.json"
 CHECKPOINT_FILES = ["config.json", "model.safetensors", "tokenizer.json", "source.spm"]
 
@@ -43,7 +45,8 @@ def main() -> None:
     engine = "atheris" if _has_atheris() else "hypothesis"
     seconds = f" --seconds {args.seconds:g}"
     command = f"python -m benchmarks.robustness.fuzz{seconds} --targets {' '.join(args.targets)}"
-    RESULTS.write_text(json.dumps({"command": command, "engine": engine, "targets": results}, indent=2) + "\n")
+    report = {"command": command, "machine": describe(), "engine": engine, "targets": results}
+    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {RESULTS}")
 
 

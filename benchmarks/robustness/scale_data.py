@@ -45,6 +45,8 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.common.host import describe
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))  # this checkout's tnmt, in this process as in the runs it starts
 RECIPE = ROOT / "configs" / "multi30k_en_de.toml"
@@ -267,7 +269,7 @@ def main() -> None:
     prepared_dir = args.work / "multi30k_prepared" / "prepared"
     results["data_path"] = data_path_side_by_side(prepared_dir, repeats=args.repeats, tokens_per_s=median_speed)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    args.out.write_text(json.dumps({"machine": describe(), **results}, indent=2) + "\n")
     print(f"wrote {args.out} ({time.monotonic() - started:.0f} s)")
 
 

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import httpx
 
+from benchmarks.common.host import describe
 from benchmarks.speed.serve import get, read_sentences, rss_mb, start_server, stop_server
 
 TARGETS = {"errors": 0, "rss_growth_pct": 5.0, "task_growth": 0}
@@ -197,7 +198,7 @@ def main() -> None:
         "summary": summary,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    args.out.write_text(json.dumps({"machine": describe(), **report}, indent=2) + "\n")
     print(json.dumps(summary, indent=2))
     sys.exit(0 if all(summary["met"].values()) else 1)
 

@@ -61,7 +61,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from benchmarks.common.host import matmul_peak
+from benchmarks.common.host import describe, matmul_peak
 from tnmt import ModelConfig, Transformer
 from tnmt.blocks.positional import sinusoidal_table
 from tnmt.train.loss import model_loss
@@ -328,7 +328,7 @@ def main() -> None:
         "results": [result(r, n_tokens, model_flops(lengths), peak, runners) for r in runners],
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    args.out.write_text(json.dumps({"machine": describe(), **report}, indent=2) + "\n")
     print_table(report)
 
 
