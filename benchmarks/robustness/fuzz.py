@@ -11,6 +11,7 @@ target runs in its own process for `--seconds`. Writes benchmarks/results/fuzz.j
 """
 
 import argparse
+import contextlib
 import json
 import re
 import shutil
@@ -94,26 +95,36 @@ def _fuzz_atheris(check: Callable[[bytes], None], seeds: list[bytes], seconds: f
 
 
 def _fuzz_hypothesis(check: Callable[[bytes], None], seeds: list[bytes], seconds: float) -> None:
-    from hypothesis import HealthCheck, given, settings
+    from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import strategies as st
+
+    class TimeUp(Exception):
+        """Raised past the deadline: hypothesis would otherwise draw its 10^9 examples, each returning at once."""
 
     count, findings, deadline = [0], [], time.monotonic() + seconds
     mutated = st.builds(
         lambda seed, cut, junk: seed[:cut] + junk, st.sampled_from(seeds), st.integers(0, 10**6), st.binary()
     )
 
-    @settings(max_examples=10**9, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=10**9,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        phases=[Phase.generate],  # no shrinking: a finding is recorded below, never raised
+    )
     @given(st.one_of(st.binary(), mutated))
     def run(data: bytes) -> None:
         if time.monotonic() > deadline:
-            return
+            raise TimeUp
         count[0] += 1
         try:
             check(data)
         except Exception as e:  # noqa: BLE001 - a finding is any exception that is not a UserError
             findings.append(f"{type(e).__name__}: {e}"[:300])
 
-    run()
+    with contextlib.suppress(TimeUp):
+        run()
     print("FUZZ-REPORT " + json.dumps({"examples": count[0], "findings": sorted(set(findings))}))
 
 
