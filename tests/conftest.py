@@ -210,7 +210,7 @@ def tiny_checkpoint(numbers_corpus, tmp_path_factory) -> Path:
     )
     path = tmp_path_factory.mktemp("tiny_checkpoint") / "ckpt"
     decode = DecodeConfig(beam_size=2, max_len=5)
-    return save_checkpoint(path, Transformer(config), tokenizer, decode=decode, languages=("en", "it"))
+    return save_checkpoint(path, Transformer(config), tokenizer, decode=decode, directions=[("en", "it")])
 
 
 @pytest.fixture(scope="session")

@@ -41,7 +41,7 @@ class ScriptedTranslator:
 
     def encode(self, texts: list[str]) -> list[Source | None]:
         self.encoded.append(list(texts))
-        return [Source(text.split(), text.split()) if text.strip() else None for text in texts]
+        return [Source(text.split(), text.split(), 1) if text.strip() else None for text in texts]
 
     def translations(
         self, texts, settings, *, n_best=1, attention=False, evidence=False, sources=None, plans=None
@@ -292,7 +292,7 @@ def test_each_text_is_tokenised_once_when_it_arrives_and_its_ids_travel_to_the_s
     assert texts(batcher.submit(["a b", "", "c"], SETTINGS)) == ["A B", "", "C"]
     batcher.stop()
     assert fake.encoded == [["a b", "", "c"]]
-    assert fake.calls[0][4] == [Source(["a", "b"], ["a", "b"]), None, Source(["c"], ["c"])]
+    assert fake.calls[0][4] == [Source(["a", "b"], ["a", "b"], 1), None, Source(["c"], ["c"], 1)]
 
 
 def test_a_trace_waits_in_the_queue_with_the_translations_and_resolves_to_its_trace():
@@ -309,7 +309,7 @@ def test_a_trace_waits_in_the_queue_with_the_translations_and_resolves_to_its_tr
     assert texts(a + d) == ["A", "D"]
     assert fake.batches() == [["hold"], ["a", "d"]]  # the trace is no part of the translations' batch
     assert fake.traced == [
-        ("b c", replace(SETTINGS, beam_size=2), 3, Source(["b", "c"], ["b", "c"]))
+        ("b c", replace(SETTINGS, beam_size=2), 3, Source(["b", "c"], ["b", "c"], 1))
     ]  # tokenised once, on arrival
     assert fake.encoded == [["hold"], ["a"], ["b c"], ["d"]]
     assert sizes == [1, 2, 1]  # a trace follows one search: a batch of one

@@ -34,7 +34,7 @@ class ScriptedModel:
     """
 
     def __init__(self, scripts: dict, default: dict[int, float], max_len: int = 50) -> None:
-        self.config = SimpleNamespace(pad_id=PAD, bos_id=BOS, eos_id=EOS, max_len=max_len)
+        self.config = SimpleNamespace(pad_id=PAD, bos_id=BOS, eos_id=EOS, max_len=max_len, language_ids=())
         self.scripts, self.default, self.calls = scripts, default, []
 
     def encode_for_decoding(self, src_ids):

@@ -1,5 +1,6 @@
 import json
 import re
+from dataclasses import asdict
 
 import pytest
 import torch
@@ -119,10 +120,18 @@ def test_only_a_checkpoint_is_replaced(tmp_path, tokenizer, monkeypatch):
 
 def test_the_model_description_is_read_as_written(tmp_path):
     config, decode = ModelConfig.small(src_vocab_size=40, tgt_vocab_size=50), DecodeConfig(beam_size=2)
-    write_model_json(tmp_path / "model.json", config, decode, ("en", "de"))
-    assert read_model_json(tmp_path / "model.json") == (config, decode, ("en", "de"))
+    write_model_json(tmp_path / "model.json", config, decode, [("en", "de")])
+    assert read_model_json(tmp_path / "model.json") == (config, decode, (("en", "de"),))
+    assert json.loads((tmp_path / "model.json").read_text())["languages"] == {"source": "en", "target": "de"}
+    several = (("en", "de"), ("de", "fr"), ("fr", "en"))
+    write_model_json(tmp_path / "model.json", config, decode, several)
+    assert read_model_json(tmp_path / "model.json") == (config, decode, several)
+    assert json.loads((tmp_path / "model.json").read_text())["directions"] == ["en-de", "de-fr", "fr-en"]
     write_model_json(tmp_path / "model.json", config, decode)
-    assert read_model_json(tmp_path / "model.json") == (config, decode, None)
+    assert read_model_json(tmp_path / "model.json") == (config, decode, ())
+    (tmp_path / "model.json").write_text(json.dumps({"model": asdict(config), "directions": ["en-en"]}))
+    with pytest.raises(UserError, match=r"model\.json: directions: 'en-en' is not a direction"):
+        read_model_json(tmp_path / "model.json")
     (tmp_path / "model.json").write_text('{"decode": {}}')
     with pytest.raises(UserError, match=r'model\.json: not a tnmt checkpoint config \(no "model" object\)'):
         read_model_json(tmp_path / "model.json")
@@ -135,7 +144,7 @@ def test_decode_settings_written_when_quantize_was_one_of_them_still_load(tmp_pa
     described = json.loads((tmp_path / "model.json").read_text())
     described["decode"]["quantize"] = "none"
     (tmp_path / "model.json").write_text(json.dumps(described))
-    assert read_model_json(tmp_path / "model.json") == (config, decode, None)
+    assert read_model_json(tmp_path / "model.json") == (config, decode, ())
 
 
 @pytest.mark.parametrize(
@@ -207,15 +216,15 @@ def test_decoding_settings_and_languages_travel_with_the_checkpoint(tmp_path, to
     from tnmt.config import DecodeConfig
 
     decode = DecodeConfig(beam_size=2, length_penalty=1.0, max_len=9)
-    save_checkpoint(tmp_path / "c", make_model(tokenizer), tokenizer, decode=decode, languages=("en", "de"))
+    save_checkpoint(tmp_path / "c", make_model(tokenizer), tokenizer, decode=decode, directions=[("en", "de")])
     loaded = load_checkpoint(tmp_path / "c")
-    assert (loaded.decode, loaded.languages) == (decode, ("en", "de"))
+    assert (loaded.decode, loaded.directions) == (decode, (("en", "de"),))
     averaged = load_checkpoint(average_checkpoints([tmp_path / "c"], tmp_path / "avg"))
-    assert (averaged.decode, averaged.languages) == (decode, ("en", "de"))
+    assert (averaged.decode, averaged.directions) == (decode, (("en", "de"),))
     save_checkpoint(tmp_path / "plain", make_model(tokenizer), tokenizer)
-    assert (load_checkpoint(tmp_path / "plain").decode, load_checkpoint(tmp_path / "plain").languages) == (
+    assert (load_checkpoint(tmp_path / "plain").decode, load_checkpoint(tmp_path / "plain").directions) == (
         DecodeConfig(),
-        None,
+        (),
     )
     config = json.loads((tmp_path / "c" / "config.json").read_text())
     (tmp_path / "c" / "config.json").write_text(json.dumps({**config, "languages": {"source": "en"}}))

@@ -42,6 +42,7 @@ class FakeTokenizer:
     def __init__(self, size: int, *, source: int = 0) -> None:
         self.vocab_size, self.source_vocab_size = size, source or size
         self.special_ids = {"pad_id": 0, "bos_id": 1, "eos_id": 2}
+        self.language_ids = ()
 
 
 @pytest.mark.parametrize(

@@ -619,7 +619,7 @@ def three_pairs(tiny_checkpoint, tmp_path_factory) -> Iterator[tuple[TestClient,
         torch.manual_seed(seed)
         model, languages = Transformer(tiny.model.config), tuple(pair.split("-"))
         path = tmp_path_factory.mktemp(pair) / "ckpt"
-        paths[pair] = save_checkpoint(path, model, tiny.tokenizer, decode=tiny.decode, languages=languages)
+        paths[pair] = save_checkpoint(path, model, tiny.tokenizer, decode=tiny.decode, directions=[languages])
     config = ServeConfig(threads=1, max_wait_ms=1)
     with TestClient(create_app(load_models(list(paths.values()), config), config)) as client:
         yield client, {pair: Translator.from_checkpoint(path) for pair, path in paths.items()}

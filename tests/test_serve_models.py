@@ -39,14 +39,14 @@ class ScriptedBatcher:
         self.futures += [Future() for _ in range(n)]
         return self.futures[-n:]
 
-    def submit(self, texts, settings, *, n_best=1, attention=False, steering=None) -> list[Future]:
+    def submit(self, texts, settings, *, n_best=1, attention=False, steering=None, translator=None) -> list[Future]:
         return self._queue(len(texts))
 
-    def trace(self, text, settings, *, top_k, steering=None) -> Future:
+    def trace(self, text, settings, *, top_k, steering=None, translator=None) -> Future:
         [future] = self._queue(1)
         return future
 
-    def alternatives(self, text, settings, *, position, k, steering=None) -> Future:
+    def alternatives(self, text, settings, *, position, k, steering=None, translator=None) -> Future:
         [future] = self._queue(1)
         return future
 

@@ -101,7 +101,7 @@ def wordy_checkpoint(tiny_checkpoint, tmp_path_factory) -> Path:
         checkpoint.model.output.weight[~words] = 0
     path = tmp_path_factory.mktemp("wordy") / "ckpt"
     return save_checkpoint(
-        path, checkpoint.model, checkpoint.tokenizer, decode=checkpoint.decode, languages=checkpoint.languages
+        path, checkpoint.model, checkpoint.tokenizer, decode=checkpoint.decode, directions=checkpoint.directions
     )
 
 

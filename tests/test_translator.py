@@ -15,6 +15,7 @@ class WordTokenizer:
     """A stand-in for the sentencepiece tokenizer: one id per whitespace-separated word."""
 
     pad_id, bos_id, eos_id, unk_id = 0, 1, 2, -1  # every word has an id: none is unknown
+    languages: tuple[str, ...] = ()  # one language pair
 
     def encode_source_pieces(self, text: str) -> tuple[list[int], list[str]]:
         return [3 + sum(map(ord, word)) % (VOCAB - 3) for word in text.split()], text.split()

@@ -199,7 +199,7 @@ def checkpoint_target(work: Path, name: str) -> tuple[Callable[[bytes], None], l
     config = ModelConfig(
         src_vocab_size=size, tgt_vocab_size=size, d_model=8, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=16
     )
-    good = save_checkpoint(work / "good", Transformer(config), tokenizer, languages=("en", "it"))
+    good = save_checkpoint(work / "good", Transformer(config), tokenizer, directions=[("en", "it")])
     trial = work / "trial"
 
     shutil.copytree(good, trial)

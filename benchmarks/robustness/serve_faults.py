@@ -69,7 +69,7 @@ def tiny_checkpoint(texts: list[str], path: Path) -> Path:
     sizes = dict(d_model=32, n_heads=2, d_ff=64, max_len=128, n_encoder_layers=1, n_decoder_layers=1)
     config = ModelConfig(src_vocab_size=vocab, tgt_vocab_size=vocab, **sizes)
     decode = DecodeConfig(beam_size=2, max_len_b=10)
-    return save_checkpoint(path, Transformer(config), tokenizer, decode=decode, languages=("en", "de"))
+    return save_checkpoint(path, Transformer(config), tokenizer, decode=decode, directions=[("en", "de")])
 
 
 def metric(port: int, name: str, label: str = "") -> float:

@@ -3,7 +3,8 @@
     step_000800/
       model.safetensors     weights (tied matrices stored once)
       config.json           {"format": 2, "model": ModelConfig fields, "decode": DecodeConfig fields,
-                             "languages": {"source": "en", "target": "de"} when known}
+                             "languages": {"source": "en", "target": "de"} when known, or for a
+                             multilingual model "directions": ["en-de", "de-en", ...]}
       source.spm, target.spm, tokenizer.json   the subword tokenizer (see data/tokenizer.py)
       optimizer.safetensors + trainer_state.json   only in training checkpoints: Adam moments,
                             step, data position, RNG state and metrics, so `--resume` continues exactly;
@@ -19,13 +20,14 @@ What a killed writer leaves behind is hidden (a leading dot) and `io.remove_left
 Averaging (section 6.1) lives here too.
 The decoding settings the recipe validated with travel in config.json, so translating with the
 checkpoint later uses them by default; `write_model_json` / `read_model_json` are the one writer and
-reader of that {model, decode, languages} description, which a CTranslate2 export carries too.
+reader of that {model, decode, languages or directions} description, which a CTranslate2 export carries too.
 Training, decoding, serving and interop all load through here.
 """
 
 import json
 import os
 import shutil
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,7 @@ from safetensors.torch import save as save_tensors
 
 from tnmt.config import DecodeConfig, ModelConfig, is_language_code, parse
 from tnmt.data.tokenizer import Tokenizer
+from tnmt.directions import Direction, direction_name, parse_direction
 from tnmt.errors import UserError
 from tnmt.io import (
     atomic_directory,
@@ -62,7 +65,7 @@ class Checkpoint:
     tokenizer: Tokenizer
     path: Path
     decode: DecodeConfig = field(default_factory=DecodeConfig)
-    languages: tuple[str, str] | None = None  # (source, target) codes, e.g. ("en", "de")
+    directions: tuple[Direction, ...] = ()  # (source, target) codes, e.g. (("en", "de"),); () when not known
     trainer_state: dict[str, Any] = field(default_factory=dict)
     optimizer_state: dict[str, Any] | None = None
     training_weights: dict[str, torch.Tensor] | None = None  # when the model's weights are an EMA of them
@@ -74,7 +77,7 @@ def save_checkpoint(
     tokenizer: Tokenizer,
     *,
     decode: DecodeConfig | None = None,
-    languages: tuple[str, str] | None = None,
+    directions: Sequence[Direction] = (),
     optimizer: torch.optim.Optimizer | None = None,
     trainer_state: dict[str, Any] | None = None,
     training_weights: dict[str, torch.Tensor] | None = None,
@@ -82,7 +85,7 @@ def save_checkpoint(
     """Write a complete checkpoint directory at `path`, replacing an earlier checkpoint there atomically.
 
     `decode` (the recipe's [decode] table) becomes the checkpoint's default decoding; None = `DecodeConfig()`.
-    `languages` (source, target) lets a server know which pair the model translates.
+    `directions` ((source, target) pairs) let a server know which pairs the model translates.
     `training_weights` (a state_dict; with `optimizer` only): the weights training continues from when
     `model` holds an average of them.
 
@@ -92,7 +95,7 @@ def save_checkpoint(
     path = Path(path)
     with atomic_directory(path, is_own=is_checkpoint, what=A_CHECKPOINT) as tmp:
         atomic_write_bytes(tmp / WEIGHTS_FILE, save_tensors(_unique_tensors(model.state_dict())))
-        write_model_json(tmp / CONFIG_FILE, model.config, decode or DecodeConfig(), languages)
+        write_model_json(tmp / CONFIG_FILE, model.config, decode or DecodeConfig(), directions)
         tokenizer.save(tmp)
         if optimizer is not None:
             tensors, structure = _flatten_optimizer(optimizer.state_dict())
@@ -120,18 +123,21 @@ def check_checkpoint_path(path: str | os.PathLike[str]) -> None:
 
 
 def write_model_json(
-    path: Path, model: ModelConfig, decode: DecodeConfig, languages: tuple[str, str] | None = None
+    path: Path, model: ModelConfig, decode: DecodeConfig, directions: Sequence[Direction] = ()
 ) -> None:
-    """Write the {format, model, decode, languages} description of a model (atomically): a checkpoint's
-    config.json, and a CTranslate2 export's tnmt_model.json. `languages` is left out when unknown."""
+    """Write the {format, model, decode, languages or directions} description of a model (atomically): a
+    checkpoint's config.json, and a CTranslate2 export's tnmt_model.json. One direction is written as the
+    "languages" it has always been; none is left out (unknown)."""
     described: dict[str, Any] = {"format": FORMAT, "model": asdict(model), "decode": asdict(decode)}
-    if languages:
-        described["languages"] = {"source": languages[0], "target": languages[1]}
+    if len(directions) == 1:
+        described["languages"] = {"source": directions[0][0], "target": directions[0][1]}
+    elif directions:
+        described["directions"] = [direction_name(d) for d in directions]
     atomic_write_text(path, json.dumps(described, indent=2) + "\n")
 
 
-def read_model_json(path: Path) -> tuple[ModelConfig, DecodeConfig, tuple[str, str] | None]:
-    """The model config, decoding settings and (source, target) languages `write_model_json` wrote.
+def read_model_json(path: Path) -> tuple[ModelConfig, DecodeConfig, tuple[Direction, ...]]:
+    """The model config, decoding settings and (source, target) directions `write_model_json` wrote.
 
     Raises:
         UserError: The file is missing or malformed; the message names it and the field.
@@ -146,7 +152,7 @@ def read_model_json(path: Path) -> tuple[ModelConfig, DecodeConfig, tuple[str, s
         if described.get("format", 1) == 1:
             stored = _renumbered(stored)
     decode = parse(DecodeConfig, stored, where=f"{path} decode")
-    return model, decode, _languages(described.get("languages"), path)
+    return model, decode, _directions(described, path)
 
 
 def _renumbered(decode: dict[str, Any]) -> dict[str, Any]:
@@ -171,7 +177,7 @@ def load_checkpoint(path: str | os.PathLike[str], *, map_location: str = "cpu", 
     if not path.is_dir():
         what = "a file, not a checkpoint directory" if path.exists() else "no such checkpoint directory"
         raise UserError(f"{path}: {what}")
-    config, decode, languages = read_model_json(path / CONFIG_FILE)
+    config, decode, directions = read_model_json(path / CONFIG_FILE)
     model = Transformer(config)
     weights = _read_tensors(path / WEIGHTS_FILE, map_location)
     _check_weights(model, weights, path / WEIGHTS_FILE)
@@ -187,7 +193,8 @@ def load_checkpoint(path: str | os.PathLike[str], *, map_location: str = "cpu", 
             f"{path / 'model.safetensors'}: has {len(extra)} weights config.json has no place for ({extra[0]}, ...)"
         )
     model.eval()
-    checkpoint = Checkpoint(model=model, tokenizer=Tokenizer.load(path), path=path, decode=decode, languages=languages)
+    tokenizer = Tokenizer.load(path)
+    checkpoint = Checkpoint(model=model, tokenizer=tokenizer, path=path, decode=decode, directions=directions)
     if training and (path / "trainer_state.json").exists():
         state = read_json(path / "trainer_state.json")
         tensors = _read_tensors(path / "optimizer.safetensors", map_location)
@@ -233,16 +240,23 @@ def average_checkpoints(paths: list[Path], out: Path) -> Path:
         for k, v in other.model.state_dict().items():
             total[k] += v.double()
     first.model.load_state_dict({k: (v / len(paths)).to(torch.float32) for k, v in total.items()})
-    return save_checkpoint(out, first.model, first.tokenizer, decode=first.decode, languages=first.languages)
+    return save_checkpoint(out, first.model, first.tokenizer, decode=first.decode, directions=first.directions)
 
 
-def _languages(value: Any, where: Path) -> tuple[str, str] | None:
-    if value is None:
-        return None
-    ok = isinstance(value, dict) and all(is_language_code(value.get(k)) for k in ("source", "target"))
-    if not ok:
-        raise UserError(f'{where}: languages must be {{"source": code, "target": code}}, got {value!r}')
-    return value["source"], value["target"]
+def _directions(described: dict[str, Any], where: Path) -> tuple[Direction, ...]:
+    """The "languages" pair or the "directions" list of a model description (() when it names neither)."""
+    if (value := described.get("languages")) is not None:
+        ok = isinstance(value, dict) and all(is_language_code(value.get(k)) for k in ("source", "target"))
+        if not ok:
+            raise UserError(f'{where}: languages must be {{"source": code, "target": code}}, got {value!r}')
+        return ((value["source"], value["target"]),)
+    listed = described.get("directions", [])
+    try:
+        if not isinstance(listed, list) or not all(isinstance(text, str) for text in listed):
+            raise ValueError(f"{listed!r} is not a list of directions such as 'en-de'")
+        return tuple(parse_direction(text) for text in listed)
+    except ValueError as err:
+        raise UserError(f"{where}: directions: {err}") from None
 
 
 def _check_weights(model: Transformer, weights: dict[str, torch.Tensor], where: Path) -> None:

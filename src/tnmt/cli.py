@@ -144,9 +144,13 @@ def _add_decoding_commands(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("evaluate", help="translate a source file and score it with sacreBLEU")
     _decode_options(p)
-    p.add_argument("--src", required=True, type=_path_text, help="source sentences, one per line (plain or .gz)")
-    p.add_argument("--ref", required=True, type=_path_text, help="reference translations, aligned with --src")
+    p.add_argument("--src", type=_path_text, help="source sentences, one per line (plain or .gz)")
+    p.add_argument("--ref", type=_path_text, help="reference translations, aligned with --src")
     p.add_argument("--hyp-out", type=_path_text, help="also write the translations to this file")
+    every = p.add_argument_group("every direction of a multilingual checkpoint, on Multi30k (instead of --src/--ref)")
+    every.add_argument("--all-directions", action="store_true", help="score each trained direction: a table")
+    every.add_argument("--split", default="test_2016_flickr", help="Multi30k split (test_2016_flickr)")
+    every.add_argument("--table", type=_path_text, help="also write the table as JSON to this file")
     p.set_defaults(run=_evaluate)
 
     p = sub.add_parser("attention", help="draw attention heat maps for one sentence")
@@ -227,6 +231,10 @@ def _decode_options(p: argparse.ArgumentParser) -> None:
         default="none",
         help="int8: dynamic int8 Linear layers on the CPU, applied when loading (none)",
     )
+    pair = p.add_argument_group("language pair: required by a multilingual checkpoint (tnmt/directions.py)")
+    pair.add_argument("--source", metavar="CODE", help="the text's language, e.g. fr")
+    pair.add_argument("--target", metavar="CODE", help="the language to write, e.g. cs")
+    pair.add_argument("--zero-shot", action="store_true", help="allow a pair of its languages it was not trained on")
     group = p.add_argument_group("decoding (default: the checkpoint's [decode] settings, else the value shown)")
     _config_flags(group, DecodeConfig, unset=argparse.SUPPRESS)
 
@@ -291,9 +299,16 @@ def _translator(args: argparse.Namespace) -> tuple[Any, DecodeConfig]:
     _decode_settings(args, DecodeConfig())
     if not 0 <= args.threads <= MAX_THREADS:
         raise UserError(f"--threads must be from 0 to {MAX_THREADS} (0: the engine's default), got {args.threads}")
+    chosen = args.source is not None or args.target is not None
+    if chosen and (args.source is None or args.target is None):
+        raise UserError("name the language pair with both --source and --target")
+    if args.zero_shot and not chosen:
+        raise UserError("--zero-shot needs the pair: --source and --target")
     if getattr(args, "engine", "tnmt") == "ctranslate2":
         from tnmt.interop.ctranslate2 import CTranslate2Translator
 
+        if chosen:
+            raise UserError("--source and --target choose a direction of a tnmt checkpoint; an export has one pair")
         if args.device != "cpu":
             raise UserError("--device is for --engine tnmt; the CTranslate2 engine runs on the CPU")
         if args.quantize != "none":
@@ -309,6 +324,8 @@ def _translator(args: argparse.Namespace) -> tuple[Any, DecodeConfig]:
         if args.threads:  # this thread decodes (serve's batcher sets them in its worker thread instead)
             torch.set_num_threads(args.threads)
         translator = Translator.from_checkpoint(args.checkpoint, device=str(device), quantize=args.quantize)
+        if chosen:
+            translator = translator.for_pair(args.source, args.target, zero_shot=args.zero_shot)
     return translator, _decode_settings(args, translator.decode)
 
 
@@ -329,7 +346,7 @@ def _serve(args: argparse.Namespace, _: list[str]) -> int:
     threads = config.threads or torch.get_num_threads()  # explicit, and said below
     config = replace(config, threads=threads)
     torch.set_num_threads(1)  # this thread only loads: the batchers' threads decode (see Batcher._run)
-    models = load_models(args.checkpoint, config, device=str(device))
+    models = load_models(args.checkpoint, config, device=str(device), zero_shot=config.zero_shot)
     app = create_app(models, config)
     pairs = ", ".join(model.id for model in models)
     port = listening.getsockname()[1]  # the one chosen when --port is 0
@@ -435,6 +452,11 @@ def _evaluate(args: argparse.Namespace, _: list[str]) -> int:
     from tnmt.decode.stream import translate_stream
     from tnmt.evaluate import score
 
+    if args.all_directions:
+        return _evaluate_directions(args)
+    for flag in ("src", "ref"):
+        if getattr(args, flag) is None:
+            raise UserError(f"evaluate needs --{flag} (or --all-directions for every direction on Multi30k)")
     _check_output(args.hyp_out)
     references = read_lines(args.ref)
     if (n_sources := sum(1 for _ in iter_lines(args.src))) != len(references):  # checked before decoding
@@ -449,6 +471,24 @@ def _evaluate(args: argparse.Namespace, _: list[str]) -> int:
         with _output(args.hyp_out) as out:
             out.write("".join(h + "\n" for h in hypotheses).encode("utf-8"))
     print(score(hypotheses, references).format())
+    return 0
+
+
+def _evaluate_directions(args: argparse.Namespace) -> int:
+    """`evaluate --all-directions`: every direction the checkpoint was trained on, scored on a Multi30k split."""
+    import json
+
+    from tnmt.evaluate import evaluate_directions, format_table
+
+    if args.src or args.ref or args.hyp_out or args.source or args.target:
+        raise UserError("--all-directions scores every direction on Multi30k: give no --src, --ref, --hyp-out or pair")
+    _check_output(args.table)
+    translator, settings = _translator(args)
+    rows = evaluate_directions(translator, settings, split=args.split)
+    print(format_table(rows))
+    if args.table:
+        with _output(args.table) as out:
+            out.write((json.dumps({"split": args.split, "directions": rows}, indent=2) + "\n").encode("utf-8"))
     return 0
 
 
@@ -602,11 +642,11 @@ def _inspect(args: argparse.Namespace, _: list[str]) -> int:
 
 
 def _model_name(checkpoint: Path) -> dict[str, str]:
-    """{"model": "en-de"} as the server names a checkpoint, or {} when it does not name its languages."""
+    """{"model": "en-de"} as the server names a one-pair checkpoint, or {} when it does not name one pair."""
     from tnmt.checkpoint import CONFIG_FILE, read_model_json
 
-    languages = read_model_json(checkpoint / CONFIG_FILE)[2]
-    return {"model": "-".join(languages)} if languages else {}
+    directions = read_model_json(checkpoint / CONFIG_FILE)[2]
+    return {"model": "-".join(directions[0])} if len(directions) == 1 else {}
 
 
 if __name__ == "__main__":

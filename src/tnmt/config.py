@@ -84,6 +84,9 @@ class ModelConfig(Architecture):
     pad_id: int = 0
     bos_id: int = 1  # the decoder-start token
     eos_id: int = 2
+    # A multilingual model's target-language tags (tnmt/directions.py): the decoder starts from the tag of the
+    # language it is to write, in place of bos_id; like bos_id, never an output. () for a one-pair model.
+    language_ids: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -93,6 +96,8 @@ class ModelConfig(Architecture):
             value = getattr(self, name)
             ok = _is_int(value) and 0 <= value < min(self.src_vocab_size, self.tgt_vocab_size)
             _check(self, name, ok, "a token id inside both vocabularies")
+        in_target = all(_is_int(i) and 0 <= i < self.tgt_vocab_size for i in self.language_ids)
+        _check(self, "language_ids", in_target, "token ids inside the target vocabulary")
         if self.share_embeddings:
             ok = self.src_vocab_size == self.tgt_vocab_size
             _check(self, "share_embeddings", ok, "used only with src_vocab_size == tgt_vocab_size")
@@ -154,12 +159,34 @@ class DataConfig:
     tokenizer_sample: int = 100_000  # random training pairs whose both sides train the tokenizer; 0 = all
     prepare_workers: int = 0  # processes encoding the training corpus; 0 = one per CPU core
     prepared_dir: str = ""  # where the encoded training corpus goes; "" = <train.out_dir>/prepared
+    # One model for several languages (tnmt/directions.py): a multi-way corpus of every language listed (Multi30k's,
+    # or "files" named by a pattern with {lang}: train_src = "train.{lang}.gz", train_tgt unset), and the
+    # directions trained, such as "en-de" ([] = every ordered pair). src_lang and tgt_lang are not used then.
+    languages: tuple[str, ...] = ()
+    directions: tuple[str, ...] = ()
+    # Direction d is sampled in proportion to pairs_d^(1/T) per epoch (Arivazhagan et al., 2019): 1 = as the
+    # corpus has them, larger evens out unequal directions (Multi30k's are equal: every T gives the same).
+    direction_temperature: float = 1.0
+
+    @property
+    def multilingual(self) -> bool:
+        return bool(self.languages)
+
+    @property
+    def trained_directions(self) -> list[tuple[str, str]]:
+        """The (source, target) pairs trained: the listed directions (every pair when none is), or the one pair."""
+        from tnmt.directions import directions_of  # here: numpy, which `tnmt --help` need not import
+
+        return directions_of(self.languages, self.directions) if self.multilingual else [(self.src_lang, self.tgt_lang)]
 
     def __post_init__(self) -> None:
         _check_literals(self)
         _check_finite(self)
         for name in ("src_lang", "tgt_lang"):  # they name the corpus files and the served language pair
             _check(self, name, is_language_code(getattr(self, name)), LANGUAGE_CODE)
+        _check(self, "direction_temperature", self.direction_temperature > 0, "positive")
+        if self.languages or self.directions:
+            self._check_multilingual()
         _check(self, "vocab_size", self.vocab_size >= 16, ">= 16")
         _check(self, "max_tokens_per_sentence", self.max_tokens_per_sentence > 0, "positive")
         _check(self, "subword_alpha", self.subword_alpha > 0, "positive")
@@ -172,9 +199,29 @@ class DataConfig:
             _check(self, "tokenizer_model", self.tokenizer_model == "unigram", "unigram for subword samples")
         for name in ("max_train_pairs", "max_valid_pairs", "tokenizer_sample", "prepare_workers", "subword_samples"):
             _check(self, name, getattr(self, name) >= 0, ">= 0")
-        if self.corpus == "files":
+        if self.corpus == "files" and not self.languages:
             for name in ("train_src", "train_tgt", "valid_src", "valid_tgt"):
                 _check(self, name, bool(getattr(self, name)), "set when corpus = 'files'")
+
+    def _check_multilingual(self) -> None:
+        from tnmt.directions import parse_direction  # here: directions.py reads no config
+
+        languages = self.languages
+        ok = len(languages) >= 2 and len(set(languages)) == len(languages)
+        _check(self, "languages", ok and all(map(is_language_code, languages)), "two or more distinct language codes")
+        for text in self.directions:
+            try:
+                source, target = parse_direction(text)
+            except ValueError as err:
+                raise ValueError(f"DataConfig.directions: {err}") from None
+            _check(self, "directions", {source, target} <= set(languages), f"pairs of languages = {list(languages)}")
+        _check(self, "directions", len(set(self.directions)) == len(self.directions), "listed once each")
+        _check(self, "joint_vocabulary", self.joint_vocabulary, "true for several languages (one vocabulary)")
+        if self.corpus == "files":
+            for name in ("train_src", "valid_src"):
+                _check(self, name, "{lang}" in getattr(self, name), "a pattern with {lang} for several languages")
+            for name in ("train_tgt", "valid_tgt"):
+                _check(self, name, not getattr(self, name), "unset for several languages (train_src names them)")
 
 
 @dataclass(frozen=True)
@@ -325,6 +372,9 @@ class ServeConfig:
     max_queue: int = field(default=1024, metadata=_help("sentences waiting per model (full: 503 + Retry-After)"))
     max_batch_tokens: int = field(default=4096, metadata=_help("source tokens decoded together at most"))
     max_wait_ms: float = field(default=5.0, metadata=_help("how long a batch waits for more sentences"))
+    zero_shot: bool = field(
+        default=False, metadata=_help("also serve the pairs a multilingual model was not trained on (zero-shot)")
+    )
     timeout_s: float = field(default=30.0, metadata=_help("a request's deadline (past it: 504)"))
     ready_timeout_s: float = field(default=10.0, metadata=_help("deadline of the /ready probe translation"))
     body_timeout_s: float = field(
@@ -395,6 +445,8 @@ def _plain(cls: type[T], values: Mapping[str, Any], types: dict[str, Any]) -> T 
         annotation = types[key]
         if annotation is float and type(value) in (int, float):
             converted[key] = float(value)  # JSON has one number type; pydantic's strict JSON mode allows this too
+        elif annotation == tuple[int, ...] and type(value) is list and all(type(v) is int for v in value):
+            converted[key] = tuple(value)  # ModelConfig.language_ids, in every config.json
         elif _exactly(value, annotation):
             converted[key] = value
         else:

@@ -162,7 +162,7 @@ def inside(
             log.warning(f"the translation's {n} tokens exceed the model's max_len; feeding the first {max_len - 1}")
             output = output[: max_len - 1]
     src = translator.source_batch([source])  # (1, S)
-    fed = torch.tensor([[tokenizer.bos_id, *output]], device=src.device)  # (1, T)
+    fed = torch.tensor([[source.start, *output]], device=src.device)  # (1, T): BOS, or the target language's tag
     forward = look_inside(translator.model, src, fed, eos_id=tokenizer.eos_id, top_k=top_k)
     return Inside(
         text=text,

@@ -21,7 +21,7 @@ from tnmt.errors import UserError
 if TYPE_CHECKING:  # not at run time: reading a recipe needs no sentencepiece
     from tnmt.data.tokenizer import Tokenizer
 
-FROM_TOKENIZER = ("src_vocab_size", "tgt_vocab_size", "pad_id", "bos_id", "eos_id")
+FROM_TOKENIZER = ("src_vocab_size", "tgt_vocab_size", "pad_id", "bos_id", "eos_id", "language_ids")
 
 
 @dataclass(frozen=True)
@@ -40,13 +40,15 @@ class Recipe:
                 "[model] share_embeddings = true needs [data] joint_vocabulary = true: "
                 "separate vocabularies number their pieces independently"
             )
+        if self.data.multilingual and self.train.distill_at_step:
+            raise ValueError("[train] distill_at_step is for one language pair: [data] languages lists several")
         if self.train.guided_alignment and not self.model.n_decoder_layers:
             raise ValueError("[train] guided_alignment needs a decoder layer: [model] n_decoder_layers = 0 has none")
 
     def model_config(self, tokenizer: "Tokenizer") -> ModelConfig:
         """The model's config for `tokenizer`'s vocabularies and special ids."""
         sizes = dict(src_vocab_size=tokenizer.source_vocab_size, tgt_vocab_size=tokenizer.vocab_size)
-        return ModelConfig(**asdict(self.model), **sizes, **tokenizer.special_ids)
+        return ModelConfig(**asdict(self.model), **sizes, **tokenizer.special_ids, language_ids=tokenizer.language_ids)
 
     def longest_side(self, model_max_len: int) -> int:
         """Subword tokens a kept training side may have: the recipe's limit, and room for BOS/EOS in a model

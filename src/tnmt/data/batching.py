@@ -112,6 +112,7 @@ def collate(
     eos_id: int,
     links: Sequence[np.ndarray] | None = None,
     pad_multiple: int = 1,
+    starts: Sequence[int] | None = None,
 ) -> Batch:
     """Pad (source ids, target ids) pairs into a `Batch`, with each pair's `links` (`alignment_matrix`) if given.
 
@@ -119,11 +120,14 @@ def collate(
     The target is shifted: the decoder reads BOS + y and predicts y + EOS, so position t learns
     p(y_t | y_<t, x). `pad_multiple`: S and T are padded up to a multiple of it (a compiled training step's
     kernels see sizes divisible by it, train/compiled.py); padding changes no loss, masks hide it.
+    `starts`: each pair's first decoder input in place of BOS (a multilingual model's target-language tag,
+    tnmt/directions.py).
     """
     if not pairs:
         raise ValueError("cannot collate an empty batch")
     src = _pad([s + [eos_id] for s, _ in pairs], pad_id, pad_multiple)  # (B, S)
-    tgt_in = _pad([[bos_id] + t for _, t in pairs], pad_id, pad_multiple)  # (B, T)
+    starts = [bos_id] * len(pairs) if starts is None else starts
+    tgt_in = _pad([[start, *t] for start, (_, t) in zip(starts, pairs, strict=True)], pad_id, pad_multiple)  # (B, T)
     tgt_out = _pad([t + [eos_id] for _, t in pairs], pad_id, pad_multiple)  # (B, T)
     alignment = None
     if links is not None:

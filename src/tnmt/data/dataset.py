@@ -27,6 +27,7 @@ class TrainingPairs(Protocol):
     def __len__(self) -> int: ...
     def lengths(self) -> list[int] | np.ndarray: ...
     def pairs(self, indices: Iterable[int]) -> list[tuple[list[int], list[int]]]: ...
+    def starts(self, indices: Iterable[int]) -> list[int] | None: ...
     def for_epoch(self, epoch: int) -> "TrainingPairs": ...
 
 
@@ -36,9 +37,13 @@ class EncodedPairs:
 
     src: list[list[int]]
     tgt: list[list[int]]
+    start_ids: list[int] | None = None  # each pair's first decoder input (`collate`'s starts); None: BOS
 
     def __len__(self) -> int:
         return len(self.src)
+
+    def starts(self, indices: Iterable[int]) -> list[int] | None:
+        return None if self.start_ids is None else [self.start_ids[i] for i in indices]
 
     def lengths(self) -> list[int]:
         """Per-pair cost for token-budget batching: the longer side, plus its BOS/EOS."""
@@ -81,6 +86,10 @@ class ConcatPairs:
         n, indices = len(self.first), list(indices)
         head = iter(self.first.links([i for i in indices if i < n]))
         return [next(head) if i < n else np.zeros((0, 2), dtype=np.int64) for i in indices]
+
+    def starts(self, indices: Iterable[int]) -> None:
+        """BOS for every pair: self-distillation is for one-pair corpora."""
+        return None
 
     def for_epoch(self, epoch: int) -> "ConcatPairs":
         return ConcatPairs(self.first.for_epoch(epoch), self.second.for_epoch(epoch))

@@ -53,6 +53,7 @@ FORMAT_VERSION = 1
 CHUNK_PAIRS = 10_000  # pairs per task of an encoding worker
 SAMPLE_SEED = 0  # of the tokenizer's sample: fixed, so the same corpus always gives the same tokenizer
 NOT_CONTENT = ("prepare_workers", "prepared_dir", "valid_src", "valid_tgt", "max_valid_pairs")  # no effect on the ids
+SEVERAL_LANGUAGES = ("languages", "directions", "direction_temperature")  # data/multiway.py's: not a one-pair corpus's
 
 T = TypeVar("T")
 log = logging.getLogger("tnmt")
@@ -83,7 +84,7 @@ def prepare(
     """
     directory = Path(directory)
     key = _key(data, max_len)
-    with _exclusive(directory):
+    with exclusive(directory):
         if _is_current(directory, key, tokenizer, alignments=alignments):
             prepared = PreparedPairs(directory)
             log.info(f"{directory}: prepared corpus is up to date ({len(prepared)} pairs)")
@@ -92,7 +93,7 @@ def prepare(
 
 
 @contextmanager
-def _exclusive(directory: Path) -> Iterator[None]:
+def exclusive(directory: Path) -> Iterator[None]:
     """One prepare at a time per parent directory: the ranks of a distributed run (or runs sharing a
     `data.prepared_dir`) wait for the first, then find its corpus current instead of racing to rebuild.
     The lock is on the parent directory itself, so no lock file is left behind."""
@@ -148,7 +149,7 @@ def _build(
             )
         tokenizer_entry = {"fingerprint": tokenizer.fingerprint(), "trained": trained, "sample_pairs": sampled}
         manifest = {**key, "tokenizer": tokenizer_entry, "dtype": dtype.name, **counts}
-        atomic_write_text(tmp / MANIFEST, _json(manifest))
+        atomic_write_text(tmp / MANIFEST, manifest_json(manifest))
     prepared = PreparedPairs(directory)
     sampled = ""
     if data.subword_samples:
@@ -182,12 +183,13 @@ def reservoir_sample(items: Iterable[T], k: int, *, seed: int) -> list[T]:
 
 def _key(data: DataConfig, max_len: int) -> dict[str, Any]:
     """What the prepared ids depend on, besides the tokenizer (checked separately by `_is_current`)."""
-    config = {name: value for name, value in asdict(data).items() if name not in NOT_CONTENT}
-    sources = [_describe(path) for path in corpus_files(data, "train")]
+    left_out = NOT_CONTENT + SEVERAL_LANGUAGES  # (so a corpus prepared before they existed is still current)
+    config = {name: value for name, value in asdict(data).items() if name not in left_out}
+    sources = [describe_source(path) for path in corpus_files(data, "train")]
     return {"format_version": FORMAT_VERSION, "sources": sources, "data": config, "max_len": max_len}
 
 
-def _describe(path: Path) -> dict[str, Any]:
+def describe_source(path: Path) -> dict[str, Any]:
     """Size, modification time and a hash of the first MB: cheap, and changed by any real edit."""
     try:
         stat = path.stat()
@@ -338,5 +340,5 @@ def _flatten(rows: list[list[int]], dtype: np.dtype) -> tuple[np.ndarray, np.nda
     return ids, lengths
 
 
-def _json(value: Any) -> str:
+def manifest_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False) + "\n"

@@ -78,6 +78,10 @@ class PreparedPairs:
         src, tgt = self._sides
         return [(src.sentence(i), tgt.sentence(i)) for i in indices]
 
+    def starts(self, indices: Iterable[int]) -> None:
+        """BOS for every pair: one language pair (data/multiway.py reads several)."""
+        return None
+
     def links(self, indices: Iterable[int]) -> list[np.ndarray]:
         """Per pair its word alignment as subword links (L, 2): (source position, target position), 0-based over
         the ids `pairs` gives (no BOS/EOS).

@@ -31,6 +31,7 @@ from typing import Literal
 import numpy as np
 import sentencepiece as spm
 
+from tnmt.directions import language_tag
 from tnmt.errors import UserError
 from tnmt.io import atomic_write_bytes, atomic_write_text, read_json
 
@@ -59,7 +60,10 @@ class Tokenizer:
         bos_id: int,
         eos_id: int,
         unk_id: int,
+        languages: Sequence[str] = (),
     ) -> None:
+        """`languages`: a multilingual tokenizer's, each with its tag (`directions.language_tag`) in the target
+        vocabulary; () for one language pair."""
         sizes = [len(vocab)] if vocab is not None else [source.get_piece_size(), target.get_piece_size()]
         specials = {"pad_id": pad_id, "bos_id": bos_id, "eos_id": eos_id, "unk_id": unk_id}
         for name, value in specials.items():
@@ -68,7 +72,11 @@ class Tokenizer:
         self._source, self._target, self._vocab = source, target, vocab
         self._piece_to_id = None if vocab is None else {piece: i for i, piece in enumerate(vocab)}
         self._pad_id, self._bos_id, self._eos_id, self._unk_id = pad_id, bos_id, eos_id, unk_id
-        self._skipped_in_decode = frozenset({pad_id, bos_id, eos_id})
+        self.languages = tuple(languages)
+        self._language_ids = {language: self.target_piece_id(language_tag(language)) for language in self.languages}
+        if missing := [language for language, i in self._language_ids.items() if i is None]:
+            raise ValueError(f"the vocabulary has no tag {language_tag(missing[0])} for language {missing[0]!r}")
+        self._skipped_in_decode = frozenset({pad_id, bos_id, eos_id, *self._language_ids.values()})
 
     @classmethod
     def train(
@@ -78,6 +86,7 @@ class Tokenizer:
         vocab_size: int,
         model_type: str = "unigram",
         character_coverage: float = 1.0,
+        languages: Sequence[str] = (),
     ) -> "Tokenizer":
         """Train one joint model on source and target training text, in memory.
 
@@ -91,12 +100,15 @@ class Tokenizer:
             model_type: "unigram" (sentencepiece's default) or "bpe" (the paper's method).
             character_coverage: Fraction of characters covered by single-character pieces; the rest
                 are spelled as bytes. 1.0 suits alphabetic languages; ~0.9995 suits CJK.
+            languages: A multilingual model's languages: each gets its tag (tnmt/directions.py), a control
+                symbol numbered right after the specials (4, 5, ... in this order) that no text encodes to.
 
         Raises:
             UserError: Sentencepiece refused the settings (e.g. a vocabulary too large for the text).
         """
-        processor = _train_model(texts, vocab_size, model_type, character_coverage)
-        return cls(processor, processor, pad_id=0, bos_id=1, eos_id=2, unk_id=3)
+        tags = [language_tag(language) for language in languages]
+        processor = _train_model(texts, vocab_size, model_type, character_coverage, control_symbols=tags)
+        return cls(processor, processor, pad_id=0, bos_id=1, eos_id=2, unk_id=3, languages=languages)
 
     @classmethod
     def train_separate(
@@ -154,6 +166,22 @@ class Tokenizer:
     @property
     def unk_id(self) -> int:
         return self._unk_id
+
+    @property
+    def language_ids(self) -> tuple[int, ...]:
+        """The target-language tags' ids, in `languages`' order (`ModelConfig.language_ids`)."""
+        return tuple(self._language_ids[language] for language in self.languages)
+
+    def language_id(self, language: str) -> int:
+        """The id of the tag that starts the decoder writing `language`.
+
+        Raises:
+            ValueError: the tokenizer has no such language.
+        """
+        if language not in self._language_ids:
+            known = ", ".join(self.languages) or "no language tags (a one-pair model)"
+            raise ValueError(f"no target-language tag for {language!r}: this tokenizer has {known}")
+        return self._language_ids[language]
 
     @property
     def special_ids(self) -> dict[str, int]:
@@ -281,6 +309,8 @@ class Tokenizer:
             digest.update(hashlib.sha256(part).digest())
         specials = [self._pad_id, self._bos_id, self._eos_id, self._unk_id]
         digest.update(json.dumps([self._vocab, specials], ensure_ascii=False).encode())
+        if self.languages:  # (a one-pair tokenizer keeps the fingerprint it always had)
+            digest.update(json.dumps(self.languages).encode())
         return digest.hexdigest()
 
     def save(self, directory: str | Path) -> None:
@@ -302,6 +332,8 @@ class Tokenizer:
             "unk_id": self._unk_id,
             "has_vocab": self._vocab is not None,
         }
+        if self.languages:
+            config["languages"] = list(self.languages)
         atomic_write_text(directory / CONFIG_FILE, json.dumps(config, indent=2) + "\n")
 
     @classmethod
@@ -327,12 +359,15 @@ class Tokenizer:
             vocab = read_json(directory / VOCAB_FILE)
             if not isinstance(vocab, list) or not all(isinstance(piece, str) for piece in vocab):
                 raise UserError(f"{directory / VOCAB_FILE}: expected a JSON list of pieces")
+        languages = config.get("languages", [])
+        if not isinstance(languages, list) or not all(isinstance(language, str) for language in languages):
+            raise UserError(f"{config_path}: 'languages' must be a list of language codes, found {languages!r}")
         source = _load_model(directory / SOURCE_FILE)
         target = _load_model(directory / TARGET_FILE)
         if target.serialized_model_proto() == source.serialized_model_proto():
             target = source
         try:
-            return cls(source, target, vocab=vocab, **ids)
+            return cls(source, target, vocab=vocab, **ids, languages=languages)
         except ValueError as err:
             raise UserError(f"{directory}: {err}") from None
 
@@ -358,7 +393,12 @@ class Tokenizer:
 
 
 def _train_model(
-    texts: Iterable[str], vocab_size: int, model_type: str, character_coverage: float
+    texts: Iterable[str],
+    vocab_size: int,
+    model_type: str,
+    character_coverage: float,
+    *,
+    control_symbols: Sequence[str] = (),
 ) -> spm.SentencePieceProcessor:
     """A sentencepiece model of `texts` with tnmt's settings (see `Tokenizer.train`), in memory."""
     model = io.BytesIO()
@@ -375,6 +415,7 @@ def _train_model(
             unk_id=3,
             normalization_rule_name="identity",
             byte_fallback=True,
+            control_symbols=list(control_symbols),
             num_threads=1,
             minloglevel=2,
         )

@@ -110,9 +110,9 @@ def _next_tokens(
     source = translator.encode([read_text])[0]
     with torch.inference_mode():
         src = translator.source_batch([source])
-        tgt = torch.tensor([[config.bos_id, *prefix]], device=src.device)
+        tgt = torch.tensor([[source.start, *prefix]], device=src.device)
         probs = translator.model(src, tgt)[0, -1].float().softmax(dim=-1)  # (V,)
-    excluded = {current, config.pad_id, config.bos_id, config.eos_id, tokenizer.unk_id}
+    excluded = {current, config.pad_id, config.bos_id, config.eos_id, tokenizer.unk_id, *config.language_ids}
     order = probs.argsort(descending=True).tolist()
     found = []
     for token in order[: 50 * k]:

@@ -32,7 +32,7 @@ from tnmt.decode.constrained import beam_step as constrained_step
 from tnmt.decode.constraints import NO_CONSTRAINTS, Constraints, Progress
 from tnmt.decode.evidence import alignment_layer_index, alignment_rows
 from tnmt.decode.hypothesis import Hypothesis, gnmt_length_penalty
-from tnmt.decode.rules import TokenRules, output_limits
+from tnmt.decode.rules import TokenRules, output_limits, start_tokens
 from tnmt.decode.top_k import top_k
 from tnmt.decode.trace import SearchRecorder
 from tnmt.model import EncodedSource, IncrementalDecoder, Transformer
@@ -48,6 +48,7 @@ def beam_search_nbest(
     recorder: SearchRecorder | None = None,
     decoder: IncrementalDecoder | None = None,
     constraints: Sequence[Constraints] | None = None,
+    starts: Tensor | None = None,
 ) -> list[list[Hypothesis]]:
     """The `n_best` best hypotheses of every sentence of a batch, best first.
 
@@ -63,6 +64,7 @@ def beam_search_nbest(
         decoder: The model bound for decoding (`Transformer.incremental_decoder`); None binds it here.
         constraints: Each sentence's (decode/constraints.py): phrases to include (met by dynamic beam
             allocation), to avoid, and a forced prefix; None: none. `decode.block_loops` bans loops (decode/bans.py).
+        starts: (B,) each sentence's first decoder input (a multilingual model's target-language tag); None: BOS.
 
     Raises:
         ValueError: n_best outside [1, beam_size], or not one `Constraints` per sentence.
@@ -83,7 +85,7 @@ def beam_search_nbest(
         raise ValueError(f"need one Constraints per sentence: {len(constraints)} for {batch} sentences")
     bans = Bans(constraints, block_loops=decode.block_loops, device=device)
     state, cache = _init(source, limits.tolist(), beam_size=k, constraints=constraints, n_best=n_best)
-    inputs = torch.full((batch * k,), c.bos_id, dtype=torch.long, device=device)  # (Ba * K,)
+    inputs = start_tokens(starts, batch, c.bos_id, device).repeat_interleave(k)  # (Ba * K,)
     decoder = decoder or model.incremental_decoder()
     aligned = any(span is not None for one in constraints for span in one.sources)  # constraints wait for attention
     aligning = alignment_layer_index(decode.alignment_layer, c.n_decoder_layers) if aligned else 0

@@ -143,14 +143,20 @@ def gather_evidence(sentences: Sequence[Sentence], cross: Tensor, settings: Deco
 
 
 def teacher_forced_attention(
-    model: Transformer, source: EncodedSource, outputs: Sequence[list[int]], *, bos_id: int, layers: int | None
+    model: Transformer,
+    source: EncodedSource,
+    outputs: Sequence[list[int]],
+    *,
+    starts: Sequence[int],
+    layers: int | None,
 ) -> list[tuple[Tensor, Tensor]]:
-    """Each decoder layer's (self-attention (B, H, T, T), cross-attention (B, H, T, S)) weights over BOS + each
-    output (right-padded to T), on a fresh cache over the search's encoded `source`: the encoder does not run
-    again. `layers` stops after that many layers (the aligning one), where the evidence needs nothing more."""
+    """Each decoder layer's (self-attention (B, H, T, T), cross-attention (B, H, T, S)) weights over each output
+    after its start token (BOS, or a target-language tag), right-padded to T, on a fresh cache over the search's
+    encoded `source`: the encoder does not run again. `layers` stops after that many layers (the aligning one),
+    where the evidence needs nothing more."""
     pad = model.config.pad_id
     width = max(len(ids) for ids in outputs) + 1
-    rows = [[bos_id, *ids] + [pad] * (width - 1 - len(ids)) for ids in outputs]
+    rows = [[start, *ids] + [pad] * (width - 1 - len(ids)) for start, ids in zip(starts, outputs, strict=True)]
     tgt = torch.tensor(rows, device=source.lengths.device)  # (B, T)
     _, weights = model.incremental_decoder().features(tgt, source.cache(width), need_weights=True, layers=layers)
     return weights

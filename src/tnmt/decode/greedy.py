@@ -14,7 +14,7 @@ from tnmt.config import DecodeConfig
 from tnmt.decode.bans import Bans
 from tnmt.decode.constraints import NO_CONSTRAINTS, Constraints
 from tnmt.decode.hypothesis import Hypothesis, gnmt_length_penalty
-from tnmt.decode.rules import TokenRules, output_limits
+from tnmt.decode.rules import TokenRules, output_limits, start_tokens
 from tnmt.decode.top_k import top_k
 from tnmt.decode.trace import SearchRecorder
 from tnmt.model import EncodedSource, IncrementalDecoder, Transformer
@@ -37,6 +37,7 @@ def greedy_hypotheses(
     recorder: SearchRecorder | None = None,
     decoder: IncrementalDecoder | None = None,
     constraints: Sequence[Constraints] | None = None,
+    starts: Tensor | None = None,
 ) -> list[Hypothesis]:
     """The greedy translation of every sentence of a batch, with its log-probability and score.
 
@@ -51,6 +52,8 @@ def greedy_hypotheses(
         decoder: The model bound for decoding (`Transformer.incremental_decoder`); None binds it here.
         constraints: Each sentence's phrases to avoid and forced prefix (decode/bans.py); phrases to include
             need beam search (`search` sends them there). `decode.block_loops` bans loops.
+        starts: (B,) each sentence's first decoder input: a multilingual model's target-language tag
+            (tnmt/directions.py); None: BOS for every sentence.
 
     Returns:
         Per sentence a `Hypothesis`: the output ids (without BOS and EOS), the sum of their log-probabilities
@@ -72,7 +75,7 @@ def greedy_hypotheses(
     longest = int(limits.max())
     cache = source.cache(longest)
     rows = torch.arange(batch, device=device)  # (N,) sentence of each open cache row
-    tokens = torch.full((batch,), c.bos_id, dtype=torch.long, device=device)  # (N,)
+    tokens = start_tokens(starts, batch, c.bos_id, device)  # (N,)
     written = torch.empty(batch, 0, dtype=torch.long, device=device)  # (N, t) each row's output, for the bans
     history = []  # (rows, tokens, log-probs) of every step; read once at the end, so a step costs no copy
     decoder = decoder or model.incremental_decoder()

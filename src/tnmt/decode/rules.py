@@ -47,9 +47,19 @@ def output_limits(src_lengths: Tensor, *, model_max_len: int, decode: DecodeConf
 
 
 def banned_ids(config: ModelConfig) -> list[int]:
-    """Ids a search never generates: pad and BOS are not words. (MarianMT starts decoding from pad, so
-    there pad and BOS are one id.) An id shared with EOS stays allowed."""
-    return sorted({config.pad_id, config.bos_id} - {config.eos_id})
+    """Ids a search never generates: pad, BOS and a multilingual model's target-language tags are not words.
+    (MarianMT starts decoding from pad, so there pad and BOS are one id.) An id shared with EOS stays allowed."""
+    return sorted({config.pad_id, config.bos_id, *config.language_ids} - {config.eos_id})
+
+
+def start_tokens(starts: Tensor | None, batch: int, bos_id: int, device: torch.device) -> Tensor:
+    """(B,) the first decoder input of each sentence: its own (a multilingual model's target-language tag,
+    tnmt/directions.py), or BOS for every sentence."""
+    if starts is None:
+        return torch.full((batch,), bos_id, dtype=torch.long, device=device)
+    if starts.shape != (batch,):
+        raise ValueError(f"need one start token per sentence: {tuple(starts.shape)} for {batch} sentences")
+    return starts.to(device=device, dtype=torch.long)
 
 
 @dataclass(frozen=True)

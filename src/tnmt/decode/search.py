@@ -28,13 +28,15 @@ def search(
     recorder: SearchRecorder | None = None,
     decoder: IncrementalDecoder | None = None,
     constraints: Sequence[Constraints] | None = None,
+    starts: Tensor | None = None,
 ) -> list[list[Hypothesis]]:
     """The `n_best` best hypotheses of every sentence of a right-padded (B, S) batch (or the batch encoded
     already), best first; a `recorder` (decode/trace.py, a batch of one) is told what every step did, and
     `decoder` is the model bound for decoding (`Transformer.incremental_decoder`; None binds it here).
     `constraints`: each sentence's (decode/constraints.py), None for none. Phrases to include need the beams'
     allocation, so with any of them a beam of one runs beam search (which places each constraint as early as
-    it can start: see decode/constraints.py); avoided phrases and prefixes run in either search.
+    it can start: see decode/constraints.py); avoided phrases and prefixes run in either search. `starts` (B,):
+    each sentence's first decoder input, a multilingual model's target-language tag (None: BOS for all).
 
     Raises:
         ValueError: n_best outside [1, settings.beam_size].
@@ -47,8 +49,10 @@ def search(
     if settings.beam_size == 1 and not including:
         if n_best != 1:
             raise ValueError(f"need 1 <= n_best <= beam_size, got n_best {n_best} and beam_size 1")
-        found = greedy_hypotheses(model, src, settings, recorder=recorder, decoder=decoder, constraints=constraints)
+        found = greedy_hypotheses(
+            model, src, settings, recorder=recorder, decoder=decoder, constraints=constraints, starts=starts
+        )
         return [[hypothesis] for hypothesis in found]
     return beam_search_nbest(
-        model, src, settings, n_best=n_best, recorder=recorder, decoder=decoder, constraints=constraints
+        model, src, settings, n_best=n_best, recorder=recorder, decoder=decoder, constraints=constraints, starts=starts
     )

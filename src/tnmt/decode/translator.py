@@ -10,8 +10,13 @@ Every result is a `Translation`: the text with its ids and scores, the alternati
 was asked for, and the attention behind it when that was asked for. The same type travels through the
 server's batcher to the HTTP answer, and the CTranslate2 engine returns it too. Decoding follows a
 `DecodeConfig`: the checkpoint's (what validation measured) unless a call passes its own.
+
+A multilingual model (tnmt/directions.py) translates once a pair is chosen: `for_pair` gives a translator
+for one of its directions, which shares this one's model. Each `Source` carries the token its decoder starts
+from (BOS, or the target language's tag), so one batch may mix directions (the server's batcher does).
 """
 
+import copy
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -29,6 +34,7 @@ from tnmt.decode.rules import fit_source
 from tnmt.decode.search import search
 from tnmt.decode.steering import ConstraintReport, Plan, Steering, finish, plan
 from tnmt.decode.trace import SearchRecorder, Trace
+from tnmt.directions import Direction, all_directions, check_direction, direction_name
 from tnmt.errors import UserError
 from tnmt.model import AttentionMaps, EncodedSource, Transformer
 
@@ -44,7 +50,9 @@ class TextTokenizer(Protocol):
     bos_id: int
     eos_id: int
     unk_id: int
+    languages: tuple[str, ...]
 
+    def language_id(self, language: str) -> int: ...
     def encode_source(self, text: str) -> list[int]: ...
     def encode_target(self, text: str) -> list[int]: ...
     def encode_source_pieces(self, text: str) -> tuple[list[int], list[str]]: ...
@@ -60,12 +68,14 @@ class Source:
     ids: list[int]  # without EOS, cut to the model's max_len - 1 positions
     pieces: list[str] | None  # every piece of the text (more than `ids` when it was cut); None: ids given alone,
     # by a caller that asks for neither attention nor evidence (validation during training)
+    start: int  # the decoder's first input: BOS, or the target language's tag (a multilingual model)
 
 
 class TokenAttention(NamedTuple):
     """The attention weights behind one translation, labelled by subword pieces.
 
-    `source_pieces` ends with EOS; `target_pieces` is the decoder's input (BOS then the output): row i
+    `source_pieces` ends with EOS; `target_pieces` is the decoder's input (BOS or the target language's tag,
+    then the output): row i
     of a decoder map is where the token after piece i was chosen. `maps` holds every layer's weights for
     batch size 1.
     """
@@ -114,13 +124,15 @@ class Translator:
         *,
         quantize: str = "none",
         frozen: bool = False,
+        directions: Sequence[Direction] = (),
     ) -> None:
         """`decode` (default `DecodeConfig()`) is every call's default settings; `quantize="int8"` quantises the
         model now (`tnmt.decode.quantize`): a property of the loaded model, not of a call. `frozen=True` promises
         that the model's weights do not change while this translator uses it (it loaded its own): the translator
         then binds it for decoding once (`Transformer.incremental_decoder`), on copies of its weights laid out
         for the step's products (decode/frozen.py). A quantised model is a copy of the translator's own, so it is
-        frozen too."""
+        frozen too. `directions`: the (source, target) pairs the model was trained on (a checkpoint's), () when
+        not known; a multilingual model translates through `for_pair`."""
         if quantize not in QUANTIZE:
             raise ValueError(f"quantize must be one of {QUANTIZE}, got {quantize!r}")
         self.decode = decode or DecodeConfig()
@@ -130,6 +142,10 @@ class Translator:
         self.quantize = quantize
         self.model = quantize_int8(model) if quantize == "int8" else model.eval()
         self.tokenizer = tokenizer
+        self.directions = tuple(directions)
+        self.target: str | None = None  # the language written: chosen by `for_pair`
+        # what every decoder starts from: BOS, or for a multilingual model the tag `for_pair` chooses
+        self.start_id: int | None = None if tokenizer.languages else tokenizer.bos_id
         self.steering: Steering | None = (
             None  # every text's steering when a call gives none (tnmt translate --glossary)
         )
@@ -150,7 +166,34 @@ class Translator:
             raise ValueError(f"quantize must be one of {QUANTIZE}, got {quantize!r}")
         checkpoint = load_checkpoint(path, map_location=device, training=False)
         model = checkpoint.model.to(device).requires_grad_(False)  # ours alone, never trained
-        return cls(model, checkpoint.tokenizer, checkpoint.decode, quantize=quantize, frozen=True)
+        tokenizer, directions = checkpoint.tokenizer, checkpoint.directions
+        return cls(model, tokenizer, checkpoint.decode, quantize=quantize, frozen=True, directions=directions)
+
+    @property
+    def multilingual(self) -> bool:
+        """Whether the model writes several languages (its decoder starts from a target-language tag)."""
+        return bool(self.tokenizer.languages)
+
+    def for_pair(self, source: str, target: str, *, zero_shot: bool = False) -> "Translator":
+        """A translator for `source` -> `target` sharing this one's model (and its settings): for a multilingual
+        model, one whose decoder starts from `target`'s tag; a one-pair model gives itself for its own pair.
+
+        Raises:
+            UserError: the model does not translate that pair: a language it does not know, or (unless
+                `zero_shot`) a direction it was not trained on (tnmt/directions.py), in one line.
+        """
+        if not self.multilingual:
+            if self.directions and (source, target) != self.directions[0]:
+                raise UserError(f"{source}-{target}: this model translates {direction_name(self.directions[0])} only")
+            return self
+        trained = self.directions or all_directions(self.tokenizer.languages)
+        try:
+            check_direction(source, target, languages=self.tokenizer.languages, trained=trained, zero_shot=zero_shot)
+        except ValueError as err:
+            raise UserError(str(err)) from None
+        chosen = copy.copy(self)  # the model, its bound decoder and the caches are shared
+        chosen.target, chosen.start_id = target, self.tokenizer.language_id(target)
+        return chosen
 
     def translate(
         self, texts: Sequence[str], settings: DecodeConfig | None = None, *, first_line: int = 1
@@ -221,7 +264,13 @@ class Translator:
             with torch.inference_mode():
                 encoded = self.model.encode_for_decoding(self.source_batch(batch), need_weights=attention)
                 found = search(
-                    self.model, encoded, settings, n_best=n_best, decoder=self.decoder, constraints=constraints
+                    self.model,
+                    encoded,
+                    settings,
+                    n_best=n_best,
+                    decoder=self.decoder,
+                    constraints=constraints,
+                    starts=self.start_batch(batch),
                 )
                 translations = [self._translation(hypotheses) for hypotheses in found]
                 extras = self._explain(chunk, texts, batch, encoded, found, translations, settings, attention, align)
@@ -331,7 +380,13 @@ class Translator:
         with torch.inference_mode():  # the encoder's self-attention from the search's own encoder pass
             encoded = self.model.encode_for_decoding(self.source_batch([source]), need_weights=True)
             found = search(
-                self.model, encoded, settings, recorder=recorder, decoder=self.decoder, constraints=constraints
+                self.model,
+                encoded,
+                settings,
+                recorder=recorder,
+                decoder=self.decoder,
+                constraints=constraints,
+                starts=self.start_batch([source]),
             )
             best = found[0][0]
         encoder = torch.stack([layer[0] for layer in encoded.encoder_attention]).float().cpu()  # (L, H, S, S)
@@ -340,14 +395,21 @@ class Translator:
 
     def encode(self, texts: Sequence[str], *, first_line: int = 1) -> list[Source | None]:
         """Each text tokenised once, its ids cut to the model's `max_len - 1` positions (with a warning naming the
-        line); None for an empty or all-whitespace text, which is never decoded."""
+        line); None for an empty or all-whitespace text, which is never decoded.
+
+        Raises:
+            UserError: a multilingual model, with no pair chosen (`for_pair`).
+        """
+        if self.start_id is None:
+            served = ", ".join(direction_name(d) for d in self.directions) or ", ".join(self.tokenizer.languages)
+            raise UserError(f"this model translates several directions ({served}): choose one (--source, --target)")
         max_len, sources = self.model.config.max_len, []
         for i, text in enumerate(texts):
             if not text.strip():
                 sources.append(None)
                 continue
             ids, pieces = self.tokenizer.encode_source_pieces(text)
-            sources.append(Source(fit_source(ids, model_max_len=max_len, line=first_line + i), pieces))
+            sources.append(Source(fit_source(ids, model_max_len=max_len, line=first_line + i), pieces, self.start_id))
         return sources
 
     def batches(self, texts: Sequence[str], sources: Sequence[Source | None], batch_size: int) -> list[list[int]]:
@@ -373,6 +435,10 @@ class Translator:
         rows = [[*source.ids, eos_id] + [pad_id] * (width - 1 - len(source.ids)) for source in sources]
         return torch.tensor(rows, device=self.device)
 
+    def start_batch(self, sources: Sequence[Source]) -> torch.Tensor:
+        """(B,) each source's first decoder input (BOS, or its target language's tag) on the model's device."""
+        return torch.tensor([source.start for source in sources], device=self.device)
+
     def _explain(
         self,
         chunk: list[int],
@@ -393,9 +459,9 @@ class Translator:
         outputs = [hypotheses[0] for hypotheses in found]
         aligning = alignment_layer_index(settings.alignment_layer, self.model.config.n_decoder_layers)
         layers = None if attention else aligning + 1
-        bos_id = self.tokenizer.bos_id
+        starts = [source.start for source in sources]
         weights = teacher_forced_attention(
-            self.model, encoded, [h.tokens for h in outputs], bos_id=bos_id, layers=layers
+            self.model, encoded, [h.tokens for h in outputs], starts=starts, layers=layers
         )
         proofs: list[Evidence | None] = [None] * len(chunk)
         if evidence:
@@ -437,7 +503,7 @@ class Translator:
             decoder_self=[self_w[b : b + 1, :, :t, :t] for self_w, _ in weights],
             cross=[cross[b : b + 1, :, :t, :s] for _, cross in weights],
         )
-        pieces = self.tokenizer.target_pieces([self.tokenizer.bos_id, *output])
+        pieces = self.tokenizer.target_pieces([source.start, *output])
         return TokenAttention(self._source_pieces(source), pieces, maps)
 
     def _source_pieces(self, source: Source) -> list[str]:

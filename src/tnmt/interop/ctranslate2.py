@@ -99,7 +99,7 @@ def export_ctranslate2(
     with atomic_directory(out, is_own=is_export, what=AN_EXPORT) as tmp:
         spec.save(str(tmp))
         tok.save(tmp)
-        write_model_json(tmp / MODEL_FILE, c, loaded.decode, loaded.languages)
+        write_model_json(tmp / MODEL_FILE, c, loaded.decode, loaded.directions)
     return Path(out)
 
 

@@ -91,7 +91,7 @@ def import_marian(
     check_checkpoint_path(out)
     languages = marian_languages(hf_dir, source=source, target=target)
     model, tokenizer = load_marian(hf_dir)
-    return save_checkpoint(out, model, tokenizer, languages=languages)
+    return save_checkpoint(out, model, tokenizer, directions=[languages])
 
 
 def marian_languages(

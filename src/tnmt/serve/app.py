@@ -30,7 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tnmt.config import ServeConfig
 from tnmt.serve.body_deadline import BodyDeadline
 from tnmt.serve.libretranslate.api import router as libretranslate_api
-from tnmt.serve.models import ApiError, ServedModel, translations
+from tnmt.serve.models import ApiError, ServedModel, batchers, translations
 from tnmt.serve.native import router as native_api
 
 STATIC = Path(str(files("tnmt"))) / "serve" / "static"
@@ -42,18 +42,18 @@ def create_app(models: list[ServedModel], config: ServeConfig) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        for model in models:
-            model.batcher.start()
+        for batcher in batchers(models).values():
+            batcher.start()
         yield
-        for model in models:  # uvicorn stopped accepting and finished the requests in flight
-            await asyncio.to_thread(model.batcher.stop)
+        for batcher in batchers(models).values():  # uvicorn stopped accepting and finished the requests in flight
+            await asyncio.to_thread(batcher.stop)
 
     # FastAPIOffline is FastAPI whose /docs page loads its scripts from this server, not a CDN. No /redoc:
     # ReDoc still fetches its logo from cdn.redoc.ly.
     app = FastAPIOffline(title="tnmt", summary="Transformer machine translation", lifespan=lifespan, redoc_url=None)
     metrics = _Metrics(models)
-    for model in models:
-        model.batcher.on_batch = metrics.batch_sentences.observe
+    for batcher in batchers(models).values():
+        batcher.on_batch = metrics.batch_sentences.observe
     app.add_middleware(BodyDeadline, seconds=config.body_timeout_s)  # inside the size limit: added first
     _add_error_handlers(app, config, metrics)
     app.include_router(native_api(models, config))
@@ -93,8 +93,8 @@ class _Metrics:
         )
         tasks.set_function(lambda: len(asyncio.all_tasks()))  # read while /metrics answers, in the event loop
         depth = Gauge("tnmt_queue_sentences", "Sentences waiting", ["model"], registry=self.registry)
-        for model in models:
-            depth.labels(model.id).set_function(lambda m=model: m.batcher.depth)
+        for queue, batcher in batchers(models).items():  # "en-de", or a multilingual model's "en,de,fr,cs"
+            depth.labels(queue).set_function(lambda b=batcher: b.depth)
 
 
 def _add_error_handlers(app: FastAPI, config: ServeConfig, metrics: _Metrics) -> None:

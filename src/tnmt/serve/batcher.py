@@ -15,6 +15,9 @@ Promises:
   look inside (`Batcher.inside`) to what they make: these queue with the translations because only the
   worker's thread runs the model, and run one at a time.
 - `stop()` lets the worker finish everything already accepted, then ends it.
+- A multilingual model has one batcher for all its directions: each request is planned and tokenised by its
+  pair's translator (`Translator.for_pair`), whose sources carry their decoder's start token, so one decoder
+  batch may mix directions and each sentence still gets what it would get alone.
 """
 
 import queue
@@ -109,16 +112,18 @@ class Batcher:
         n_best: int = 1,
         attention: bool = False,
         steering: Sequence[Steering | None] | None = None,
+        translator: Translator | None = None,
     ) -> list[Future[Translation]]:
         """Queue a request's texts for translation, each with its `steering` (decode/steering.py); one future per
-        text, in order.
+        text, in order. `translator`: the pair's (`Translator.for_pair` of this batcher's), default this one's.
 
         Raises:
             QueueFull: the queue has no room for all of them (none is queued then).
             UserError: a steering entry that cannot be met (planned here, before anything is queued).
         """
-        plans = self.translator.plans(texts, steering or [None] * len(texts), settings)
-        sources = self.translator.encode([p.text for p in plans])
+        translator = translator or self.translator
+        plans = translator.plans(texts, steering or [None] * len(texts), settings)
+        sources = translator.encode([p.text for p in plans])
         jobs = [
             Job(text, source, settings, n_best, attention, Future(), plan)
             for text, source, plan in zip(texts, sources, plans, strict=True)
@@ -127,40 +132,64 @@ class Batcher:
         return [job.future for job in jobs]
 
     def trace(
-        self, text: str, settings: DecodeConfig, *, top_k: int, steering: Steering | None = None
+        self,
+        text: str,
+        settings: DecodeConfig,
+        *,
+        top_k: int,
+        steering: Steering | None = None,
+        translator: Translator | None = None,
     ) -> Future[Trace]:
-        """Queue one text whose search is traced (`Translator.trace`) with `top_k` next tokens per hypothesis.
+        """Queue one text whose search is traced (`Translator.trace`) with `top_k` next tokens per hypothesis
+        (`translator`: as for `submit`).
 
         Raises:
             QueueFull: the queue is full.
             UserError: a steering entry that cannot be met.
         """
-        source = self._source(text, settings, steering)
-        trace = self.translator.trace
+        translator = translator or self.translator
+        source = self._source(translator, text, settings, steering)
+        trace = translator.trace
         return self._solo(source, lambda: trace(text, settings, top_k=top_k, source=source, steering=steering))
 
     def alternatives(
-        self, text: str, settings: DecodeConfig, *, position: int, k: int, steering: Steering | None = None
+        self,
+        text: str,
+        settings: DecodeConfig,
+        *,
+        position: int,
+        k: int,
+        steering: Steering | None = None,
+        translator: Translator | None = None,
     ) -> Future[WordAlternatives]:
-        """Queue one text whose word `position` gets its `k` likeliest replacements (decode/alternatives.py).
+        """Queue one text whose word `position` gets its `k` likeliest replacements (decode/alternatives.py;
+        `translator`: as for `submit`).
 
         Raises:
             QueueFull: the queue is full.
             UserError: a steering entry that cannot be met.
         """
-        source = self._source(text, settings, steering)
-        translator = self.translator
+        translator = translator or self.translator
+        source = self._source(translator, text, settings, steering)
         return self._solo(source, lambda: word_alternatives(translator, text, position, k, settings, steering=steering))
 
-    def inside(self, text: str, settings: DecodeConfig, *, translation: str | None, top_k: int) -> Future[Inside]:
+    def inside(
+        self,
+        text: str,
+        settings: DecodeConfig,
+        *,
+        translation: str | None,
+        top_k: int,
+        translator: Translator | None = None,
+    ) -> Future[Inside]:
         """Queue one text whose forward pass is recorded (tnmt/inside.py), over its translation for `settings` or
-        over `translation` as given.
+        over `translation` as given (`translator`: as for `submit`).
 
         Raises:
             QueueFull: the queue is full.
         """
-        source = self._source(text, settings, None)
-        translator = self.translator
+        translator = translator or self.translator
+        source = self._source(translator, text, settings, None)
         return self._solo(source, lambda: inside(translator, text, settings, translation=translation, top_k=top_k))
 
     def _solo(self, source: Source | None, work: Callable[[], object]) -> Future:
@@ -168,11 +197,12 @@ class Batcher:
         self._enqueue([job])
         return job.future
 
-    def _source(self, text: str, settings: DecodeConfig, steering: Steering | None) -> Source | None:
+    @staticmethod
+    def _source(translator: Translator, text: str, settings: DecodeConfig, steering: Steering | None) -> Source | None:
         """What the model will read of one text, tokenised: planned now, so a bad steering entry is refused before
         anything is queued (and the batch budget counts the right tokens)."""
-        [plan] = self.translator.plans([text], [steering], settings)
-        return self.translator.encode([plan.text])[0]
+        [plan] = translator.plans([text], [steering], settings)
+        return translator.encode([plan.text])[0]
 
     def _enqueue(self, jobs: list[Job | SoloJob]) -> None:
         """Queue one request's jobs together, or none of them when the queue has no room for all."""

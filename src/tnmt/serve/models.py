@@ -5,6 +5,10 @@ waits for its sentences at most `timeout` seconds and only while its client is c
 (504, or 503 for /ready) or once the client hung up (499 in the metrics), the sentences not started are
 dropped from the queue. A full queue is a 503 with Retry-After. Errors are `ApiError`s, which the app
 (serve/app.py) answers as JSON `{"error": "..."}`.
+
+A multilingual checkpoint (tnmt/directions.py) is served as one `ServedModel` per direction it was trained on
+(and, with `zero_shot`, per other pair of its languages), all sharing its one model and one batcher: so the
+sentences of requests for different pairs share decoder batches too.
 """
 
 import asyncio
@@ -23,6 +27,7 @@ from tnmt.decode.alternatives import WordAlternatives
 from tnmt.decode.steering import Steering
 from tnmt.decode.trace import Trace
 from tnmt.decode.translator import Translation, Translator
+from tnmt.directions import all_directions
 from tnmt.errors import UserError
 from tnmt.inside import Inside
 from tnmt.serve.batcher import Batcher, QueueFull
@@ -33,12 +38,15 @@ Result = TypeVar("Result")
 
 @dataclass
 class ServedModel:
-    """One language pair: its translator (the model's defaults in `translator.decode`) and batcher."""
+    """One language pair: its translator (the model's defaults in `translator.decode`) and batcher (shared by the
+    directions of a multilingual model)."""
 
     source: str
     target: str
     translator: Translator
     batcher: Batcher
+    trained: bool = True  # False: a pair of a multilingual model's languages it was not trained on (zero-shot)
+    languages: tuple[str, ...] = ()  # a multilingual model's: every language it reads and writes
 
     @property
     def id(self) -> str:
@@ -53,18 +61,27 @@ class ApiError(Exception):
         self.status, self.message, self.headers = status, message, headers
 
 
-def load_models(paths: list[Path], config: ServeConfig, *, device: str = "cpu") -> list[ServedModel]:
-    """A `ServedModel` per checkpoint, each known by the languages stored in it (one model per pair), on `device`."""
+def load_models(
+    paths: list[Path], config: ServeConfig, *, device: str = "cpu", zero_shot: bool = False
+) -> list[ServedModel]:
+    """A `ServedModel` per direction of each checkpoint (its directions stored in it), on `device`; with
+    `zero_shot`, also every untrained pair of a multilingual checkpoint's languages.
+
+    Raises:
+        UserError: a checkpoint that does not name its languages, or two checkpoints for one pair.
+    """
     models: dict[str, ServedModel] = {}
     for path in paths:
         checkpoint = load_checkpoint(path, map_location=device, training=False)
-        if checkpoint.languages is None:
+        if not checkpoint.directions:
             raise UserError(
                 f'{path}: the checkpoint does not name its languages (config.json has no "languages"); '
                 "tnmt import marian names them, with --source and --target where the model does not"
             )
         model = checkpoint.model.to(device).requires_grad_(False)  # served, never trained
-        translator = Translator(model, checkpoint.tokenizer, checkpoint.decode, frozen=True)
+        translator = Translator(
+            model, checkpoint.tokenizer, checkpoint.decode, frozen=True, directions=checkpoint.directions
+        )
         batcher = Batcher(
             translator,
             max_queue=config.max_queue,
@@ -73,11 +90,36 @@ def load_models(paths: list[Path], config: ServeConfig, *, device: str = "cpu") 
             batching=config.batching,
             threads=config.threads,
         )
-        model = ServedModel(*checkpoint.languages, translator=translator, batcher=batcher)
-        if model.id in models:
-            raise UserError(f"{path}: a second checkpoint for {model.id}; serve one model per language pair")
-        models[model.id] = model
+        for served in _directions(translator, batcher, zero_shot=zero_shot):
+            if served.id in models:
+                raise UserError(f"{path}: a second checkpoint for {served.id}; serve one model per language pair")
+            models[served.id] = served
     return list(models.values())
+
+
+def _directions(translator: Translator, batcher: Batcher, *, zero_shot: bool) -> list[ServedModel]:
+    """The pairs one checkpoint serves, each with its pair's translator and the checkpoint's batcher."""
+    if not translator.multilingual:
+        [(source, target)] = translator.directions
+        return [ServedModel(source, target, translator, batcher)]
+    languages = translator.tokenizer.languages
+    pairs = all_directions(languages) if zero_shot else translator.directions
+    return [
+        ServedModel(
+            source,
+            target,
+            translator.for_pair(source, target, zero_shot=True),
+            batcher,
+            trained=(source, target) in translator.directions,
+            languages=languages,
+        )
+        for source, target in pairs
+    ]
+
+
+def batchers(models: list[ServedModel]) -> dict[str, Batcher]:
+    """Each batcher once, by the name of its queue (a multilingual model's directions share theirs)."""
+    return {",".join(model.languages) or model.id: model.batcher for model in models}
 
 
 def pick(models: list[ServedModel], source: str | None, target: str | None) -> ServedModel:
@@ -87,6 +129,10 @@ def pick(models: list[ServedModel], source: str | None, target: str | None) -> S
         served = ", ".join(model.id for model in models)
         wanted = f"{source or '?'} -> {target or '?'}"
         reason = "no model translates" if not fits else "several models fit"
+        knows = any({source, target} <= set(m.languages) for m in models)
+        if not fits and source != target and knows:
+            reason = "a multilingual model was not trained on"
+            served += " (tnmt serve --zero-shot serves its other pairs)"
         raise ApiError(400, f"{reason} {wanted}; served: {served}")
     return fits[0]
 
@@ -128,7 +174,9 @@ async def translations(
     """The texts' translations by the model's batcher, within the deadline (`unavailable` past it); a steering
     entry that cannot be met is refused with `refused` and the entry named."""
     with _refused_when_full(), _refused_steering(refused):
-        futures = model.batcher.submit(texts, settings, n_best=n_best, attention=attention, steering=steering)
+        futures = model.batcher.submit(
+            texts, settings, n_best=n_best, attention=attention, steering=steering, translator=model.translator
+        )
     return await _wait(futures, timeout=timeout, unavailable=unavailable, client=client)
 
 
@@ -146,7 +194,9 @@ async def alternatives(
     """The replacements of one word of `text`'s translation (decode/alternatives.py), within the deadline; a
     position outside the translation or a bad steering entry is a 422."""
     with _refused_when_full(), _refused_steering(422):
-        future = model.batcher.alternatives(text, settings, position=position, k=k, steering=steering)
+        future = model.batcher.alternatives(
+            text, settings, position=position, k=k, steering=steering, translator=model.translator
+        )
         [found] = await _wait([future], timeout=timeout, unavailable=504, client=client)
     return found
 
@@ -164,7 +214,7 @@ async def trace(
     """The traced search of `text` (decode/trace.py) by the model's batcher, within the deadline; a steering entry
     that cannot be met, or a text of which nothing is translated, is a 422."""
     with _refused_when_full(), _refused_steering(422):
-        future = model.batcher.trace(text, settings, top_k=top_k, steering=steering)
+        future = model.batcher.trace(text, settings, top_k=top_k, steering=steering, translator=model.translator)
         [traced] = await _wait([future], timeout=timeout, unavailable=504, client=client)
     return traced
 
@@ -182,7 +232,7 @@ async def look_inside(
     """The forward pass over `text` and its translation (tnmt/inside.py) by the model's batcher, within the
     deadline."""
     with _refused_when_full():
-        future = model.batcher.inside(text, settings, translation=translation, top_k=top_k)
+        future = model.batcher.inside(text, settings, translation=translation, top_k=top_k, translator=model.translator)
         [found] = await _wait([future], timeout=timeout, unavailable=504, client=client)
     return found
 

@@ -290,6 +290,7 @@ def _describe(model: ServedModel) -> dict[str, Any]:
         "id": model.id,
         "source": model.source,
         "target": model.target,
+        "trained": model.trained,  # false: a multilingual model's zero-shot pair (tnmt serve --zero-shot)
         "parameters": sum(p.numel() for p in network.parameters()),
         "architecture": asdict(network.config),
         "decoding": asdict(model.translator.decode),

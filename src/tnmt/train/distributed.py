@@ -88,19 +88,28 @@ class World:
 
 
 def translate_across(
-    world: World, translator: Translator, texts: Sequence[str], ids: Sequence[list[int]] | None = None
+    world: World,
+    translator: Translator,
+    texts: Sequence[str],
+    ids: Sequence[list[int]] | None = None,
+    *,
+    starts: Sequence[int] | None = None,
 ) -> list[str]:
     """`translator.translate(texts)`, shared by the ranks: rank r decodes batches r, r + N, ... of those one
     process would decode (`Translator.batches`), so every sentence is decoded in the same batch and gives
     the same translation as in one process; every rank returns all of them, in input order.
 
     `ids`: the texts' source ids (fitted to the model, no EOS) when the caller has them, so nothing is tokenised
-    twice.
+    twice; `starts`: with `ids`, each text's first decoder input (a multilingual model's target-language tag).
     """
     if ids is None:
         sources = translator.encode(texts)
     else:
-        sources = [Source(row, pieces=None) if text.strip() else None for text, row in zip(texts, ids, strict=True)]
+        starts = starts or [translator.start_id] * len(texts)
+        sources = [
+            Source(row, pieces=None, start=start) if text.strip() else None
+            for text, row, start in zip(texts, ids, starts, strict=True)
+        ]
     if world.size == 1:
         return [translation.text for translation in translator.translations(texts, sources=sources)]
     batches = translator.batches(texts, sources, translator.decode.batch_size)

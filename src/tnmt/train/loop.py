@@ -123,7 +123,13 @@ def _update_on(run: Run, data: TrainingPairs, group: list[np.ndarray]) -> tuple[
     multiple = pad_multiple(run.model.compiled_layer is not None)
     batches = [
         to_device(
-            collate(data.pairs(indices), **ids, links=data.links(indices) if guided else None, pad_multiple=multiple),
+            collate(
+                data.pairs(indices),
+                **ids,
+                links=data.links(indices) if guided else None,
+                pad_multiple=multiple,
+                starts=data.starts(indices),
+            ),
             device,
         )
         for indices in mine or group[:1]
@@ -245,12 +251,12 @@ def validate(
     sampler = TokenBatchSampler(data.lengths(), max_tokens=recipe.train.max_tokens, seed=0, shuffle=False)
     total_nll, total_tokens = 0.0, 0
     for indices in sampler.batches(0)[world.rank :: world.size]:
-        batch = to_device(collate(data.pairs(indices), **ids), device)
+        batch = to_device(collate(data.pairs(indices), **ids, starts=data.starts(indices)), device)
         features = model(batch.src, batch.tgt_in, features_only=True)  # (B, T, D)
         _, nll = model_loss(model, features, batch.tgt_out, epsilon=0.0)
         total_nll, total_tokens = total_nll + nll.item(), total_tokens + batch.n_tgt_tokens
     decode = replace(recipe.decode, beam_size=recipe.train.eval_beam_size or recipe.decode.beam_size)
-    hypotheses = translate_across(world, Translator(model, tokenizer, decode), sources, data.src)
+    hypotheses = translate_across(world, Translator(model, tokenizer, decode), sources, data.src, starts=data.start_ids)
     total_nll, total_tokens = world.sum(total_nll, total_tokens)
     val_loss = total_nll / max(total_tokens, 1)
     scores = score(hypotheses, references)
@@ -347,7 +353,7 @@ def _save(run: Run) -> None:
             run.model,
             run.tokenizer,
             decode=run.recipe.decode,
-            languages=(run.recipe.data.src_lang, run.recipe.data.tgt_lang),
+            directions=run.recipe.data.trained_directions,
             optimizer=run.optimizer,
             trainer_state=asdict(state),
             training_weights=training_weights,

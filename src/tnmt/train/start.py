@@ -19,6 +19,7 @@ from tnmt.config import DROPOUT_RATES, Architecture, TrainConfig
 from tnmt.data.alignment import eflomal_installed
 from tnmt.data.corpus import ParallelCorpus
 from tnmt.data.dataset import ConcatPairs, EncodedPairs, TrainingPairs, encode, fit_pairs, read_split
+from tnmt.data.multiway import MultiwayPairs, prepare_multiway, read_multiway_split
 from tnmt.data.prepare import prepare
 from tnmt.data.prepared import PreparedPairs
 from tnmt.data.tokenizer import Tokenizer
@@ -92,7 +93,7 @@ def start_run(
     cfg, out = recipe.train, Path(recipe.train.out_dir)
     check_output_directory(out)  # a run writes beside what is there, into a directory
     torch.manual_seed(cfg.seed)
-    valid_text = read_split(recipe.data, "val", limit=recipe.data.max_valid_pairs)
+    valid_text, valid_targets = _validation_text(recipe)
     state, checkpoint = _starting_point(recipe, resume=resume)
     train_data = _prepared(recipe, world, checkpoint)
     if recipe.train.guided_alignment and not train_data.aligned:  # eflomal missing: `prepare_recipe` said so
@@ -131,7 +132,7 @@ def start_run(
         optimizer=optimizer,
         state=state,
         train_data=train_data,
-        valid_data=_validation_pairs(valid_text, tokenizer, model.config.max_len, world),
+        valid_data=_validation_pairs(valid_text, valid_targets, tokenizer, model.config.max_len, world),
         valid_text=valid_text,
         log=MetricsLog(out / "metrics.jsonl", after_step=state.step, enabled=world.is_main),
         bar=Progress(cfg, step=state.step, elapsed=state.elapsed, enabled=progress and world.is_main),
@@ -153,10 +154,23 @@ def _with_length_ratio(recipe: Recipe, train_data: PreparedPairs | EncodedPairs)
     return replace(recipe, decode=replace(decode, length_ratio_min=low, length_ratio_max=high))
 
 
-def _validation_pairs(corpus: ParallelCorpus, tokenizer: Tokenizer, model_max_len: int, world: World) -> EncodedPairs:
+def _validation_text(recipe: Recipe) -> tuple[ParallelCorpus, list[str] | None]:
+    """The validation pairs (the first `data.max_valid_pairs` of each direction when that is set), and for a
+    multilingual recipe each pair's target language."""
+    if recipe.data.multilingual:
+        return read_multiway_split(recipe.data, "val", limit=recipe.data.max_valid_pairs)
+    return read_split(recipe.data, "val", limit=recipe.data.max_valid_pairs), None
+
+
+def _validation_pairs(
+    corpus: ParallelCorpus, targets: list[str] | None, tokenizer: Tokenizer, model_max_len: int, world: World
+) -> EncodedPairs:
     """The validation set as ids, each pair fitted to the model's positions (as decoding fits a long source),
-    said once in the log: one long line must not stop training at its first validation."""
+    said once in the log: one long line must not stop training at its first validation. With `targets`, each
+    pair starts its decoder from its target language's tag."""
     pairs, cut = fit_pairs(encode(corpus, tokenizer), model_max_len)
+    if targets is not None:
+        pairs = replace(pairs, start_ids=[tokenizer.language_id(target) for target in targets])
     if cut and world.is_main:
         log.warning(
             f"validation: {cut} of {len(pairs)} pairs have a side over the model's max_len ({model_max_len} positions,"
@@ -266,7 +280,7 @@ def _parameter_groups(model: Transformer, weight_decay: float) -> list[dict[str,
     ]
 
 
-def prepare_training_corpus(recipe: Recipe, checkpoint: Checkpoint | None) -> PreparedPairs:
+def prepare_training_corpus(recipe: Recipe, checkpoint: Checkpoint | None) -> PreparedPairs | MultiwayPairs:
     """The corpus `train` reads: encoded with the checkpoint's tokenizer and fitted to its model's positions
     when there is one (resuming, `train.init_from`), else with a tokenizer trained for the recipe."""
     if checkpoint is None:
@@ -274,14 +288,16 @@ def prepare_training_corpus(recipe: Recipe, checkpoint: Checkpoint | None) -> Pr
     return prepare_recipe(recipe, tokenizer=checkpoint.tokenizer, model_max_len=checkpoint.model.config.max_len)
 
 
-def prepare_recipe(recipe: Recipe, *, tokenizer: Tokenizer | None, model_max_len: int) -> PreparedPairs:
+def prepare_recipe(recipe: Recipe, *, tokenizer: Tokenizer | None, model_max_len: int) -> PreparedPairs | MultiwayPairs:
     """`prepare` for a training run: in `data.prepared_dir`, else `<train.out_dir>/prepared`, keeping pairs
     whose sides fit both `data.max_tokens_per_sentence` and the model's positions (EOS/BOS included), with
-    their word alignments when the run trains with guided alignment."""
+    their word alignments when the run trains with guided alignment; every direction of a multilingual recipe
+    (data/multiway.py)."""
     directory = Path(recipe.data.prepared_dir or Path(recipe.train.out_dir) / "prepared")
     max_len, guided = recipe.longest_side(model_max_len), recipe.train.guided_alignment > 0
     alignments = guided and eflomal_installed()  # a corpus aligned before is reused all the same
-    prepared = prepare(recipe.data, directory, max_len=max_len, tokenizer=tokenizer, alignments=alignments)
+    build = prepare_multiway if recipe.data.multilingual else prepare
+    prepared = build(recipe.data, directory, max_len=max_len, tokenizer=tokenizer, alignments=alignments)
     if guided and not prepared.aligned:  # the run trains on, without the alignment head (`start_run`)
         log.warning(
             "train.guided_alignment: eflomal is not installed (pip install 'tnmt[align]'), so the words are not "
@@ -290,7 +306,7 @@ def prepare_recipe(recipe: Recipe, *, tokenizer: Tokenizer | None, model_max_len
     return prepared
 
 
-def _prepared(recipe: Recipe, world: World, checkpoint: Checkpoint | None) -> PreparedPairs:
+def _prepared(recipe: Recipe, world: World, checkpoint: Checkpoint | None) -> PreparedPairs | MultiwayPairs:
     """The prepared training corpus: rank 0 builds it (or finds it current) while the other ranks wait at a
     barrier; then each opens the same files and reads them (never writes)."""
     if world.is_main:
