@@ -152,6 +152,51 @@ def numbers_corpus(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def numbers_multiway(tmp_path_factory) -> Path:
+    """The same numbers in English, German and Italian words, line by line: train.{en,de,it} (300 lines) and
+    valid.{en,de,it} (30 lines), a multi-way corpus as Multi30k's four languages are."""
+    directory = tmp_path_factory.mktemp("numbers_multiway")
+    rng = random.Random(1)
+    numbers = [rng.randrange(1, 10_000) for _ in range(330)]
+    for split, values in (("train", numbers[:300]), ("valid", numbers[300:])):
+        for lang in ("en", "de", "it"):
+            (directory / f"{split}.{lang}").write_text("".join(num2words(n, lang=lang) + "\n" for n in values))
+    return directory
+
+
+MULTI_TRAINED = (("en", "de"), ("de", "en"), ("en", "it"), ("it", "en"))  # not de <-> it: zero-shot pairs
+
+
+@pytest.fixture(scope="session")
+def multi_checkpoint(numbers_multiway, tmp_path_factory) -> Path:
+    """A checkpoint of a random tiny multilingual model of en, de and it, trained (so it says) on `MULTI_TRAINED`."""
+    from tnmt.checkpoint import save_checkpoint
+    from tnmt.config import DecodeConfig, ModelConfig
+    from tnmt.data.tokenizer import Tokenizer
+    from tnmt.model import Transformer
+
+    lines = [
+        line for lang in ("en", "de", "it") for line in (numbers_multiway / f"train.{lang}").read_text().split("\n")
+    ]
+    tokenizer = Tokenizer.train([line for line in lines if line], vocab_size=400, languages=("en", "de", "it"))
+    torch.manual_seed(0)
+    config = ModelConfig(
+        src_vocab_size=tokenizer.vocab_size,
+        tgt_vocab_size=tokenizer.vocab_size,
+        d_model=16,
+        n_heads=2,
+        n_encoder_layers=1,
+        n_decoder_layers=1,
+        d_ff=32,
+        max_len=16,
+        language_ids=tokenizer.language_ids,
+    )
+    path = tmp_path_factory.mktemp("multi_checkpoint") / "ckpt"
+    decode = DecodeConfig(beam_size=2, max_len=6)
+    return save_checkpoint(path, Transformer(config), tokenizer, decode=decode, directions=MULTI_TRAINED)
+
+
+@pytest.fixture(scope="session")
 def tiny_training(numbers_corpus) -> list[str]:
     """Recipe overrides that train a tiny model on `numbers_corpus` in seconds."""
     files = [

@@ -7,6 +7,7 @@ from tnmt import ModelConfig, Transformer
 from tnmt.config import DecodeConfig
 from tnmt.decode import Translation, Translator, beam_search
 from tnmt.decode.translator import EMPTY
+from tnmt.errors import UserError
 
 VOCAB = 24
 
@@ -180,3 +181,47 @@ def test_property_any_strings_give_one_translation_each_and_never_raise(tiny_tra
     outputs = tiny_translator.translate(texts, DecodeConfig(beam_size=beam_size, batch_size=batch_size))
     assert len(outputs) == len(texts) and all(isinstance(output, str) for output in outputs)
     assert all(output == "" for output, text in zip(outputs, texts, strict=True) if not text.strip())
+
+
+def test_a_batch_that_mixes_directions_equals_its_sentences_one_at_a_time(multi_checkpoint):
+    from tnmt.config import DecodeConfig
+
+    base = Translator.from_checkpoint(multi_checkpoint)
+    texts = ["one hundred", "seven", "two thousand and five", "forty-two"]
+    pairs = [("en", "de"), ("en", "it"), ("de", "en"), ("it", "en")]
+    translators = [base.for_pair(*pair) for pair in pairs]
+    sources = [t.encode([text])[0] for t, text in zip(translators, texts, strict=True)]
+    assert len({s.start for s in sources}) == 3  # de, it and en tags
+    for settings in (DecodeConfig(beam_size=1, max_len=6), DecodeConfig(beam_size=3, max_len=6)):
+        mixed = base.translations(texts, settings, sources=sources, evidence=True, attention=True)
+        alone = [
+            t.translations([text], settings, evidence=True, attention=True)[0] for t, text in zip(translators, texts)
+        ]
+        assert [m.tokens for m in mixed] == [a.tokens for a in alone]
+        assert [m.score for m in mixed] == pytest.approx([a.score for a in alone], abs=1e-5)
+        assert [m.evidence.alignment for m in mixed] == [a.evidence.alignment for a in alone]
+        assert [m.attention.target_pieces[0] for m in mixed] == ["<2de>", "<2it>", "<2en>", "<2en>"]
+    tags = set(base.model.config.language_ids)
+    assert not any(tags & set(m.tokens) for m in mixed)  # a tag starts the decoder and is never an output
+
+
+def test_a_multilingual_model_translates_a_chosen_pair_and_refuses_an_untrained_one(multi_checkpoint):
+    base = Translator.from_checkpoint(multi_checkpoint)
+    assert base.multilingual and len(base.directions) == 4
+    with pytest.raises(UserError, match=r"translates several directions \(en-de, de-en, en-it, it-en\): choose one"):
+        base.translate(["one"])
+    with pytest.raises(UserError, match=r"^de-it was not trained \(trained: en-de, de-en, en-it, it-en\)"):
+        base.for_pair("de", "it")
+    with pytest.raises(UserError, match="this model knows en, de, it, not 'fr'"):
+        base.for_pair("en", "fr", zero_shot=True)
+    zero_shot = base.for_pair("de", "it", zero_shot=True)
+    assert zero_shot.target == "it" and zero_shot.start_id == base.tokenizer.language_id("it")
+    assert zero_shot.model is base.model and zero_shot.decoder is base.decoder  # one model, shared
+    assert base.start_id is None  # choosing a pair leaves the base untouched
+
+
+def test_a_one_pair_model_translates_its_own_pair_only(tiny_checkpoint):
+    translator = Translator.from_checkpoint(tiny_checkpoint)
+    assert translator.for_pair("en", "it") is translator and not translator.multilingual
+    with pytest.raises(UserError, match="^en-de: this model translates en-it only$"):
+        translator.for_pair("en", "de")

@@ -43,16 +43,14 @@ log = logging.getLogger("tnmt")
 def direction_data(data: DataConfig, direction: Direction) -> DataConfig:
     """The one-pair data config of one direction of a multilingual recipe: its two languages' files."""
     source, target = direction
-    one = replace(data, languages=(), directions=(), src_lang=source, tgt_lang=target)
-    if data.corpus != "files":
-        return one
-    return replace(
-        one,
-        train_src=data.train_src.replace("{lang}", source),
-        train_tgt=data.train_src.replace("{lang}", target),
-        valid_src=data.valid_src.replace("{lang}", source),
-        valid_tgt=data.valid_src.replace("{lang}", target),
-    )
+    files = {}
+    if data.corpus == "files":
+        files = {
+            f"{split}_{side}": getattr(data, f"{split}_src").replace("{lang}", language)
+            for split in ("train", "valid")
+            for side, language in (("src", source), ("tgt", target))
+        }
+    return replace(data, languages=(), directions=(), src_lang=source, tgt_lang=target, **files)
 
 
 def language_files(data: DataConfig, split: str) -> dict[str, Path]:
