@@ -195,7 +195,8 @@ def test_a_batch_that_mixes_directions_equals_its_sentences_one_at_a_time(multi_
     for settings in (DecodeConfig(beam_size=1, max_len=6), DecodeConfig(beam_size=3, max_len=6)):
         mixed = base.translations(texts, settings, sources=sources, evidence=True, attention=True)
         alone = [
-            t.translations([text], settings, evidence=True, attention=True)[0] for t, text in zip(translators, texts)
+            t.translations([text], settings, evidence=True, attention=True)[0]
+            for t, text in zip(translators, texts, strict=True)
         ]
         assert [m.tokens for m in mixed] == [a.tokens for a in alone]
         assert [m.score for m in mixed] == pytest.approx([a.score for a in alone], abs=1e-5)
