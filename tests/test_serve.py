@@ -771,3 +771,51 @@ def test_generated_requests_never_get_a_server_error(server, mode):
         except (Exception, BaseExceptionGroup) as error:  # every operation is tried; failures are reported together
             failures.append(f"{operation.label}: {error}")
     assert not failures, "\n\n".join(failures)
+
+
+@pytest.fixture(scope="module")
+def multi_server(multi_checkpoint, tmp_path_factory) -> Iterator[Server]:
+    server = Server(multi_checkpoint, tmp_path_factory.mktemp("serve_multi"), "--max-wait-ms=30").wait_healthy()
+    yield server
+    server.close()
+
+
+def test_a_multilingual_checkpoint_serves_each_trained_direction_from_one_queue(multi_server, multi_checkpoint):
+    models = multi_server.get("/v1/models").json()["models"]
+    assert [(m["id"], m["trained"]) for m in models] == [(p, True) for p in ("en-de", "de-en", "en-it", "it-en")]
+    languages = {entry["code"]: entry["targets"] for entry in multi_server.get("/languages").json()}
+    assert languages == {"en": ["de", "it"], "de": ["en"], "it": ["en"]}
+    queues = {labels["model"] for labels, _ in metric_samples(multi_server)["tnmt_queue_sentences"]}
+    assert queues == {"en,de,it"}  # one batcher for every direction
+
+    base = Translator.from_checkpoint(multi_checkpoint)
+    rng = random.Random(2)
+    asks = [
+        (pair, num2words(n, lang=pair[0]))
+        for n in rng.sample(range(1, 10_000), 12)
+        for pair in (("en", "de"), ("de", "en"), ("en", "it"), ("it", "en"))
+    ]
+    batched_before = batches_over_one_sentence(multi_server)
+
+    async def translate_all() -> list[httpx.Response]:
+        async with httpx.AsyncClient(base_url=multi_server.url, timeout=TIMEOUT) as client:
+            calls = [
+                client.post("/v1/translate", json={"text": text, "source": s, "target": t}) for (s, t), text in asks
+            ]
+            return await asyncio.gather(*calls)
+
+    responses = asyncio.run(translate_all())
+    assert [r.status_code for r in responses] == [200] * len(asks)
+    offline = [base.for_pair(*pair).translate([text])[0] for pair, text in asks]
+    assert [r.json()["translations"][0]["text"] for r in responses] == offline
+    assert batches_over_one_sentence(multi_server) > batched_before  # batches held several requests' sentences
+
+
+def test_a_pair_a_multilingual_model_was_not_trained_on_is_refused_in_one_line(multi_server):
+    response = multi_server.post("/v1/translate", {"text": "zwei", "source": "de", "target": "it"})
+    assert_error(response, 400)
+    assert response.json()["error"] == (
+        "a multilingual model was not trained on de -> it; served: en-de, de-en, en-it, it-en"
+        " (tnmt serve --zero-shot serves its other pairs)"
+    )
+    assert_error(multi_server.post("/translate", {"q": "zwei", "source": "de", "target": "it"}), 400)

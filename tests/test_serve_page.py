@@ -46,11 +46,11 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(checkpoint: Path) -> Iterator[str]:
-    """`tnmt serve` on `checkpoint`, as a subprocess; yields its base URL once /health answers."""
+def serve(checkpoint: Path, *flags: str) -> Iterator[str]:
+    """`tnmt serve` on `checkpoint` with `flags`, as a subprocess; yields its base URL once /health answers."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tnmt", "serve", "--checkpoint", str(checkpoint), "--port", str(port)],
+        [sys.executable, "-m", "tnmt", "serve", "--checkpoint", str(checkpoint), "--port", str(port), *flags],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         env={**os.environ, "OMP_NUM_THREADS": "1"},
@@ -1089,3 +1089,27 @@ def test_a_stale_look_inside_never_replaces_a_newer_one(server, page):
     page.wait_for_timeout(300)
     assert page.locator(source_row).all_text_contents() == newer["source"]["pieces"]
     assert not errors, f"JavaScript errors: {errors}"
+
+
+def test_the_page_offers_every_pair_of_a_multilingual_model_grouped_by_source(multi_checkpoint, page):
+    with serve(multi_checkpoint, "--zero-shot") as url:
+        requests = []
+        page.on(
+            "request", lambda r: requests.append(json.loads(r.post_data)) if r.url.endswith("/v1/translate") else None
+        )
+        page.goto(url)
+        expect(page.locator("#pair")).to_be_enabled()
+        groups = page.locator("#pair optgroup")
+        expect(groups).to_have_count(3)
+        assert groups.evaluate_all("gs => gs.map(g => g.label)") == ["from en", "from de", "from it"]
+        labels = page.locator("#pair option").all_inner_texts()
+        assert [label.strip() for label in labels] == [
+            "en → de", "en → it", "de → en", "de → it  (zero-shot)", "it → en", "it → de  (zero-shot)"
+        ]  # fmt: skip
+        page.locator("#pair").select_option("de-it")
+        assert page.locator("#source").get_attribute("lang") == "de"
+        page.locator("#source").fill("zwei")
+        expect(page.locator("#status")).to_contain_text("Translated")
+        assert (requests[-1]["source"], requests[-1]["target"]) == ("de", "it")
+        expected = httpx.post(f"{url}/v1/translate", json=requests[-1]).json()["translations"][0]["text"]
+        assert page.locator("#output").text_content() == expected

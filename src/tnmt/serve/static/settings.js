@@ -29,10 +29,24 @@ export async function loadModels(showError) {
     fail: (error) => failed(error.message),
   });
   if (!server.models.length) return false;
-  el.pair.replaceChildren(...server.models.map((m) => new Option(`${m.source} → ${m.target}  (${m.id})`, m.id)));
+  el.pair.replaceChildren(...pairOptions(server.models));
   el.pair.disabled = false;
   choosePair();
   return true;
+}
+
+/** One option per pair, grouped by source language when a language is read by several pairs (a multilingual
+ * model serves every direction of its languages); a pair it was not trained on says "zero-shot". */
+function pairOptions(models) {
+  const option = (m) => new Option(`${m.source} → ${m.target}${m.trained === false ? "  (zero-shot)" : ""}`, m.id);
+  const sources = [...new Set(models.map((m) => m.source))];
+  if (sources.length === models.length) return models.map(option);
+  return sources.map((source) => {
+    const group = document.createElement("optgroup");
+    group.label = `from ${source}`;
+    group.append(...models.filter((m) => m.source === source).map(option));
+    return group;
+  });
 }
 
 export function currentModel() {
