@@ -20,14 +20,16 @@ from tnmt.cli import _parser, main
 from tnmt.quickstart import next_steps
 
 
-def tnmt(*args: str, stdin: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+def tnmt(
+    *args: str, stdin: str | None = None, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "tnmt", *args],
         input=stdin,
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
     )
 
 
@@ -519,3 +521,61 @@ def test_a_command_replaces_its_own_output(command, writer_argv, tmp_path):
     assert main(writer_argv(command, out)) == 0  # over its own output: done again (or found current: prepare)
     assert snapshot(out).keys() == first.keys()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # nothing left half-way
+
+
+def test_translate_a_multilingual_checkpoint_names_its_pair(multi_checkpoint):
+    from tnmt.decode.translator import Translator
+
+    done = tnmt("translate", "--checkpoint", str(multi_checkpoint), "--source", "de", "--target", "en", stdin="zwei\n")
+    assert done.returncode == 0, done.stderr
+    assert (
+        done.stdout == Translator.from_checkpoint(multi_checkpoint).for_pair("de", "en").translate(["zwei"])[0] + "\n"
+    )
+    zero_shot = tnmt(
+        "translate", "--checkpoint", str(multi_checkpoint), "--source", "de", "--target", "it", "--zero-shot",
+        stdin="zwei\n",
+    )  # fmt: skip
+    assert zero_shot.returncode == 0, zero_shot.stderr
+    for flags, message in [
+        ((), "this model translates several directions (en-de, de-en, en-it, it-en): choose one (--source, --target)"),
+        (("--target", "de"), "name the language pair with both --source and --target"),
+        (("--zero-shot",), "--zero-shot needs the pair: --source and --target"),
+        (("--source", "de", "--target", "it"), "de-it was not trained (trained: en-de, de-en, en-it, it-en); ask"),
+        (("--source", "en", "--target", "fr"), "en-fr: this model knows en, de, it, not 'fr'"),
+    ]:
+        refused = tnmt("translate", "--checkpoint", str(multi_checkpoint), *flags, stdin="zwei\n")
+        assert refused.returncode == 2 and message in refused.stderr and len(refused.stderr.splitlines()) == 1
+
+
+def test_evaluate_all_directions_scores_each_trained_direction_on_multi30k(complete_multi30k_dir, tmp_path):
+    from tnmt.checkpoint import save_checkpoint
+    from tnmt.config import DecodeConfig, ModelConfig
+    from tnmt.data.tokenizer import Tokenizer
+    from tnmt.model import Transformer
+
+    lines = []
+    for lang in ("en", "de", "fr"):
+        with gzip.open(complete_multi30k_dir / f"val.{lang}.gz", "rt", encoding="utf-8") as f:
+            lines += f.read().splitlines()
+    tokenizer = Tokenizer.train(lines, vocab_size=500, languages=("en", "de", "fr"))
+    config = ModelConfig(
+        src_vocab_size=500, tgt_vocab_size=500, d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=1,
+        d_ff=32, max_len=64, language_ids=tokenizer.language_ids,
+    )  # fmt: skip
+    checkpoint = tmp_path / "ckpt"
+    directions = [("en", "de"), ("de", "fr")]
+    save_checkpoint(checkpoint, Transformer(config), tokenizer, decode=DecodeConfig(max_len=3), directions=directions)
+    done = tnmt(
+        "evaluate", "--checkpoint", str(checkpoint), "--all-directions", "--split", "val", "--table",
+        str(tmp_path / "table.json"), env={"TNMT_DATA_DIR": str(complete_multi30k_dir)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    table = json.loads((tmp_path / "table.json").read_text())
+    assert table["split"] == "val" and [row["direction"] for row in table["directions"]] == ["en-de", "de-fr"]
+    assert all(row["sentences"] == 1014 and 0 <= row["bleu"] <= 100 for row in table["directions"])
+    assert done.stdout.splitlines()[0].split() == ["direction", "BLEU", "chrF", "sentences"]
+    assert [line.split()[0] for line in done.stdout.splitlines()[1:]] == ["en-de", "de-fr", "mean"]
+    refused = tnmt("evaluate", "--checkpoint", str(checkpoint), "--all-directions", "--src", "a.txt")
+    assert refused.returncode == 2 and "--all-directions scores every direction on Multi30k" in refused.stderr
+    missing = tnmt("evaluate", "--checkpoint", str(checkpoint))
+    assert missing.returncode == 2 and "evaluate needs --src (or --all-directions" in missing.stderr

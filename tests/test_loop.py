@@ -318,3 +318,30 @@ def test_without_eflomal_a_corpus_aligned_before_still_trains_guided(tiny_recipe
     out = train(tiny_recipe(tmp_path / "second", *guided), progress=False)
     assert not [r for r in caplog.records if "eflomal" in r.getMessage()]  # nothing to say: it is aligned
     assert json.loads((out / "recipe.json").read_text())["train"]["guided_alignment"] == 0.5
+
+
+@pytest.mark.parametrize("options", [[], ["--train.guided_alignment=0.5"]], ids=["plain", "guided_alignment"])
+def test_a_multilingual_run_trains_its_directions_and_resumes_exactly(tiny_recipe, numbers_multiway, tmp_path, options):
+    multi = [
+        "--data.languages=['en', 'de', 'it']",
+        "--data.directions=['en-de', 'de-en', 'en-it']",
+        f"--data.train_src={numbers_multiway}/train.{{lang}}",
+        f"--data.valid_src={numbers_multiway}/valid.{{lang}}",
+        "--data.train_tgt=''",
+        "--data.valid_tgt=''",
+        "--data.max_valid_pairs=8",
+        f"--data.prepared_dir={tmp_path}/prepared",  # one corpus (and one tokenizer) for both runs
+        *options,
+    ]
+    straight = train(tiny_recipe(tmp_path / "a", "--train.max_steps=12", *multi), progress=False)
+    train(tiny_recipe(tmp_path / "b", "--train.max_steps=8", *multi), progress=False)
+    resumed = train(tiny_recipe(tmp_path / "b", "--train.max_steps=12", *multi), resume=True, progress=False)
+    a, b = (weights((run / "last").resolve()) for run in (straight, resumed))
+    assert all(torch.equal(a[name], b[name]) for name in a)
+    checkpoint = load_checkpoint(straight / "last")
+    assert checkpoint.directions == (("en", "de"), ("de", "en"), ("en", "it"))
+    assert checkpoint.model.config.language_ids == checkpoint.tokenizer.language_ids == (4, 5, 6)
+    validated = [json.loads(line) for line in (straight / "metrics.jsonl").read_text().splitlines()]
+    assert any("val_bleu" in record for record in validated)
+    translator = Translator.from_checkpoint(straight / "last")
+    assert isinstance(translator.for_pair("en", "it").translate(["seven"])[0], str)
