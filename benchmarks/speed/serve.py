@@ -9,7 +9,9 @@ longest sentences first (not measured: the first batches of each size allocate w
 Then, for each concurrency in `--concurrency` (1, 8, 32, 64), a client in a separate process (asyncio + aiohttp,
 `concurrency` connections, each sending its next request when its previous answer arrives) sends
 `--requests` single-sentence requests, `POST /v1/translate {"text": s}` with the checkpoint's own
-decoding settings. Sentences: the test_2016_flickr English side of Multi30k (`TNMT_DATA_DIR`, else
+decoding settings. With `--pairs en-de,de-fr,...` (a multilingual checkpoint: `--pairs all` takes every pair
+/v1/models lists) request i asks for pair i mod n, `{"text": s, "source": ..., "target": ...}` with s from that
+pair's source side, so the server's one batcher decodes batches that mix directions. Sentences: the test_2016_flickr English side of Multi30k (`TNMT_DATA_DIR`, else
 ../shared/data/multi30k beside the repository), in file order, cycling. A level sends no request after
 `--level-seconds` (those in flight finish), so a run stops by itself; `--requests 2500` is the issue's
 10,000 requests per mode.
@@ -67,23 +69,44 @@ def data_dir() -> Path:
     return Path(os.environ.get("TNMT_DATA_DIR", default))
 
 
-def read_sentences() -> list[str]:
-    with gzip.open(data_dir() / "test_2016_flickr.en.gz", "rt", encoding="utf-8") as f:
+def read_sentences(language: str = "en") -> list[str]:
+    with gzip.open(data_dir() / f"test_2016_flickr.{language}.gz", "rt", encoding="utf-8") as f:
         return [line.rstrip("\n") for line in f if line.strip()]
+
+
+def requests_of(pairs: list[str]) -> list[dict]:
+    """The request bodies the client cycles through: English sentences alone, or with `pairs` each sentence of
+    test_2016_flickr for each pair in turn (request i: pair i mod n, from its source side)."""
+    if not pairs:
+        return [{"text": s} for s in read_sentences()]
+    sides = {pair: read_sentences(pair.split("-")[0]) for pair in pairs}
+    count = min(len(side) for side in sides.values())
+    return [
+        {"text": sides[pair][i], "source": pair.split("-")[0], "target": pair.split("-")[1]}
+        for i in range(count)
+        for pair in pairs
+    ]
 
 
 # --- the client (its own process: its CPU shows up as the load a real client puts on the machine) ---
 
 
 async def load(
-    url: str, *, concurrency: int, requests: int, seconds: float, beam_size: int | None, longest_first: bool
+    url: str,
+    *,
+    concurrency: int,
+    requests: int,
+    seconds: float,
+    beam_size: int | None,
+    longest_first: bool,
+    pairs: list[str],
 ) -> dict:
     """Send `requests` sentences over `concurrency` connections, at most `seconds` of sending."""
     import aiohttp
 
-    sentences = read_sentences()
+    bodies = requests_of(pairs)
     if longest_first:
-        sentences.sort(key=len, reverse=True)
+        bodies.sort(key=lambda body: len(body["text"]), reverse=True)
     tickets = iter(range(requests))  # shared by the workers: each takes the next sentence index
     deadline = time.monotonic() + seconds
     latencies: list[float] = []
@@ -96,7 +119,7 @@ async def load(
                 return
             start = time.perf_counter()
             try:
-                async with client.post(url, json={"text": sentences[i % len(sentences)], **extra}) as response:
+                async with client.post(url, json={**bodies[i % len(bodies)], **extra}) as response:
                     body = await response.json() if response.status == 200 else None
                 ok = body is not None and len(body["translations"]) == 1
                 outcome = "200" if ok else str(response.status)
@@ -125,6 +148,7 @@ def client_main(args: argparse.Namespace) -> None:
             seconds=args.level_seconds,
             beam_size=args.beam_size,
             longest_first=args.longest_first,
+            pairs=args.pairs.split(",") if args.pairs else [],
         )
     )
     print(json.dumps(result))
@@ -207,6 +231,7 @@ def run_client(
     command = [sys.executable, "-m", __spec__.name, "--client", str(concurrency), "--port", str(port)]
     command += ["--requests", str(requests), "--level-seconds", str(args.level_seconds)]
     command += ["--longest-first"] if longest_first else []
+    command += ["--pairs", args.pairs] if args.pairs else []
     if args.beam_size is not None:
         command += ["--beam-size", str(args.beam_size)]
     # Past the level's cap, the requests in flight need at most the client's timeout (60 s).
@@ -248,7 +273,10 @@ def run_mode(mode: str, threads: int, args: argparse.Namespace, work: Path) -> d
     log = work / f"server-{mode}-{threads}.log"
     server, port = start_server(args.checkpoint, MODES[mode], threads=threads, log=log, timeout=args.start_seconds)
     try:
-        model = json.loads(get(port, "/v1/models"))["models"][0]
+        models = json.loads(get(port, "/v1/models"))["models"]
+        model = models[0]
+        if args.pairs == "all":
+            args.pairs = ",".join(m["id"] for m in models)
         ready_rss = rss_mb(server.pid)
         # Not measured: the first batches of each size allocate what later ones reuse, so a warm-up at the
         # highest concurrency separates that one-off growth from growth over the run (a leak). Longest
@@ -352,6 +380,7 @@ def main() -> None:
     parser.add_argument("--client", type=int, help=argparse.SUPPRESS)  # run as the client, this concurrency
     parser.add_argument("--longest-first", action="store_true", help=argparse.SUPPRESS)  # the client's warm-up order
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--pairs", help="comma-separated pairs to cycle through (all: every pair /v1/models lists)")
     args = parser.parse_args()
     if args.client:
         client_main(args)
@@ -372,7 +401,8 @@ def main() -> None:
         "command": " ".join(sys.argv),
         "checkpoint": str(args.checkpoint.resolve()),
         "settings": {key: getattr(args, key) for key in ("requests", "concurrency", "threads", "beam_size", "warmup")}
-        | {"level_seconds": args.level_seconds, "sentences": "test_2016_flickr.en, one per request, cycling"},
+        | {"level_seconds": args.level_seconds, "sentences": "test_2016_flickr.en, one per request, cycling"}
+        | ({"pairs": args.pairs.split(","), "sentences": "test_2016_flickr, each pair in turn"} if args.pairs else {}),
         "machine": machine(args.threads),
         "versions": {name: version(name) for name in ("torch", "fastapi", "uvicorn", "aiohttp")},
         "load_average_before_after": [load_before, os.getloadavg()[0]],
