@@ -11,8 +11,9 @@ Then, for each concurrency in `--concurrency` (1, 8, 32, 64), a client in a sepa
 `--requests` single-sentence requests, `POST /v1/translate {"text": s}` with the checkpoint's own
 decoding settings. With `--pairs en-de,de-fr,...` (a multilingual checkpoint: `--pairs all` takes every pair
 /v1/models lists) request i asks for pair i mod n, `{"text": s, "source": ..., "target": ...}` with s from that
-pair's source side, so the server's one batcher decodes batches that mix directions. Sentences: the test_2016_flickr English side of Multi30k (`TNMT_DATA_DIR`, else
-../shared/data/multi30k beside the repository), in file order, cycling. A level sends no request after
+pair's source side, so the server's one batcher decodes batches that mix directions. Sentences: the
+test_2016_flickr English side of Multi30k (`TNMT_DATA_DIR`, else ../shared/data/multi30k beside the
+repository), in file order, cycling. A level sends no request after
 `--level-seconds` (those in flight finish), so a run stops by itself; `--requests 2500` is the issue's
 10,000 requests per mode.
 
