@@ -153,13 +153,13 @@ def numbers_corpus(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def numbers_multiway(tmp_path_factory) -> Path:
-    """The same numbers in English, German and Italian words, line by line: train.{en,de,it} (300 lines) and
-    valid.{en,de,it} (30 lines), a multi-way corpus as Multi30k's four languages are."""
+    """The same numbers in words of five languages, line by line: train.{en,de,fr,cs,it} (300 lines) and
+    valid.{...} (30 lines), a multi-way corpus as Multi30k's four languages are."""
     directory = tmp_path_factory.mktemp("numbers_multiway")
     rng = random.Random(1)
     numbers = [rng.randrange(1, 10_000) for _ in range(330)]
     for split, values in (("train", numbers[:300]), ("valid", numbers[300:])):
-        for lang in ("en", "de", "it"):
+        for lang in ("en", "de", "fr", "cs", "it"):
             (directory / f"{split}.{lang}").write_text("".join(num2words(n, lang=lang) + "\n" for n in values))
     return directory
 

@@ -44,12 +44,23 @@ STAND_INS = {
     "data/multi30k/test_2016_flickr.en.gz": "test.en.gz",  # 5 number-words sentences
     "data/multi30k/test_2016_flickr.de.gz": "test.it.gz",  # their Italian references: `evaluate` does not mind
     "outputs/wmt14_base/averaged": "run/best",  # a checkpoint as `train.average_last` writes one
+    "outputs/multi": "multirun",  # `trained_multilingual_run`: the multilingual recipe, 2 steps
+    "input.fr": "input.fr",
     "data/wmt14/newstest2014.en": "test.en",  # plain text, as `tnmt data wmt14` writes test sets
     "data/wmt14/newstest2014.de": "test.it",
 }
 
 TINY_TRAINING = "{tiny_training}"  # stands for conftest's `tiny_training` overrides: a model that trains in seconds
 QUICK_RUN = [TINY_TRAINING, "--train.eval_every=1", "--train.log_every=1", "--no-progress"]
+# With QUICK_RUN, a multilingual recipe's languages from conftest's `numbers_multiway` (the same numbers in words of
+# en, de, fr and cs) instead of Multi30k's: appended to a README command that trains one.
+MULTILINGUAL = [
+    "--data.train_src={numbers_multiway}/train.{{lang}}",
+    "--data.valid_src={numbers_multiway}/valid.{{lang}}",
+    "--data.train_tgt=",
+    "--data.valid_tgt=",
+    "--data.vocab_size=500",  # four languages' letters
+]
 
 # Arguments appended to each README command, by subcommand. `{multi30k}` is the local Multi30k copy: the files
 # are checked against their sha256 sums, so no fake copy will do, and that one command skips without it.
@@ -76,6 +87,8 @@ NOT_RUN = {
     "tnmt serve --checkpoint outputs/opus-mt-en-de": MARIAN_PATH,
     "tnmt export ctranslate2 outputs/opus-mt-en-de --out outputs/opus-mt-en-de-ct2": MARIAN_PATH,
     "tnmt translate --engine ctranslate2 --checkpoint outputs/opus-mt-en-de-ct2 < input.en": MARIAN_PATH,
+    "tnmt evaluate --checkpoint outputs/multi/best --all-directions": "translates Multi30k's test set in every"
+    " direction; tests/test_cli.py::test_evaluate_all_directions_scores_each_trained_direction_on_multi30k runs it",
 }
 
 
@@ -130,12 +143,28 @@ def trained_run(repo_root, tiny_training, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def tiny_files(repo_root, numbers_corpus, trained_run, tmp_path_factory) -> Path:
+def trained_multilingual_run(repo_root, tiny_training, numbers_multiway, tmp_path_factory) -> Path:
+    """A run directory of the README's multilingual recipe on `numbers_multiway`: 2 tiny steps through the CLI."""
+    out = tmp_path_factory.mktemp("readme_multi") / "run"
+    overrides = expand([*QUICK_RUN, *MULTILINGUAL], tiny_training=tiny_training, numbers_multiway=str(numbers_multiway))
+    recipe = repo_root / "configs" / "multi30k_multi.toml"
+    command = [sys.executable, "-m", "tnmt", "train", str(recipe), *overrides, "--train.max_steps=2"]
+    result = subprocess.run(
+        [*command, f"--train.out_dir={out}"], capture_output=True, text=True, timeout=300, env=environment(out.parent)
+    )
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_files(repo_root, numbers_corpus, numbers_multiway, trained_run, trained_multilingual_run, tmp_path_factory):
     """The stand-ins named by STAND_INS."""
     directory = tmp_path_factory.mktemp("readme_files")
     (directory / "recipes").symlink_to(repo_root / "configs")
     (directory / "run").symlink_to(trained_run)
+    (directory / "multirun").symlink_to(trained_multilingual_run)
     (directory / "input.en").write_text("one hundred and twelve\n\nfour thousand and five\n", encoding="utf-8")
+    (directory / "input.fr").write_text("cent douze\n\nquatre mille cinq\n", encoding="utf-8")
     (directory / "corpus").mkdir()
     for split in ("train", "valid"):
         for lang, stand_in in (("en", "en"), ("it", "de")):
@@ -168,13 +197,14 @@ def test_the_html_example_is_the_models_own_answer():
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_readme_command(command, tiny_files, tiny_training, request, tmp_path):
+def test_readme_command(command, tiny_files, tiny_training, numbers_multiway, request, tmp_path):
     words = shlex.split(command)
     assert words[1] in APPEND, f"README command {command!r}: add its subcommand to APPEND (and STAND_INS if needed)"
-    values = {"tiny_training": tiny_training, "port": str(free_port())}
+    values = {"tiny_training": tiny_training, "port": str(free_port()), "numbers_multiway": str(numbers_multiway)}
     if any("{multi30k}" in arg for arg in APPEND[words[1]]):
         values["multi30k"] = str(request.getfixturevalue("complete_multi30k_dir"))  # skips with a reason when absent
-    appended = expand(APPEND[words[1]], **values)
+    multilingual = MULTILINGUAL if words[1] in ("train", "prepare") and "multi30k_multi" in command else []
+    appended = expand(APPEND[words[1]] + multilingual, **values)
     own = {word.partition("=")[0] for word in words if word.startswith("--data.")}  # the README's corpus wins
     appended = [arg for arg in appended if arg.partition("=")[0] not in own]
     for readme_path, stand_in in STAND_INS.items():
@@ -198,7 +228,9 @@ def test_readme_command(command, tiny_files, tiny_training, request, tmp_path):
 def run_server(shell: str, cwd: Path, port: int) -> None:
     """Start the server command, wait until it is ready and translates, then stop it with SIGTERM: exit 0."""
     with serving(shell, cwd, port):
-        reply = httpx.post(f"http://127.0.0.1:{port}/v1/translate", json={"text": "forty-two"}, timeout=30)
+        model = httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=10).json()["models"][0]
+        pair = {"source": model["source"], "target": model["target"]}  # a multilingual model serves several
+        reply = httpx.post(f"http://127.0.0.1:{port}/v1/translate", json={"text": "forty-two", **pair}, timeout=30)
         assert reply.status_code == 200 and reply.json()["translations"][0]["text"] is not None, reply.text
 
 
