@@ -255,3 +255,9 @@ def test_missing_ctranslate2_is_explained(exported, monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "ctranslate2", None)  # makes `import ctranslate2` fail
     with pytest.raises(UserError, match=r"needs the 'ctranslate2' package: pip install 'tnmt\[interop\]'"):
         export_ctranslate2(checkpoint, tmp_path / "out")
+
+
+def test_a_multilingual_checkpoint_is_not_exported_and_nothing_is_written(multi_checkpoint, tmp_path):
+    with pytest.raises(UserError, match=r"a multilingual checkpoint \(4 directions\) is not exported"):
+        export_ctranslate2(multi_checkpoint, tmp_path / "ct2")
+    assert not (tmp_path / "ct2").exists()

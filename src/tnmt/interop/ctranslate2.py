@@ -76,12 +76,17 @@ def export_ctranslate2(
         quantization: CTranslate2 weight type ("int8", "int16", "float16" ...); None keeps float32.
 
     Raises:
-        UserError: ctranslate2 is not installed, the checkpoint is unreadable, or `out` holds something
-            other than an export (refused before the checkpoint is read).
+        UserError: ctranslate2 is not installed, the checkpoint is unreadable or multilingual, or `out` holds
+            something other than an export (refused before the checkpoint is read).
     """
     ct2 = require("ctranslate2", purpose="exporting to CTranslate2")
     check_destination(out, is_own=is_export, what=AN_EXPORT)
     loaded = load_checkpoint(checkpoint)
+    if loaded.tokenizer.languages:  # its decoder starts from a tag per sentence: not what the engine here runs
+        raise UserError(
+            f"{checkpoint}: a multilingual checkpoint ({len(loaded.directions)} directions) is not exported: "
+            "the CTranslate2 engine of tnmt translates one language pair"
+        )
     spec = _spec(loaded.model, ct2.specs)
     source, target = _vocabularies(loaded.tokenizer)
     spec.register_source_vocabulary(source)
