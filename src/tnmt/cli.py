@@ -149,7 +149,7 @@ def _add_decoding_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hyp-out", type=_path_text, help="also write the translations to this file")
     every = p.add_argument_group("every direction of a multilingual checkpoint, on Multi30k (instead of --src/--ref)")
     every.add_argument("--all-directions", action="store_true", help="score each trained direction: a table")
-    every.add_argument("--split", default="test_2016_flickr", help="Multi30k split (test_2016_flickr)")
+    every.add_argument("--split", help="Multi30k split (test_2016_flickr)")
     every.add_argument("--table", type=_path_text, help="also write the table as JSON to this file")
     p.set_defaults(run=_evaluate)
 
@@ -454,6 +454,8 @@ def _evaluate(args: argparse.Namespace, _: list[str]) -> int:
 
     if args.all_directions:
         return _evaluate_directions(args)
+    if args.split is not None or args.table is not None:
+        raise UserError("--split and --table are for --all-directions (every direction on Multi30k)")
     for flag in ("src", "ref"):
         if getattr(args, flag) is None:
             raise UserError(f"evaluate needs --{flag} (or --all-directions for every direction on Multi30k)")
@@ -484,11 +486,12 @@ def _evaluate_directions(args: argparse.Namespace) -> int:
         raise UserError("--all-directions scores every direction on Multi30k: give no --src, --ref, --hyp-out or pair")
     _check_output(args.table)
     translator, settings = _translator(args)
-    rows = evaluate_directions(translator, settings, split=args.split)
+    split = args.split or "test_2016_flickr"
+    rows = evaluate_directions(translator, settings, split=split)
     print(format_table(rows))
     if args.table:
         with _output(args.table) as out:
-            out.write((json.dumps({"split": args.split, "directions": rows}, indent=2) + "\n").encode("utf-8"))
+            out.write((json.dumps({"split": split, "directions": rows}, indent=2) + "\n").encode("utf-8"))
     return 0
 
 
