@@ -171,29 +171,16 @@ MULTI_TRAINED = (("en", "de"), ("de", "en"), ("en", "it"), ("it", "en"))  # not 
 def multi_checkpoint(numbers_multiway, tmp_path_factory) -> Path:
     """A checkpoint of a random tiny multilingual model of en, de and it, trained (so it says) on `MULTI_TRAINED`."""
     from tnmt.checkpoint import save_checkpoint
-    from tnmt.config import DecodeConfig, ModelConfig
+    from tnmt.config import DecodeConfig
     from tnmt.data.tokenizer import Tokenizer
-    from tnmt.model import Transformer
 
     lines = [
         line for lang in ("en", "de", "it") for line in (numbers_multiway / f"train.{lang}").read_text().split("\n")
     ]
     tokenizer = Tokenizer.train([line for line in lines if line], vocab_size=400, languages=("en", "de", "it"))
-    torch.manual_seed(0)
-    config = ModelConfig(
-        src_vocab_size=tokenizer.vocab_size,
-        tgt_vocab_size=tokenizer.vocab_size,
-        d_model=16,
-        n_heads=2,
-        n_encoder_layers=1,
-        n_decoder_layers=1,
-        d_ff=32,
-        max_len=16,
-        language_ids=tokenizer.language_ids,
-    )
     path = tmp_path_factory.mktemp("multi_checkpoint") / "ckpt"
     decode = DecodeConfig(beam_size=2, max_len=6)
-    return save_checkpoint(path, Transformer(config), tokenizer, decode=decode, directions=MULTI_TRAINED)
+    return save_checkpoint(path, tiny_model(tokenizer), tokenizer, decode=decode, directions=MULTI_TRAINED)
 
 
 @pytest.fixture(scope="session")
@@ -234,14 +221,23 @@ def tiny_recipe(tiny_training) -> Callable[..., Recipe]:
 def tiny_checkpoint(numbers_corpus, tmp_path_factory) -> Path:
     """A checkpoint of a random tiny model (max_len 16) with a real tokenizer and stored [decode] settings."""
     from tnmt.checkpoint import save_checkpoint
-    from tnmt.config import DecodeConfig, ModelConfig
+    from tnmt.config import DecodeConfig
     from tnmt.data.tokenizer import Tokenizer
-    from tnmt.model import Transformer
 
     lines = (numbers_corpus / "train.en").read_text().splitlines() + (
         numbers_corpus / "train.it"
     ).read_text().splitlines()
     tokenizer = Tokenizer.train(lines, vocab_size=300)
+    path = tmp_path_factory.mktemp("tiny_checkpoint") / "ckpt"
+    decode = DecodeConfig(beam_size=2, max_len=5)
+    return save_checkpoint(path, tiny_model(tokenizer), tokenizer, decode=decode, directions=[("en", "it")])
+
+
+def tiny_model(tokenizer) -> torch.nn.Module:
+    """A random model of 1+1 layers, d_model 16, max_len 16, for `tokenizer` (with its language tags, if any)."""
+    from tnmt.config import ModelConfig
+    from tnmt.model import Transformer
+
     torch.manual_seed(0)
     config = ModelConfig(
         src_vocab_size=tokenizer.vocab_size,
@@ -252,10 +248,9 @@ def tiny_checkpoint(numbers_corpus, tmp_path_factory) -> Path:
         n_decoder_layers=1,
         d_ff=32,
         max_len=16,
+        language_ids=tokenizer.language_ids,
     )
-    path = tmp_path_factory.mktemp("tiny_checkpoint") / "ckpt"
-    decode = DecodeConfig(beam_size=2, max_len=5)
-    return save_checkpoint(path, Transformer(config), tokenizer, decode=decode, directions=[("en", "it")])
+    return Transformer(config)
 
 
 @pytest.fixture(scope="session")
