@@ -819,3 +819,16 @@ def test_a_pair_a_multilingual_model_was_not_trained_on_is_refused_in_one_line(m
         " (tnmt serve --zero-shot serves its other pairs)"
     )
     assert_error(multi_server.post("/translate", {"q": "zwei", "source": "de", "target": "it"}), 400)
+
+
+def test_source_auto_routes_each_text_to_the_direction_from_its_language(multi_server, multi_checkpoint):
+    german = "Ein Mann fährt mit seinem Fahrrad durch die Stadt."
+    answer = multi_server.post("/translate", {"q": german, "source": "auto", "target": "en"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["detectedLanguage"]["language"] == "de"
+    offline = Translator.from_checkpoint(multi_checkpoint).for_pair("de", "en").translate([german])[0]
+    assert answer.json()["translatedText"] == offline
+    english = multi_server.post(
+        "/translate", {"q": "A man rides his bicycle through the city.", "source": "auto", "target": "it"}
+    )
+    assert english.status_code == 200 and english.json()["detectedLanguage"]["language"] == "en"
