@@ -115,3 +115,30 @@ def test_the_shipped_multilingual_recipes_train_twelve_and_ten_directions(repo_r
     held_out = load_recipe(str(repo_root / "configs" / "multi30k_multi_zero_shot.toml"))
     assert len(every.data.trained_directions) == 12
     assert set(every.data.trained_directions) - set(held_out.data.trained_directions) == {("en", "cs"), ("cs", "en")}
+
+
+def test_an_epoch_draws_unequal_directions_by_the_temperature(prepared, data, tmp_path):
+    from dataclasses import replace
+
+    from tnmt.data.multiway import MultiwayPairs
+    from tnmt.directions import epoch_counts
+
+    tokenizer = prepared.tokenizer()
+    small = prepare(
+        replace(direction_data(data, ("en", "de")), max_train_pairs=60), tmp_path / "en-de", max_len=40,
+        tokenizer=tokenizer,
+    )  # fmt: skip
+    large = prepared.parts[("en", "it")]
+    corpus = MultiwayPairs(prepared.directory, {("en", "de"): small, ("en", "it"): large}, tokenizer, temperature=5.0)
+    assert len(corpus) == 360 and len(corpus.for_epoch(0)) == 360
+    counts = epoch_counts([60, 300], 5.0)
+    assert counts[0] > 60 > 0 and sum(counts) == 360  # the small direction is seen more often than once
+    epoch = corpus.for_epoch(3)
+    starts = epoch.starts(range(len(epoch)))
+    assert starts.count(tokenizer.language_id("de")) == counts[0]
+    assert starts.count(tokenizer.language_id("it")) == counts[1]
+    german = {tuple(map(tuple, pair)) for pair in small.pairs(range(60))}
+    drawn = [tuple(map(tuple, pair)) for pair, start in zip(epoch.pairs(range(len(epoch))), starts, strict=True)
+             if start == tokenizer.language_id("de")]  # fmt: skip
+    assert set(drawn) == german  # every pair of the small direction, some twice
+    assert len(epoch.lengths()) == 360 and epoch.pairs([5]) == corpus.for_epoch(3).pairs([5])  # the epoch's own draw

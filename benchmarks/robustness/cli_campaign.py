@@ -188,6 +188,9 @@ ACCEPTED: dict[tuple[str, str], str] = {
     # recipes: [data] (run through tnmt prepare)
     **{(f"data.{name}", "blank"): READ_WHEN_USED for name in ("train_src", "train_tgt", "valid_src", "valid_tgt")},
     ("data.prepared_dir", "empty"): "documented: <train.out_dir>/prepared",
+    ("data.languages", "empty"): "[] = one language pair, src_lang -> tgt_lang (the default)",
+    ("data.directions", "empty"): "[] = every ordered pair of `languages`; unused without languages",
+    ("data.direction_temperature", "huge"): "finite: every direction an equal share (pairs^(1/T) -> 1)",
     ("data.prepared_dir", "blank"): "a directory named ' ': odd, and the user's choice",
     ("data.max_tokens_per_sentence", "huge"): "the model's max_len still limits a kept side (Recipe.longest_side)",
     **{

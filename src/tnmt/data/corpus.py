@@ -119,7 +119,7 @@ def iter_parallel(
         if tgt is None:
             _mismatch(src_path, pairs + 1 + sum(1 for _ in sources), tgt_path, pairs)
         pairs += 1
-        yield (_normalize(src), _normalize(tgt)) if normalize_whitespace else (src, tgt)
+        yield (normalize_line(src), normalize_line(tgt)) if normalize_whitespace else (src, tgt)
     if rest := sum(1 for _ in targets):
         _mismatch(src_path, pairs, tgt_path, pairs + rest)
 
@@ -149,7 +149,7 @@ def read_tsv(path: str | Path, *, normalize_whitespace: bool = False) -> Paralle
         src.append(source)
         tgt.append(target)
     if normalize_whitespace:
-        src, tgt = list(map(_normalize, src)), list(map(_normalize, tgt))
+        src, tgt = list(map(normalize_line, src)), list(map(normalize_line, tgt))
     return ParallelCorpus(src=src, tgt=tgt)
 
 
@@ -185,7 +185,8 @@ def _mismatch(src_path: str | Path, n_src: int, tgt_path: str | Path, n_tgt: int
     )
 
 
-def _normalize(line: str) -> str:
+def normalize_line(line: str) -> str:
+    """Every run of whitespace collapsed to one space, both ends stripped (`normalize_whitespace`)."""
     return " ".join(line.split())
 
 

@@ -15,6 +15,7 @@ reads them as one training corpus whose pairs also say which language their targ
 (`MultiwayPairs.starts`), and draws each epoch's pairs per direction as the recipe's temperature says.
 """
 
+import itertools
 import json
 import logging
 import time
@@ -26,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from tnmt.config import DataConfig
-from tnmt.data.corpus import ParallelCorpus, iter_lines
+from tnmt.data.corpus import ParallelCorpus, iter_lines, normalize_line
 from tnmt.data.dataset import corpus_files, read_split
 from tnmt.data.prepare import NOT_CONTENT, describe_source, exclusive, manifest_json, prepare, reservoir_sample
 from tnmt.data.prepared import A_PREPARED_CORPUS, MANIFEST, TOKENIZER_DIR, PreparedPairs, is_prepared
@@ -127,11 +128,9 @@ def _train_tokenizer(data: DataConfig) -> Tokenizer:
 
 
 def _training_lines(path: Path, data: DataConfig) -> Iterator[str]:
-    lines: Iterable[str] = iter_lines(path)
-    for n, line in enumerate(lines):
-        if data.max_train_pairs and n >= data.max_train_pairs:
-            return
-        yield " ".join(line.split()) if data.normalize_whitespace else line
+    """One language's training lines as its directions read them: the first `max_train_pairs`, normalised."""
+    for line in itertools.islice(iter_lines(path), data.max_train_pairs or None):
+        yield normalize_line(line) if data.normalize_whitespace else line
 
 
 def _key(data: DataConfig, max_len: int) -> dict[str, Any]:
