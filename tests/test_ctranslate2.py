@@ -235,7 +235,7 @@ def test_an_export_replaces_an_earlier_one_atomically(tiny_checkpoint, tmp_path,
     out = export_ctranslate2(tiny_checkpoint, tmp_path / "ct2")
     described = read_model_json(out / "tnmt_model.json")
     loaded = load_checkpoint(tiny_checkpoint)
-    assert described == (loaded.model.config, loaded.decode, ("en", "it"))
+    assert described == (loaded.model.config, loaded.decode, (("en", "it"),))
     export_ctranslate2(tiny_checkpoint, out, quantization="int8")  # over its own output
     before = {p.name: p.read_bytes() for p in out.iterdir()}
 

@@ -559,7 +559,7 @@ def serve(check: Check) -> dict:
 
     if not check.checkpoint.exists():
         raise RuntimeError(f"no checkpoint at {check.checkpoint}: the multi30k section did not make one")
-    settings = argparse.Namespace(requests=10**9, level_seconds=check.sizes.serve_seconds, beam_size=None)
+    settings = argparse.Namespace(requests=10**9, level_seconds=check.sizes.serve_seconds, beam_size=None, pairs=None)
     result: dict = {"concurrency": CONCURRENCY, "level_seconds": settings.level_seconds, "server_threads": 1}
     for mode in load.MODES:
         result[mode] = guarded(partial(serve_mode, load, mode, settings, check))
