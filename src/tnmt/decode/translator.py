@@ -75,9 +75,8 @@ class TokenAttention(NamedTuple):
     """The attention weights behind one translation, labelled by subword pieces.
 
     `source_pieces` ends with EOS; `target_pieces` is the decoder's input (BOS or the target language's tag,
-    then the output): row i
-    of a decoder map is where the token after piece i was chosen. `maps` holds every layer's weights for
-    batch size 1.
+    then the output): row i of a decoder map is where the token after piece i was chosen. `maps` holds every
+    layer's weights for batch size 1.
     """
 
     source_pieces: list[str]
