@@ -58,6 +58,7 @@ from tnmt.decode.evidence import (
     word_alignment,
 )
 from tnmt.decode.translator import Translation, Translator
+from tnmt.model import AttentionMaps
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 BATCH = 64
@@ -117,22 +118,33 @@ READS = {"both ways, symmetrised (decode/evidence.py)": word_alignment, "one way
 
 
 @torch.inference_mode()
+def forced_pass(
+    translator: Translator, sources: list[str], tgt_ids: list[list[int]]
+) -> tuple[list[list[int]], torch.Tensor, AttentionMaps]:
+    """Source ids, logits (B, T, V) and attention maps of the references' ids (each at most max_len - 1)
+    force-decoded through the model, each decoder starting from the translator's start token (BOS, or the
+    target language's tag)."""
+    model, tokenizer = translator.model, translator.tokenizer
+    limit, pad = model.config.max_len - 1, model.config.pad_id
+    src_ids = [tokenizer.encode_source(text)[:limit] for text in sources]
+    width_s, width_t = max(map(len, src_ids)) + 1, max(map(len, tgt_ids)) + 1
+    src = torch.tensor([[*ids, tokenizer.eos_id] + [pad] * (width_s - 1 - len(ids)) for ids in src_ids])
+    tgt = torch.tensor([[translator.start_id, *ids] + [pad] * (width_t - 1 - len(ids)) for ids in tgt_ids])
+    logits, maps = model.attention_maps(src, tgt)
+    return src_ids, logits, maps
+
+
+@torch.inference_mode()
 def forced_alignments(
     translator: Translator, sources: list[str], references: list[str], settings: list[DecodeConfig], read=word_alignment
 ) -> list[list[Links]]:
     """Per variant, the word links of each (source, reference) pair force-decoded through the model."""
-    model, tokenizer = translator.model, translator.tokenizer
+    tokenizer, limit = translator.tokenizer, translator.model.config.max_len - 1
     found: list[list[Links]] = [[] for _ in settings]
-    limit = model.config.max_len - 1
     for start in range(0, len(sources), BATCH):
         src_texts, tgt_texts = sources[start : start + BATCH], references[start : start + BATCH]
-        src_ids = [tokenizer.encode_source(text)[:limit] for text in src_texts]
         tgt_ids = [tokenizer.encode_target(text)[:limit] for text in tgt_texts]
-        width_s, width_t = max(map(len, src_ids)) + 1, max(map(len, tgt_ids)) + 1
-        pad = model.config.pad_id
-        src = torch.tensor([[*ids, tokenizer.eos_id] + [pad] * (width_s - 1 - len(ids)) for ids in src_ids])
-        tgt = torch.tensor([[tokenizer.bos_id, *ids] + [pad] * (width_t - 1 - len(ids)) for ids in tgt_ids])
-        _, maps = model.attention_maps(src, tgt)
+        src_ids, _, maps = forced_pass(translator, src_texts, tgt_ids)
         words = [
             (
                 piece_words(tokenizer.source_pieces(s), s)[: len(si)],
@@ -237,17 +249,30 @@ def flagged(translations: list[Translation]) -> dict[str, float]:
 def reference_evidence(translator: Translator, sources: list[str], references: list[str]) -> list[Translation]:
     """The references as if the model had written them (teacher-forced), with their evidence: clean
     translations, so a warning on one is a false alarm."""
-    tokenizer, limit = translator.tokenizer, translator.model.config.max_len - 1
+    limit = translator.model.config.max_len - 1
+    return forced_evidence(translator, sources, [translator.tokenizer.encode_target(r)[:limit] for r in references])
+
+
+@torch.inference_mode()
+def forced_evidence(translator: Translator, sources: list[str], outputs: list[list[int]]) -> list[Translation]:
+    """Each output's ids (without BOS and EOS) as a finished translation of its source, with the evidence the
+    translator's settings give it: the same read as a search's (decode/evidence.py), on a teacher-forced pass."""
+    tokenizer, settings = translator.tokenizer, translator.decode
     found = []
     for start in range(0, len(sources), BATCH):
+        src_texts, tgt_ids = sources[start : start + BATCH], outputs[start : start + BATCH]
+        src_ids, logits, maps = forced_pass(translator, src_texts, tgt_ids)
+        log_probs = logits.float().log_softmax(dim=-1)  # (B, T, V): position t predicts token t (EOS last)
         sentences = []
-        for source, reference in zip(sources[start : start + BATCH], references[start : start + BATCH], strict=True):
-            source_ids, ids = tokenizer.encode_source(source)[:limit], tokenizer.encode_target(reference)[:limit]
-            text, pieces = tokenizer.decode_target(ids), tokenizer.target_pieces(ids)
-            sentences.append(Sentence(source, source_ids, tokenizer.source_pieces(source), text, ids, pieces, True))
-        proofs = gather_evidence(
-            translator.model, sentences, translator.decode, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id
-        )
+        for b, (source, source_ids, ids) in enumerate(zip(src_texts, src_ids, tgt_ids, strict=True)):
+            written = torch.tensor([*ids, tokenizer.eos_id])
+            token_log_probs = log_probs[b, : len(written)].gather(1, written[:, None]).squeeze(1).tolist()
+            pieces, text = tokenizer.target_pieces(ids), tokenizer.decode_target(ids)
+            sentences.append(
+                Sentence(source, source_ids, tokenizer.source_pieces(source), text, ids, pieces, True, token_log_probs)
+            )
+        layer = maps.cross[alignment_layer_index(settings.alignment_layer, len(maps.cross))]  # (B, H, T, S)
+        proofs = gather_evidence(sentences, layer, settings)
         found += [
             Translation(s.output_text, s.output_ids, 0.0, 0.0, evidence=e)
             for s, e in zip(sentences, proofs, strict=True)

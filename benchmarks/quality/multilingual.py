@@ -2,9 +2,9 @@
 
     tnmt train configs/multi30k_multi.toml                        # 2 hours: outputs/multi30k_multi
     python -m benchmarks.quality.multilingual --run outputs/multi30k_multi
-    python -m benchmarks.quality.multilingual --run outputs/multi30k_multi --equal-updates     # + 4 one-pair runs
+    python -m benchmarks.quality.multilingual --run outputs/multi30k_multi --no-table --equal-updates  # 4 one-pair runs
     tnmt train configs/multi30k_multi_zero_shot.toml              # en<->cs held out
-    python -m benchmarks.quality.multilingual --run outputs/multi30k_multi \\
+    python -m benchmarks.quality.multilingual --run outputs/multi30k_multi --no-table \\
         --zero-shot-run outputs/multi30k_multi_zero_shot
 
 What it measures, on test_2016_flickr with beam 4 (JSON in benchmarks/results/multilingual.json):
@@ -20,7 +20,8 @@ What it measures, on test_2016_flickr with beam 4 (JSON in benchmarks/results/mu
   * with `--zero-shot-run` (the recipe without en<->cs): en->cs and cs->en translated zero-shot against
     pivoting through German (en->de->cs, cs->de->en: English is one end of the held-out pair, so the pivot
     is the other language every direction of it was trained with), BLEU and off-target rate each.
-The host is recorded with every figure; `--equal-updates` runs train on this host, whatever trained `--run`.
+Each part records its command and host: parts may be measured apart, `--no-table` keeping the table `--out` holds.
+`--equal-updates` runs train on this host, whatever trained `--run`.
 """
 
 import argparse
@@ -173,7 +174,8 @@ def main() -> None:
     parser.add_argument("--run", type=Path, required=True, help="a multilingual run's directory (tnmt train ...)")
     parser.add_argument("--zero-shot-run", type=Path, help="the run of the recipe without en<->cs")
     parser.add_argument("--equal-updates", action="store_true", help="train the one-pair recipes for as many updates")
-    parser.add_argument("--average", type=int, default=5, help="average this many last checkpoints")
+    parser.add_argument("--no-table", action="store_true", help="keep the table --out already holds (other parts only)")
+    parser.add_argument("--average", type=int, default=5, help="average this many last checkpoints (0: best only)")
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--out", type=Path, default=RESULTS / "multilingual.json")
     args = parser.parse_args()
@@ -186,24 +188,24 @@ def main() -> None:
         kind: round(matmul_peak(dtype, threads), 1)
         for kind, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))
     }
-    results = json.loads(args.out.read_text()) if args.out.exists() else {}
-    results |= {
+    # each part records the command and machine that measured it: parts may come from several invocations
+    measured = {
         "command": " ".join(["python -m benchmarks.quality.multilingual", *sys.argv[1:]]),
         "machine": {**describe(), "threads": threads, "matmul_peak_gflops": peaks},
-        "run": run_summary(args.run),
-        "one_pair_recipes": one_pair_results(),
     }
-    steps = sorted((args.run / "checkpoints").glob("step_*"))[-args.average :]
-    averaged = average_checkpoints(steps, args.run / "averaged")
-    results["table"] = {
-        "best": table(args.run / "best", root, detector, args.beam),
-        "averaged": table(averaged, root, detector, args.beam),
-    }
+    results = json.loads(args.out.read_text()) if args.out.exists() else {}
+    results |= {"run": run_summary(args.run), "one_pair_recipes": one_pair_results()}
+    if not args.no_table:
+        results["table"] = measured | {"best": table(args.run / "best", root, detector, args.beam)}
+        if args.average:
+            steps = sorted((args.run / "checkpoints").glob("step_*"))[-args.average :]
+            averaged = average_checkpoints(steps, args.run / "averaged")
+            results["table"]["averaged"] = table(averaged, root, detector, args.beam)
     if args.equal_updates:
-        per_direction = results["run"]["updates"] // len(results["table"]["best"])
-        results["equal_updates"] = equal_updates(per_direction, root, detector, args.run.parent)
+        per_direction = results["run"]["updates"] // len(Translator.from_checkpoint(args.run / "best").directions)
+        results["equal_updates"] = measured | equal_updates(per_direction, root, detector, args.run.parent)
     if args.zero_shot_run:
-        results["zero_shot"] = {"run": run_summary(args.zero_shot_run)}
+        results["zero_shot"] = measured | {"run": run_summary(args.zero_shot_run)}
         results["zero_shot"] |= zero_shot(args.zero_shot_run / "best", root, detector, args.beam)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
