@@ -3,6 +3,7 @@
     tnmt train configs/multi30k_multi.toml                        # 2 hours: outputs/multi30k_multi
     python -m benchmarks.quality.multilingual --run outputs/multi30k_multi
     python -m benchmarks.quality.multilingual --run outputs/multi30k_multi --no-table --equal-updates  # 4 one-pair runs
+    python -m benchmarks.quality.multilingual --run outputs/multi30k_multi --no-table --vocab-sizes 8000,12000,16000
     tnmt train configs/multi30k_multi_zero_shot.toml              # en<->cs held out
     python -m benchmarks.quality.multilingual --run outputs/multi30k_multi --no-table \\
         --zero-shot-run outputs/multi30k_multi_zero_shot
@@ -17,6 +18,7 @@ What it measures, on test_2016_flickr with beam 4 (JSON in benchmarks/results/mu
     de->en, en->fr, en->cs at 45 minutes, en->de at 2 hours too), and with `--equal-updates` each of those
     recipes trained here for the multilingual run's updates divided by its number of directions (the same
     updates per direction: an update of the one model is a batch of mixed directions);
+  * with `--vocab-sizes`, the joint vocabulary's size chosen on validation: the recipe trained briefly with each;
   * with `--zero-shot-run` (the recipe without en<->cs): en->cs and cs->en translated zero-shot against
     pivoting through German (en->de->cs, cs->de->en: English is one end of the held-out pair, so the pivot
     is the other language every direction of it was trained with), BLEU and off-target rate each.
@@ -134,6 +136,32 @@ def equal_updates(updates: int, root: Path, detector: Detector, work: Path) -> d
     return found
 
 
+def vocabularies(sizes: list[int], updates: int, work: Path) -> list[dict]:
+    """The multilingual recipe trained for `updates` updates with each joint vocabulary size, here, one after
+    the other: validation BLEU and chrF (detokenised text, so comparable across vocabularies) at the last update.
+    Guided alignment is off in these runs: it costs an eflomal pass per direction and size, and is the same
+    auxiliary loss whatever the vocabulary."""
+    rows = []
+    for size in sizes:
+        out = work / f"vocabulary_{size}"
+        overrides = [f"--data.vocab_size={size}", f"--train.max_steps={updates}", "--train.max_minutes=0"]
+        overrides += [f"--train.out_dir={out}", "--train.guided_alignment=0"]
+        started = time.monotonic()
+        train(load_recipe(str(REPO / "configs" / "multi30k_multi.toml"), overrides), progress=False)
+        last = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if "val_bleu" in line]
+        rows.append(
+            {
+                "vocab_size": size,
+                "updates": last[-1]["step"],
+                "val_bleu": round(last[-1]["val_bleu"], 2),
+                "val_chrf": round(last[-1]["val_chrf"], 2),
+                "train_seconds": round(time.monotonic() - started, 1),
+            }
+        )
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def zero_shot(checkpoint: Path, root: Path, detector: Detector, beam: int) -> dict[str, dict]:
     """en->cs and cs->en of the held-out run: zero-shot, and pivoting through German."""
     base = Translator.from_checkpoint(checkpoint)
@@ -174,6 +202,8 @@ def main() -> None:
     parser.add_argument("--run", type=Path, required=True, help="a multilingual run's directory (tnmt train ...)")
     parser.add_argument("--zero-shot-run", type=Path, help="the run of the recipe without en<->cs")
     parser.add_argument("--equal-updates", action="store_true", help="train the one-pair recipes for as many updates")
+    parser.add_argument("--vocab-sizes", help="e.g. 8000,12000,16000: short runs of the recipe, one per size")
+    parser.add_argument("--vocab-updates", type=int, default=1500, help="updates of each --vocab-sizes run")
     parser.add_argument("--no-table", action="store_true", help="keep the table --out already holds (other parts only)")
     parser.add_argument("--average", type=int, default=5, help="average this many last checkpoints (0: best only)")
     parser.add_argument("--beam", type=int, default=4)
@@ -207,6 +237,9 @@ def main() -> None:
     if args.zero_shot_run:
         results["zero_shot"] = measured | {"run": run_summary(args.zero_shot_run)}
         results["zero_shot"] |= zero_shot(args.zero_shot_run / "best", root, detector, args.beam)
+    if args.vocab_sizes:
+        sizes = [int(size) for size in args.vocab_sizes.split(",")]
+        results["vocabulary"] = measured | {"runs": vocabularies(sizes, args.vocab_updates, args.run.parent)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {args.out}")
