@@ -139,13 +139,13 @@ def equal_updates(updates: int, root: Path, detector: Detector, work: Path) -> d
 def vocabularies(sizes: list[int], updates: int, work: Path) -> list[dict]:
     """The multilingual recipe trained for `updates` updates with each joint vocabulary size, here, one after
     the other: validation BLEU and chrF (detokenised text, so comparable across vocabularies) at the last update.
-    Guided alignment is off in these runs: it costs an eflomal pass per direction and size, and is the same
-    auxiliary loss whatever the vocabulary."""
+    The recipe keeps its guided alignment: without it, the twelve-direction model still ignores its source after
+    1,500 updates (one German sentence for every input, val BLEU 1.6 against 18.4 with it)."""
     rows = []
     for size in sizes:
         out = work / f"vocabulary_{size}"
         overrides = [f"--data.vocab_size={size}", f"--train.max_steps={updates}", "--train.max_minutes=0"]
-        overrides += [f"--train.out_dir={out}", "--train.guided_alignment=0"]
+        overrides.append(f"--train.out_dir={out}")
         started = time.monotonic()
         train(load_recipe(str(REPO / "configs" / "multi30k_multi.toml"), overrides), progress=False)
         last = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if "val_bleu" in line]
