@@ -56,10 +56,12 @@ def test_unknown_activation_lists_the_valid_ones():
 
 @pytest.mark.parametrize("activation", ["relu", "gelu", "swish"])
 def test_the_hidden_units_are_what_the_second_layer_reads(activation):
-    """`hidden` (what `tnmt inspect` shows) is the network's own hidden layer: W_2 of it is the output."""
+    """The hidden units it reports (what `tnmt inspect` shows) are its own hidden layer: W_2 of them is the output."""
     torch.manual_seed(0)
     ffn = FeedForward(8, 32, activation=activation).eval()
     x = torch.randn(2, 3, 8)
-    hidden = ffn.hidden(x)
-    assert hidden.shape == (2, 3, 32)
-    torch.testing.assert_close(ffn.linear2(hidden), ffn(x))
+    recorded = {}
+    out = ffn.bind(record=lambda **tensors: recorded.update(tensors))(x)
+    assert recorded["hidden"].shape == (2, 3, 32)
+    torch.testing.assert_close(ffn.linear2(recorded["hidden"]), out)
+    torch.testing.assert_close(out, ffn(x))

@@ -4,7 +4,7 @@ import torch
 from tnmt import ModelConfig, Transformer
 from tnmt.config import DecodeConfig
 from tnmt.decode import beam_search_nbest, gnmt_length_penalty, greedy_hypotheses, greedy_search
-from tnmt.model import IncrementalDecoder
+from tnmt.model import BoundDecoder
 
 SOURCES = torch.tensor(
     [[5, 6, 7, 8, 2, 0], [9, 10, 11, 12, 13, 2], [14, 2, 0, 0, 0, 0], [2, 0, 0, 0, 0, 0], [15, 3, 16, 2, 0, 0]]
@@ -76,13 +76,13 @@ def test_a_batch_equals_its_sentences_one_at_a_time(model):
 
 def test_finished_sentences_leave_the_batch(model, monkeypatch):
     sizes = []
-    step = IncrementalDecoder.step
+    step = BoundDecoder.step
 
     def recording_step(self, tgt_ids, cache, **kwargs):
         sizes.append(tgt_ids.size(0))
         return step(self, tgt_ids, cache, **kwargs)
 
-    monkeypatch.setattr(IncrementalDecoder, "step", recording_step)
+    monkeypatch.setattr(BoundDecoder, "step", recording_step)
     out = [h.tokens for h in greedy_hypotheses(model, SOURCES, DecodeConfig(max_len=12))]
     assert sizes[0] == len(SOURCES) and sizes == sorted(sizes, reverse=True) and sizes[-1] < sizes[0]
     assert len(sizes) == max(len(ids) + (len(ids) < 12) for ids in out)  # no step after the last finished

@@ -24,6 +24,18 @@ def randomize_norms(module: nn.Module) -> None:
             norm.bias.uniform_(-0.5, 0.5)
 
 
+def encoder_layer(layer: EncoderLayer, x: torch.Tensor, mask: torch.Tensor | None, **kwargs):
+    """The layer on whole sequences x (B, S, D), given as the rows (B * S, D) its body takes."""
+    out, weights = layer(x.reshape(-1, D), positions=x.size(1), mask=mask, **kwargs)
+    return out.view_as(x), weights
+
+
+def decoder_layer(layer: DecoderLayer, x: torch.Tensor, memory: torch.Tensor, **kwargs):
+    """The layer teacher-forced on whole sequences x (B, T, D) over memory (B, S, D), as rows (B * T, D)."""
+    out, weights = layer(x.reshape(-1, D), positions=x.size(1), memory=memory, **kwargs)
+    return out.view_as(x), weights
+
+
 def layer_norm(h: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
     """LayerNorm(h) with `norm`'s parameters, written as the function the formulas use."""
     return nn.functional.layer_norm(h, (D,), norm.weight, norm.bias, eps=norm.eps)
@@ -71,13 +83,14 @@ def test_encoder_layer_ignores_padded_keys_and_returns_weights_on_request(norm_f
     ids = torch.tensor([[5, 6, 7, 0, 0], [5, 6, 7, 8, 9]])
     mask = padding_mask(ids, 0)  # (B, 1, 1, S)
     x = torch.randn(2, 5, D)
-    out, none = layer(x, mask)
+    out, none = encoder_layer(layer, x, mask)
     assert none is None and out.shape == (2, 5, D)
     changed = x.clone()
     changed[0, 3:] = torch.randn(2, D)  # only padded positions of sentence 0
-    torch.testing.assert_close(layer(changed, mask)[0][0, :3], out[0, :3], atol=1e-6, rtol=0)
-    assert not torch.allclose(layer(changed, None)[0][0, :3], layer(x, None)[0][0, :3])  # the mask did it
-    same, weights = layer(x, mask, need_weights=True)
+    torch.testing.assert_close(encoder_layer(layer, changed, mask)[0][0, :3], out[0, :3], atol=1e-6, rtol=0)
+    unmasked = encoder_layer(layer, changed, None)[0][0, :3], encoder_layer(layer, x, None)[0][0, :3]
+    assert not torch.allclose(*unmasked)  # the mask did it
+    same, weights = encoder_layer(layer, x, mask, need_weights=True)
     torch.testing.assert_close(same, out)
     assert weights.shape == (2, H, 5, 5)
     assert (weights[0, :, :, 3:] == 0).all()
@@ -94,7 +107,7 @@ def test_decoder_layer_is_causal_and_ignores_padded_memory(norm_first):
     causal = causal_mask(4)
 
     def run(x: torch.Tensor, memory: torch.Tensor, self_mask: torch.Tensor | None = causal) -> torch.Tensor:
-        return layer(x, memory, self_mask=self_mask, memory_mask=memory_mask)[0]
+        return decoder_layer(layer, x, memory, self_mask=self_mask, memory_mask=memory_mask)[0]
 
     out = run(x, memory)
     for j in range(1, 4):
@@ -116,9 +129,9 @@ def test_decoder_layer_returns_self_and_cross_weights_on_request():
     x, memory = torch.randn(2, 4, D), torch.randn(2, 6, D)
     memory_mask = padding_mask(torch.tensor([[5, 6, 0, 0, 0, 0], [5, 6, 7, 8, 9, 9]]), 0)
     kwargs = dict(self_mask=causal_mask(4), memory_mask=memory_mask)
-    out, none = layer(x, memory, **kwargs)
+    out, none = decoder_layer(layer, x, memory, **kwargs)
     assert none is None
-    same, (self_w, cross_w) = layer(x, memory, **kwargs, need_weights=True)
+    same, (self_w, cross_w) = decoder_layer(layer, x, memory, **kwargs, need_weights=True)
     torch.testing.assert_close(same, out)
     assert self_w.shape == (2, H, 4, 4) and cross_w.shape == (2, H, 4, 6)
     assert (self_w.triu(diagonal=1) == 0).all()

@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from tnmt import ModelConfig, Transformer
-from tnmt.blocks import attention as attention_module
-from tnmt.blocks.layers import DecoderLayer, ResidualStep
+from tnmt.blocks import kernels
+from tnmt.blocks.attention import BoundAttention
+from tnmt.blocks.layers import DecoderLayer
 from tnmt.blocks.masks import padding_mask
 from tnmt.config import Architecture, DecodeConfig
 from tnmt.decode.quantize import quantize_int8
@@ -32,13 +33,13 @@ STEP_HANDLES = {
     "n_encoder_layers": "encoder (encode_for_decoding runs the encoder's forward)",
     "n_decoder_layers": "the layers' step",
     "d_ff": "FeedForward",
-    "dropout": "ResidualStep.add and the embedding dropout, in train mode",
-    "attention_dropout": "AttentionStep (MultiHeadAttention.bind), in train mode",
+    "dropout": "BoundResidual.add and the embedding dropout, in train mode",
+    "attention_dropout": "BoundAttention (MultiHeadAttention.bind), in train mode",
     "activation_dropout": "FeedForward, in train mode",
     "max_len": "PositionalEncoding",
     "positional": "PositionalEncoding",
     "positional_layout": "PositionalEncoding",
-    "norm_first": "ResidualStep.inner/add and decoder_norm",
+    "norm_first": "BoundResidual.inner/add and decoder_norm",
     "activation": "FeedForward",
     "share_embeddings": "tgt_embed",
     "tie_output": "output",
@@ -69,7 +70,7 @@ def model(request) -> Transformer:
 def attention_path(request, monkeypatch):
     """Both ways a decoder step's attention is computed on CPU, whatever the test's batch."""
     groups = 10**9 if request.param == "fused kernel" else 1
-    monkeypatch.setattr(attention_module, "BATCHED_MIN_GROUPS", groups)
+    monkeypatch.setattr(kernels, "BATCHED_MIN_GROUPS", groups)
 
 
 def test_the_guard_lists_every_model_option():
@@ -158,19 +159,24 @@ def test_train_mode_drops_out_in_the_step_as_in_forward():
 
 
 @pytest.mark.parametrize("beam_size", [1, 2])
-def test_step_runs_the_modules_own_code(monkeypatch, beam_size):
-    """A breakpoint in the modules is hit by a search: each search binds the layers once, and the residual
-    blocks that `forward` runs are what decodes, at every step."""
+def test_one_attention_body_trains_encodes_and_decodes(monkeypatch, beam_size):
+    """A breakpoint in the one attention body is hit by a search (the encoder without a cache, every decoder step
+    on one) and by a training pass; a search binds each decoder layer once."""
     model = make_model()
-    binds, adds = [], []
-    bind, add = DecoderLayer.bind, ResidualStep.add
-    monkeypatch.setattr(DecoderLayer, "bind", lambda self, linear: binds.append(self) or bind(self, linear))
-    monkeypatch.setattr(ResidualStep, "add", lambda self, x, out: adds.append(x.shape) or add(self, x, out))
+    binds, calls = [], []
+    bind, self_attention = DecoderLayer.bind, BoundAttention.self_attention
+    monkeypatch.setattr(DecoderLayer, "bind", lambda self, *a, **k: binds.append(self) or bind(self, *a, **k))
+    monkeypatch.setattr(
+        BoundAttention,
+        "self_attention",
+        lambda self, x, cache=None, **k: calls.append(cache is not None) or self_attention(self, x, cache, **k),
+    )
     search(model, SOURCES[:1], DecodeConfig(beam_size=beam_size, max_len=3, min_len=3))
     assert binds == list(model.decoder_layers)  # once per search
-    stepped = [shape for shape in adds if len(shape) == 2]  # (N * T, D) rows of a step; the encoder's are (B, S, D)
-    assert len(stepped) == 3 * 3 * 3  # three sub-layers per decoder layer, three layers, three steps
-    assert len(adds) - len(stepped) == 2 * 2  # the encoder's forward runs the same residual code
+    assert calls == [False] * 2 + [True] * 3 * 3  # two encoder layers; three decoder layers, three steps
+    calls.clear()
+    model.train()(SOURCES, torch.ones(3, 4, dtype=torch.long)).sum().backward()
+    assert calls == [False] * (2 + 3)  # teacher forcing: the same body over whole sequences
 
 
 @torch.inference_mode()

@@ -5,10 +5,9 @@ by sqrt(d_model) with the positional table added, the padding and causal masks, 
 attention (the encoder's self-attention, the decoder's masked self-attention and its cross-attention), add &
 norm around every sub-layer, the feed-forward network, and the final linear layer and softmax that predict
 each next word while teacher forcing feeds in the right one. `look_inside` records all of it for one source
-and a translation (the model's own, or one the caller gives) from the forward pass that translates: hooks on
-the model's own residual blocks, feed-forward networks and first layers read what flows through them; nothing
-here computes a layer again. `tnmt inspect`, `POST /v1/inspect` and the page's "Inside the model" view show
-it.
+and a translation (the model's own, or one the caller gives) from the pass that translates: the blocks report
+what flows through them (blocks/record.py); nothing here computes a layer again. `tnmt inspect`,
+`POST /v1/inspect` and the page's "Inside the model" view show it.
 
 Numbering, as everywhere a person reads it: layers 1..N from the input side, heads 1..H; the lists below are
 0-indexed (layer 1 is `encoder_layers[0]`). Positions count from 0, as the positional formula does.
@@ -16,16 +15,14 @@ Numbering, as everywhere a person reads it: layers 1..N from the input side, hea
 
 import logging
 import math
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from tnmt.blocks.layers import DecoderLayer, EncoderLayer, Residual
-from tnmt.blocks.masks import padding_mask, target_mask
+from tnmt.blocks.masks import causal_mask, padding_mask
 from tnmt.config import DecodeConfig
 from tnmt.decode.trace import rounded
 from tnmt.decode.translator import Translator
@@ -177,19 +174,20 @@ def inside(
 
 @torch.inference_mode()
 def look_inside(model: Transformer, src_ids: Tensor, fed_ids: Tensor, *, eos_id: int, top_k: int) -> ForwardPass:
-    """Run the model teacher-forced on one source (1, S) and decoder input (1, T) and record every stage.
+    """Run the model on one source (1, S) and decoder input (1, T) as a translation runs it, and record every stage:
+    the encoder as a search encodes, the decoder on a fresh KV cache, all T positions in one block (the evidence
+    pass's way: the same body as a step, causal), its blocks reporting what flows through them (blocks/record.py).
 
-    The model must be in eval mode: with dropout, the pass would not be the one that translates. A stack without
-    layers applies no mask: its masks are the ones blocks/masks.py would make.
+    The model must be in eval mode: with dropout, the pass would not be the one that translates.
     """
     if model.training:
         raise ValueError("look inside a model in eval mode: dropout would change the pass")
-    watch = _Watch()
-    with watch.blocks(model):
-        logits, maps = model.attention_maps(src_ids, fed_ids)  # (1, T, V)
+    recorded = _Recorded()
+    source = model.encode_for_decoding(src_ids, need_weights=True, record=recorded)
+    t, s = fed_ids.size(1), src_ids.size(1)
+    logits, weights = model.incremental_decoder(record=recorded).step(fed_ids, source.cache(t), need_weights=True)
     fed = fed_ids[0].tolist()
     next_ids = [*fed[1:], eos_id]
-    t, s, pad = fed_ids.size(1), src_ids.size(1), model.config.pad_id
     table = model.positions.rows(0, min(model.config.max_len, max(TABLE_ROWS, s, t)))
     return ForwardPass(
         source_ids=src_ids[0].tolist(),
@@ -197,100 +195,55 @@ def look_inside(model: Transformer, src_ids: Tensor, fed_ids: Tensor, *, eos_id:
         next_ids=next_ids,
         scale=model.src_embed.scale,
         table=table.float().cpu(),
-        source=_embedded(model, model.src_embed, src_ids[0], watch.first_input.get("encoder")),
-        target=_embedded(model, model.tgt_embed, fed_ids[0], watch.first_input.get("decoder")),
-        source_mask=watch.masks.get("source", padding_mask(src_ids, pad)).reshape(-1, s)[-1].cpu(),
-        target_mask=watch.masks.get("target", target_mask(fed_ids, pad)).reshape(-1, t, t)[-1].cpu(),
-        encoder_attention=_stacked(maps.encoder),
-        decoder_attention=_stacked(maps.decoder_self),
-        cross_attention=_stacked(maps.cross),
-        encoder_layers=watch.layers(model.encoder_layers),
-        decoder_layers=watch.layers(model.decoder_layers),
+        source=_embedded(model, model.src_embed, src_ids[0], recorded.input("encoder")),
+        target=_embedded(model, model.tgt_embed, fed_ids[0], recorded.input("decoder")),
+        source_mask=padding_mask(src_ids, model.config.pad_id).reshape(s).cpu(),
+        target_mask=causal_mask(t)[0, 0].cpu(),  # what self-attention on a cache applies to a block of T
+        encoder_attention=_stacked(source.encoder_attention or []),
+        decoder_attention=_stacked([w[0] for w in weights]),
+        cross_attention=_stacked([w[1] for w in weights]),
+        encoder_layers=recorded.layers("encoder", model.config.n_encoder_layers),
+        decoder_layers=recorded.layers("decoder", model.config.n_decoder_layers),
         predictions=_predictions(logits[0], fed, next_ids, top_k),
     )
 
 
-class _Watch:
-    """Hooks that record what flows through a model's blocks during one forward pass."""
+class _Recorded:
+    """A recorder (blocks/record.py): what the blocks reported during one pass, by where they report it."""
 
     def __init__(self) -> None:
-        self.records: dict[nn.Module, tuple[Tensor, ...]] = {}  # a block's (stream, sub-layer input, update, out)
-        self.hidden: dict[nn.Module, Tensor] = {}  # a feed-forward network's hidden units (T, F)
-        self.first_input: dict[str, Tensor] = {}  # each stack's first layer input (P, D): embeddings + positions
-        self.masks: dict[str, Tensor] = {}
+        self.reports: dict[tuple[str | int, ...], dict[str, Tensor]] = {}
 
-    @contextmanager
-    def blocks(self, model: Transformer) -> Iterator[None]:
-        handles = []
-        for layer in [*model.encoder_layers, *model.decoder_layers]:
-            for block in _blocks(layer):
-                handles += [
-                    block.register_forward_pre_hook(self._before_block),
-                    block.register_forward_hook(self._after_block),
-                ]
-            handles.append(layer.ffn.register_forward_hook(self._feed_forward))
-        for stack, layers in (("encoder", model.encoder_layers), ("decoder", model.decoder_layers)):
-            if len(layers):
-                handles.append(layers[0].register_forward_pre_hook(self._first_layer(stack), with_kwargs=True))
-        try:
-            yield
-        finally:
-            for handle in handles:
-                handle.remove()
+    def __call__(self, *where: str | int, **tensors: Tensor) -> None:
+        self.reports[where] = tensors
 
-    def _before_block(self, block: nn.Module, args: tuple) -> tuple:
-        """Hand the block a sub-layer that reports what it read and added (the same sub-layer, called once)."""
-        x, sublayer = args
+    def input(self, stack: str) -> Tensor | None:
+        """The stack's input (P, D): embeddings + positions (None without layers: nothing reads it)."""
+        report = self.reports.get((stack, "input"))
+        return None if report is None else report["x"]
 
-        def reported(h: Tensor) -> tuple[Tensor, Any]:
-            out, extra = sublayer(h)
-            self.records[block] = (x, h, out)
-            return out, extra
-
-        return x, reported
-
-    def _after_block(self, block: nn.Module, args: tuple, output: tuple[Tensor, Any]) -> None:
-        self.records[block] = (*self.records[block], output[0])
-
-    def _feed_forward(self, ffn: nn.Module, args: tuple[Tensor], output: Tensor) -> None:
-        self.hidden[ffn] = ffn.hidden(args[0])[0]  # (T, F)
-
-    def _first_layer(self, stack: str) -> Callable:
-        def record(layer: nn.Module, args: tuple, kwargs: dict) -> None:
-            self.first_input[stack] = args[0][0]  # (P, D)
-            if stack == "encoder":
-                self.masks["source"] = args[1] if len(args) > 1 else kwargs["mask"]
-            else:
-                self.masks["target"] = kwargs["self_mask"]
-                self.masks.setdefault("source", kwargs["memory_mask"])
-
-        return record
-
-    def layers(self, layers: nn.ModuleList) -> list[LayerInside]:
+    def layers(self, stack: str, n: int) -> list[LayerInside]:
+        names = SUBLAYERS[stack]
         return [
             LayerInside(
-                [self._sublayer(name, block) for name, block in zip(_names(layer), _blocks(layer), strict=True)],
-                _units(self.hidden[layer.ffn]),
+                [self._sublayer(name, self.reports[(stack, i, name)]) for name in names],
+                _units(self.reports[(stack, i, "hidden units")]["hidden"]),
             )
-            for layer in layers
+            for i in range(n)
         ]
 
-    def _sublayer(self, name: str, block: Residual) -> SubLayer:
-        x, h, update, out = (v[0] for v in self.records[block])  # (P, D) each
-        norm_in, norm_out = (x, h) if block.norm_first else (x + update, out)
+    @staticmethod
+    def _sublayer(name: str, report: dict[str, Tensor]) -> SubLayer:
+        x, read, update, out = (report[k] for k in ("stream", "read", "update", "out"))  # (P, D) each
+        pre_norm = read is not x  # post-norm's sub-layer reads the stream itself
+        norm_in, norm_out = (x, read) if pre_norm else (x + update, out)
         return SubLayer(name, *(_rms(v) for v in (x, update, norm_in, norm_out, out)))
 
 
-def _blocks(layer: nn.Module) -> list[Residual]:
-    if isinstance(layer, EncoderLayer):
-        return [layer.attn_block, layer.ffn_block]
-    return [layer.self_block, layer.cross_block, layer.ffn_block]
-
-
-def _names(layer: nn.Module) -> list[str]:
-    if isinstance(layer, DecoderLayer):
-        return ["masked self-attention", "cross-attention", "feed-forward"]
-    return ["self-attention", "feed-forward"]
+SUBLAYERS = {
+    "encoder": ["self-attention", "feed-forward"],
+    "decoder": ["masked self-attention", "cross-attention", "feed-forward"],
+}
 
 
 def _embedded(model: Transformer, embedding: nn.Module, ids: Tensor, first_input: Tensor | None) -> Embedded:

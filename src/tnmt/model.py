@@ -20,9 +20,10 @@ from tnmt.blocks.bound import LinearBinder, bind_linear, bind_norm
 from tnmt.blocks.dropout import Dropout
 from tnmt.blocks.embedding import TokenEmbedding
 from tnmt.blocks.kv_cache import KVCache
-from tnmt.blocks.layers import DecoderLayer, DecoderLayerStep, EncoderLayer
+from tnmt.blocks.layers import DecoderLayer, EncoderLayer
 from tnmt.blocks.masks import padding_mask, target_mask
 from tnmt.blocks.positional import PositionalEncoding
+from tnmt.blocks.record import Recorder
 from tnmt.config import ModelConfig
 
 
@@ -127,11 +128,14 @@ class Transformer(nn.Module):
         """
         return self._decode(tgt_ids, memory, memory_mask=memory_mask, tgt_mask=tgt_mask)[0]
 
-    def encode_for_decoding(self, src_ids: Tensor, *, need_weights: bool = False) -> EncodedSource:
+    def encode_for_decoding(
+        self, src_ids: Tensor, *, need_weights: bool = False, record: Recorder | None = None
+    ) -> EncodedSource:
         """Encode a right-padded (B, S) source batch once for the decoder: every layer's cross-attention K/V,
-        the source mask and lengths, and with `need_weights` the encoder's self-attention (a trace shows it)."""
+        the source mask and lengths, and with `need_weights` the encoder's self-attention (a trace shows it).
+        With `record`, the encoder's layers report what flows through them (blocks/record.py)."""
         src_mask = padding_mask(src_ids, self.config.pad_id)  # (B, 1, 1, S)
-        memory, weights = self._encode(src_ids, src_mask, need_weights=need_weights)  # (B, S, D)
+        memory, weights = self._encode(src_ids, src_mask, need_weights=need_weights, record=record)  # (B, S, D)
         # L x 2 x (B, H, S, Dh) -> (L, 2, B, H, S, Dh); with no decoder layer, an empty stack of that shape
         heads, d_head = self.config.n_heads, self.config.d_model // self.config.n_heads
         b, s = src_ids.shape
@@ -143,18 +147,33 @@ class Transformer(nn.Module):
         return EncodedSource(cross, src_mask if padded else None, lengths, weights if need_weights else None)
 
     def incremental_decoder(
-        self, *, project: Callable[[Tensor], Tensor] | None = None, linear: LinearBinder = bind_linear
-    ) -> "IncrementalDecoder":
-        """The decoder for decoding on a KV cache, bound to this model's tensors (blocks/bound.py): a search binds
+        self,
+        *,
+        project: Callable[[Tensor], Tensor] | None = None,
+        linear: LinearBinder = bind_linear,
+        record: Recorder | None = None,
+    ) -> "BoundDecoder":
+        """The decoder bound to this model's tensors (blocks/bound.py), for decoding on a KV cache: a search binds
         it once and steps it to the end. `project` replaces the output projection (features (M, D) -> logits
         (M, V), bias included) and `linear` binds the layers' Linear layers: a `Translator` passes functions on
-        copies of its frozen model's weights laid out for the products (decode/frozen.py)."""
+        copies of its frozen model's weights laid out for the products (translate/frozen.py). With `record`, the
+        layers report what flows through them (blocks/record.py)."""
+        layers = tuple(
+            layer.bind(linear, record=None if record is None else partial(record, "decoder", i))
+            for i, layer in enumerate(self.decoder_layers)
+        )
+        return self._decoder(layers, project=self.project if project is None else project, record=record)
+
+    def _decoder(
+        self, layers: tuple[Callable[..., Any], ...], *, project: Callable[[Tensor], Tensor], record: Recorder | None
+    ) -> "BoundDecoder":
         final_norm = self.decoder_norm
-        return IncrementalDecoder(
+        return BoundDecoder(
             embed=self._bind_embedding(self.tgt_embed),
-            layers=tuple(layer.bind(linear) for layer in self.decoder_layers),
+            layers=layers,
             final_norm=bind_norm(final_norm) if isinstance(final_norm, nn.LayerNorm) else None,
-            project=self.project if project is None else project,
+            project=project,
+            record=record,
         )
 
     def step(
@@ -165,7 +184,7 @@ class Transformer(nn.Module):
         need_weights: bool = False,
         project: Callable[[Tensor], Tensor] | None = None,
     ) -> tuple[Tensor, list[tuple[Tensor, Tensor]] | None]:
-        """One `IncrementalDecoder.step`, binding the decoder for it (a loop binds once: `incremental_decoder`)."""
+        """One `BoundDecoder.step`, binding the decoder for it (a loop binds once: `incremental_decoder`)."""
         return self.incremental_decoder(project=project).step(tgt_ids, cache, need_weights=need_weights)
 
     def project(self, features: Tensor) -> Tensor:
@@ -212,15 +231,21 @@ class Transformer(nn.Module):
         logits, self_w, cross_w = self._decode(tgt_ids, memory, memory_mask=src_mask, need_weights=True)
         return logits, AttentionMaps(encoder=enc, decoder_self=self_w, cross=cross_w)
 
-    def _encode(self, src_ids: Tensor, src_mask: Tensor | None, *, need_weights: bool) -> tuple[Tensor, list]:
+    def _encode(
+        self, src_ids: Tensor, src_mask: Tensor | None, *, need_weights: bool, record: Recorder | None = None
+    ) -> tuple[Tensor, list]:
         if src_mask is None:
             src_mask = padding_mask(src_ids, self.config.pad_id)
-        x = self._embed(self.src_embed, src_ids)  # (B, S, D)
+        b, s = src_ids.shape
+        x = self._embed(self.src_embed, src_ids).reshape(b * s, -1)  # (B, S, D) -> rows (B * S, D)
+        if record is not None:
+            record("encoder", "input", x=x)
         weights = []
-        for layer in self.encoder_layers:
-            x, w = self._layer(layer, x, src_mask, need_weights=need_weights)
+        for i, layer in enumerate(self.encoder_layers):
+            scoped = None if record is None else partial(record, "encoder", i)
+            x, w = self._layer(layer, x, positions=s, mask=src_mask, need_weights=need_weights, record=scoped)
             weights.append(w)
-        return self.encoder_norm(x), weights
+        return self.encoder_norm(x).view(b, s, -1), weights
 
     def _decode(
         self,
@@ -233,25 +258,24 @@ class Transformer(nn.Module):
         features_only: bool = False,
         weights_of: int | None = None,
     ):
-        """Logits (or features), and the attention weights of every layer (`need_weights`) or of layer
-        `weights_of` alone."""
+        """Teacher-forced logits (B, T, V) (or features (B, T, D)), and the attention weights of every layer
+        (`need_weights`) or of layer `weights_of` alone: the bound decoder's one body, its layers called as modules
+        (`_layer`), without a cache."""
         if tgt_mask is None:
             tgt_mask = target_mask(tgt_ids, self.config.pad_id)
-        x = self._embed(self.tgt_embed, tgt_ids)  # (B, T, D)
-        self_w, cross_w = [], []
-        for i, layer in enumerate(self.decoder_layers):
-            x, w = self._layer(
-                layer,
-                x,
-                memory,
-                self_mask=tgt_mask,
-                memory_mask=memory_mask,
-                need_weights=need_weights or i == weights_of,
-            )
-            if w is not None:
-                self_w.append(w[0])
-                cross_w.append(w[1])
-        features = self.decoder_norm(x)  # (B, T, D)
+        layers = tuple(partial(self._layer, layer) for layer in self.decoder_layers)
+        decoder = self._decoder(layers, project=self.project, record=None)
+        features, weights = decoder.features(
+            tgt_ids,
+            memory=memory,
+            self_mask=tgt_mask,
+            memory_mask=memory_mask,
+            need_weights=need_weights,
+            weights_of=weights_of,
+        )
+        present = [w for w in weights if w is not None]
+        self_w, cross_w = [w[0] for w in present], [w[1] for w in present]
+        features = features.view(*tgt_ids.shape, -1)  # (B, T, D)
         if features_only:
             return features, self_w, cross_w
         return self.project(features), self_w, cross_w  # (B, T, V)
@@ -283,16 +307,18 @@ class Transformer(nn.Module):
         return layer(*args, **kwargs)
 
 
-class IncrementalDecoder(NamedTuple):
-    """The decoder on a KV cache, bound to a model's tensors once per search (`Transformer.incremental_decoder`):
-    the one way tnmt decodes incrementally. Greedy and beam search feed each row's newest token (T = 1), the
-    evidence pass a whole output (T = its length) on a fresh cache over the search's sources; the new positions'
-    keys/values join the cache, which counts them."""
+class BoundDecoder(NamedTuple):
+    """The decoder stack bound to a model's tensors (`Transformer.incremental_decoder`): its one loop. Greedy and
+    beam search feed each row's newest token on a KV cache (T = 1), the evidence pass and a look inside a whole
+    output (T = its length) on a fresh cache over the search's sources; the new positions' keys/values join the
+    cache, which counts them. Training runs the same loop without a cache, its layers called as modules
+    (`Transformer._decode`)."""
 
     embed: Callable[[Tensor, int], Tensor]  # ids (N, T) from a first position -> (N, T, D)
-    layers: tuple[DecoderLayerStep, ...]
+    layers: tuple[Callable[..., Any], ...]  # `BoundDecoderLayer`s, or the modules (whose forward binds them)
     final_norm: Callable[[Tensor], Tensor] | None  # pre-norm's LayerNorm after the stack
     project: Callable[[Tensor], Tensor]  # features (M, D) -> logits (M, V)
+    record: Recorder | None = None  # told the stack's input (blocks/record.py)
 
     def step(
         self, tgt_ids: Tensor, cache: KVCache, *, need_weights: bool = False
@@ -301,22 +327,48 @@ class IncrementalDecoder(NamedTuple):
         (N, T, V), and with `need_weights` each layer's (self-attention (N, H, T, length + T), cross-attention
         (N, H, T, S)) weights."""
         features, weights = self.features(tgt_ids, cache, need_weights=need_weights)
-        return self.project(features).view(*tgt_ids.shape, -1), weights  # (N * T, V) -> (N, T, V)
+        return self.project(features).view(*tgt_ids.shape, -1), weights if need_weights else None  # (N, T, V)
 
     def features(
-        self, tgt_ids: Tensor, cache: KVCache, *, need_weights: bool = False, layers: int | None = None
-    ) -> tuple[Tensor, list[tuple[Tensor, Tensor]] | None]:
-        """`step` up to the decoder's output features (N * T, D), rows ordered (row, position), before the output
-        projection; with `layers`, only through the first `layers` decoder layers (their output, no final norm):
-        what reads a middle layer's attention needs nothing after it."""
+        self,
+        tgt_ids: Tensor,
+        cache: KVCache | None = None,
+        *,
+        memory: Tensor | None = None,
+        self_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        need_weights: bool = False,
+        weights_of: int | None = None,
+        layers: int | None = None,
+    ) -> tuple[Tensor, list[tuple[Tensor, Tensor] | None]]:
+        """The stack up to the decoder's output features (N * T, D), rows ordered (row, position), before the
+        output projection, and each layer's weights (None where not asked: `need_weights` asks every layer,
+        `weights_of` one). With a cache, the T positions follow the `cache.length` it holds; without, they are
+        whole sequences over `memory` (N, S, D), masked by `self_mask` and `memory_mask`. With `layers`, only
+        through the first `layers` decoder layers (their output, no final norm): what reads a middle layer's
+        attention needs nothing after it."""
         n, t = tgt_ids.shape
-        cache.reserve(t)
-        x = self.embed(tgt_ids, cache.length).view(n * t, -1)
+        start = 0
+        if cache is not None:
+            cache.reserve(t)
+            start = cache.length
+        x = self.embed(tgt_ids, start).view(n * t, -1)
+        if self.record is not None:
+            self.record("decoder", "input", x=x)
         weights = []
         for i, layer in enumerate(self.layers[:layers]):
-            x, w = layer(x, cache.layer(i), positions=t, need_weights=need_weights)
+            x, w = layer(
+                x,
+                None if cache is None else cache.layer(i),
+                positions=t,
+                memory=memory,
+                self_mask=self_mask,
+                memory_mask=memory_mask,
+                need_weights=need_weights or i == weights_of,
+            )
             weights.append(w)
-        cache.advance(t)
+        if cache is not None:
+            cache.advance(t)
         if layers is None and self.final_norm is not None:
             x = self.final_norm(x)
-        return x, weights if need_weights else None
+        return x, weights

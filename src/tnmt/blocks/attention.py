@@ -3,18 +3,17 @@
     Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V
     MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W_O,   head_i = Attention(Q W_Q_i, K W_K_i, V W_V_i)
 
-The per-head projections W_Q_i, W_K_i, W_V_i are stored side by side as one (3D, D) matrix, the layout
-of `torch.nn.MultiheadAttention.in_proj_weight`: self-attention projects Q, K and V with a single matmul,
-cross-attention uses the Q rows on the decoder states and the K/V rows on the encoder memory. An
-inference copy may split cross-attention's matrix into W_Q and [W_K; W_V] Linear layers
-(`split_cross_projections`), so that int8 quantisation, which cannot slice a quantised matrix, covers
-them too.
+Read in order: Eq. 1 (`reference_attention`; which kernel computes it fastest is blocks/kernels.py's concern),
+the module that owns the projections (`MultiHeadAttention`), and its one body (`BoundAttention`), which every
+pass runs: training and encoding over whole sequences, and decoding on a KV cache, T new positions per row.
 
-Decoding runs the same attention on a KV cache, T new positions per row (`AttentionStep`, from
-`MultiHeadAttention.bind`): the projections bound to their tensors once per search (blocks/bound.py).
+The per-head projections W_Q_i, W_K_i, W_V_i are stored side by side as one (3D, D) matrix, the layout of
+`torch.nn.MultiheadAttention.in_proj_weight`: self-attention projects Q, K and V with a single matmul,
+cross-attention uses the Q rows on the decoder states and the K/V rows on the encoder memory. An inference copy
+may split cross-attention's matrix into W_Q and [W_K; W_V] Linear layers (`split_cross_projections`), so that
+int8 quantisation, which cannot slice a quantised matrix, covers them too.
 """
 
-import math
 from typing import NamedTuple
 
 import torch
@@ -22,14 +21,16 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tnmt.blocks.bound import Linear, LinearBinder, bind_linear
+from tnmt.blocks.kernels import attention, attention_weights
 from tnmt.blocks.kv_cache import LayerCache
-from tnmt.blocks.masks import additive_mask, causal_mask
+from tnmt.blocks.masks import causal_mask
 
 
 def reference_attention(
     q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, dropout_p: float = 0.0
 ) -> tuple[Tensor, Tensor]:
-    """Eq. 1 written out, returning the output (..., Tq, Dh) and the weights (..., Tq, Tk).
+    """Eq. 1 written out, returning the output (..., Tq, Dh) and the weights (..., Tq, Tk). `mask`: boolean
+    (True = may attend) or additive, broadcastable to (..., Tq, Tk).
 
     Dropout on the weights is the "attention dropout" of later implementations (0 in the paper).
     """
@@ -37,101 +38,12 @@ def reference_attention(
     return F.dropout(weights, dropout_p) @ v, weights
 
 
-def attention_weights(q: Tensor, k: Tensor, mask: Tensor | None = None) -> Tensor:
-    """softmax(Q K^T / sqrt(d_k)): (..., Tq, Dh) and (..., Tk, Dh) -> (..., Tq, Tk).
-
-    Dividing by sqrt(d_k) keeps the dot products' variance near 1 so the softmax does not saturate.
-    """
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., Tq, Tk)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
-    return scores.softmax(dim=-1)
-
-
-def attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    mask: Tensor | None = None,
-    *,
-    dropout_p: float = 0.0,
-    need_weights: bool = False,
-) -> tuple[Tensor, Tensor | None]:
-    """Eq. 1 on (B, H, Tq, Dh) queries and (B, H, Tk, Dh) keys/values, by whichever way is fastest here; the
-    output (B, H, Tq, Dh) and, with `need_weights`, the weights (B, H, Tq, Tk). `mask`: boolean (True = may
-    attend) or additive (0 or -inf, `masks.additive_mask`), broadcastable to (B, H, Tq, Tk).
-
-    - Written out (`reference_attention`) for half-precision training on CPU: there PyTorch's fused (flash)
-      kernel is 5-9x slower for a bf16 forward + backward pass at translation lengths (17 to 100 positions,
-      torch 2.13, benchmarks/speed/train_speed.py); the (B, H, Tq, Tk) weights it materialises are small there.
-    - As two batched products and a softmax (`batched_attention`) when decoding on CPU with a few queries in
-      many groups (`BATCHED_MIN_GROUPS`): the fused CPU kernel is tiled for long sequences, and with one
-      or a few queries per group it costs 1.3x that at batch 64 (198 against 154 us, 4 heads, 20 keys;
-      benchmarks/speed/step_ops.py), while with a handful of groups (batch 1) its single call is cheaper (14
-      against 33 us).
-    - Otherwise through the fused kernel.
-
-    Asking for the weights never changes the output: they are computed beside it (`attention_weights`, before
-    dropout), so a traced or explained translation is the plain one, to the last bit.
-    """
-    # (the cheapest checks first, arguments by position: a decoder step makes 8 calls, ~1 us of checks each)
-    if q.requires_grad:
-        if q.dtype != torch.float32 and q.is_cpu:
-            out, weights = reference_attention(q, k, v, mask, dropout_p=dropout_p)
-            return out, weights if need_weights else None
-    elif (
-        dropout_p == 0.0
-        and q.size(2) <= BATCHED_MAX_QUERIES
-        and q.size(0) * q.size(1) >= BATCHED_MIN_GROUPS
-        and q.is_cpu
-    ):
-        return batched_attention(q, k, v, mask), attention_weights(q, k, mask) if need_weights else None
-    out = F.scaled_dot_product_attention(q, k, v, mask, dropout_p)
-    return out, attention_weights(q, k, mask) if need_weights else None
-
-
-BATCHED_MIN_GROUPS = 16  # groups (B x H) from which decoding on CPU takes `batched_attention`
-BATCHED_MAX_QUERIES = 8  # queries per group up to which it does: a decoder step has one per beam
-
-
-def batched_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
-    """Eq. 1 as `torch.bmm` over the G = B x H groups: (B, H, Tq, Dh) -> (B, H, Tq, Dh), no weights returned."""
-    b, h, tq, dh = q.shape
-    q, k, v = q.reshape(b * h, tq, dh), k.flatten(0, 1), v.flatten(0, 1)  # k, v: views of the cache
-    if mask is None:
-        scores = torch.bmm(q, k.transpose(1, 2)).mul_(dh**-0.5)  # (G, Tq, Tk)
-    else:
-        if mask.dtype == torch.bool:
-            mask = additive_mask(mask, q.dtype)
-        bias = mask.expand(b, h, -1, -1).reshape(b * h, mask.size(2), mask.size(3))  # a view when not broadcast
-        scores = torch.baddbmm(bias, q, k.transpose(1, 2), alpha=dh**-0.5)
-    return torch.bmm(softmax_rows(scores), v).view(b, h, tq, dh)
-
-
-SHORT_ROW = 16  # keys per row below which `softmax_rows` works across the rows
-ACROSS_MIN_ROWS = 128  # rows from which it does
-
-
-def softmax_rows(scores: Tensor) -> Tensor:
-    """`scores.softmax(dim=-1)` for (..., Tk) scores on CPU, across the rows when they are short.
-
-    Why: PyTorch's CPU softmax over the last dimension is vectorised along that dimension, and a row shorter than
-    one vector (16 floats with AVX-512) takes scalar code: 256 rows of 14 keys (4 heads x 64 sentences of 13
-    tokens and EOS, the cross-attention of a Multi30k batch) cost 82 us, against 18 us for the kernel over the
-    first dimension of the transposed view, which is vectorised across the rows (AMX Xeon, torch 2.13,
-    benchmarks/speed/step_ops.py); the copy back to rows costs less than the batched product would lose on the
-    transposed layout (41 us for both, against 89 us for the plain softmax and the product). From 16 keys the
-    last-dimension kernel is the faster.
-    """
-    tk = scores.size(-1)
-    rows = scores.numel() // tk
-    if tk >= SHORT_ROW or rows < ACROSS_MIN_ROWS or not scores.is_cpu:
-        return scores.softmax(dim=-1)
-    return scores.reshape(rows, tk).t().softmax(dim=0).t().contiguous().view(scores.shape)
-
-
 class MultiHeadAttention(nn.Module):
-    """H attention heads over D/H-dimensional projections, then the output projection W_O."""
+    """H attention heads over D/H-dimensional projections, then the output projection W_O.
+
+    The module owns the tensors; what it computes is `BoundAttention`, bound to them by `bind`. Rows: x is
+    (N * T, D), N sequences of T positions each, ordered (sequence, position).
+    """
 
     def __init__(self, d_model: int, n_heads: int, *, dropout: float = 0.0) -> None:
         super().__init__()
@@ -148,7 +60,7 @@ class MultiHeadAttention(nn.Module):
     def split_cross_projections(self) -> None:
         """Replace the stacked in_proj by W_Q (D -> D) and [W_K; W_V] (D -> 2D) Linear layers, same values.
 
-        For cross-attention of an inference copy (`tnmt.decode.quantize`): afterwards this module has no
+        For cross-attention of an inference copy (`tnmt.translate.quantize`): afterwards this module has no
         in_proj, so it cannot self-attend, and its state dict names q_proj/kv_proj instead of in_proj.
         """
         d = self.out_proj.in_features
@@ -159,104 +71,116 @@ class MultiHeadAttention(nn.Module):
             self.kv_proj.weight.copy_(w[d:]), self.kv_proj.bias.copy_(b[d:])
         self.in_proj = None
 
-    def _split_heads(self, x: Tensor) -> Tensor:
-        b, t, _ = x.shape
-        return x.view(b, t, self.n_heads, self.d_head).transpose(1, 2)  # (B, T, D) -> (B, H, T, Dh)
-
-    def project_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
-        """Cross-attention keys and values of the encoder memory: (B, S, D) -> 2 x (B, H, S, Dh)."""
+    def bind(self, linear: LinearBinder = bind_linear, *, cross: bool) -> "BoundAttention":
+        """This attention as self- or cross-attention, bound to its tensors (blocks/bound.py): the step's
+        projections by `linear`, the memory's keys/values (computed once per batch) as stored."""
         d = self.out_proj.in_features
-        if self.kv_proj is not None:
-            kv = self.kv_proj(memory)  # (B, S, 2D)
-        else:
-            kv = F.linear(memory, self.in_proj.weight[d:], self.in_proj.bias[d:])
-        k, v = kv.chunk(2, dim=-1)
-        return self._split_heads(k), self._split_heads(v)
-
-    def self_attention(
-        self, x: Tensor, mask: Tensor | None = None, *, need_weights: bool = False
-    ) -> tuple[Tensor, Tensor | None]:
-        """Every position of x (B, T, D) attends to the positions of x that `mask` allows."""
-        q, k, v = self.in_proj(x).chunk(3, dim=-1)  # 3 x (B, T, D)
-        return self._attend(self._split_heads(q), self._split_heads(k), self._split_heads(v), mask, need_weights)
-
-    def cross_attention(
-        self, x: Tensor, memory: Tensor, mask: Tensor | None = None, *, need_weights: bool = False
-    ) -> tuple[Tensor, Tensor | None]:
-        """Decoder states x (B, T, D) attend to the encoder memory (B, S, D)."""
-        k, v = self.project_kv(memory)
-        return self._attend(self._split_heads(self.query_projection()(x)), k, v, mask, need_weights)
-
-    def query_projection(self, linear: LinearBinder = bind_linear) -> Linear:
-        """Cross-attention's W_Q as a function: the first D rows of the stacked in_proj, or q_proj once split."""
-        if self.q_proj is not None:
-            return linear(self.q_proj, None)
-        return linear(self.in_proj, slice(0, self.out_proj.in_features))
-
-    def bind(self, linear: LinearBinder = bind_linear, *, cross: bool) -> "AttentionStep":
-        """This attention for a decoder step on a KV cache, as self-attention or as cross-attention, bound to its
-        tensors once per search by `linear` (blocks/bound.py): only the projections that attention uses."""
-        return AttentionStep(
+        split = self.q_proj is not None
+        return BoundAttention(
             qkv=None if cross else linear(self.in_proj, None),
-            q=self.query_projection(linear) if cross else None,
+            q=(linear(self.q_proj, None) if split else linear(self.in_proj, slice(0, d))) if cross else None,
+            kv=(bind_linear(self.kv_proj) if split else bind_linear(self.in_proj, slice(d, 3 * d))) if cross else None,
             out=linear(self.out_proj, None),
             heads=self.n_heads,
             d_head=self.d_head,
             dropout_p=self.dropout if self.training else 0.0,
         )
 
-    def _attend(
-        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool
+    def self_attention(
+        self, x: Tensor, mask: Tensor | None = None, *, need_weights: bool = False
     ) -> tuple[Tensor, Tensor | None]:
-        dropout_p = self.dropout if self.training else 0.0  # attention dropout
-        out, weights = attention(q, k, v, mask, dropout_p=dropout_p, need_weights=need_weights)
-        b, h, t, dh = out.shape
-        out = out.transpose(1, 2).reshape(b, t, h * dh)  # (B, H, Tq, Dh) -> (B, Tq, D)
-        return self.out_proj(out), weights
+        """`BoundAttention.self_attention` over whole sequences x (B, T, D) -> (B, T, D), weights (B, H, T, T)."""
+        b, t, d = x.shape
+        out, weights = self.bind(cross=False).self_attention(
+            x.reshape(b * t, d), positions=t, mask=mask, need_weights=need_weights
+        )
+        return out.view(b, t, d), weights
+
+    def cross_attention(
+        self, x: Tensor, memory: Tensor, mask: Tensor | None = None, *, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """`BoundAttention.cross_attention` of decoder states x (B, T, D) to the encoder memory (B, S, D)."""
+        b, t, d = x.shape
+        out, weights = self.bind(cross=True).cross_attention(
+            x.reshape(b * t, d), positions=t, memory=memory, mask=mask, need_weights=need_weights
+        )
+        return out.view(b, t, d), weights
+
+    def project_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """Cross-attention keys and values of the encoder memory: (B, S, D) -> 2 x (B, H, S, Dh)."""
+        return self.bind(cross=True).keys_values(memory)
 
 
-class AttentionStep(NamedTuple):
-    """`MultiHeadAttention` for T new positions per row of a KV cache (`MultiHeadAttention.bind`): its
-    projections bound to its tensors, so that a step reads no module attribute (blocks/bound.py).
+class BoundAttention(NamedTuple):
+    """`MultiHeadAttention` as functions of its tensors (`MultiHeadAttention.bind`): the one body of attention.
 
-    Rows are hypotheses, x (N * T, D) ordered (row, position); a sentence's `cache.beams` consecutive rows share
-    its cross-attention keys and values."""
+    Rows are x (N * T, D), ordered (sequence, position). Without a cache (training, encoding, a teacher-forced
+    pass) the T positions are whole sequences and `mask` says who sees whom. With a cache (decoding) they are T
+    new positions per row: self-attention writes their keys/values after the `cache.length` held and attends
+    causally; cross-attention reads the memory's keys/values from the cache, where a sentence's `cache.beams`
+    consecutive rows share them."""
 
     qkv: Linear | None  # [W_Q; W_K; W_V]: (M, D) -> (M, 3D), for self-attention (None for cross-attention)
-    q: Linear | None  # W_Q alone: (M, D) -> (M, D), for cross-attention (None for self-attention)
+    q: Linear | None  # W_Q alone: (M, D) -> (M, D), for cross-attention
+    kv: Linear | None  # [W_K; W_V]: (M, D) -> (M, 2D), cross-attention's keys/values of the memory
     out: Linear  # W_O
     heads: int
     d_head: int
     dropout_p: float  # attention dropout, in train mode
 
     def self_attention(
-        self, x: Tensor, cache: LayerCache, *, positions: int, need_weights: bool = False
+        self,
+        x: Tensor,
+        cache: LayerCache | None = None,
+        *,
+        positions: int,
+        mask: Tensor | None = None,
+        need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
-        """`MultiHeadAttention.self_attention` of the new positions: x (N * T, D) -> (N * T, D), and with
-        `need_weights` the weights (N, H, T, length + T). Their keys/values join the cache after the
-        `cache.length` held, and each new position attends to those and to the new ones up to itself."""
+        """x (N * T, D) -> (N * T, D), and with `need_weights` the weights (N, H, T, keys): T keys without a
+        cache, `cache.length` + T with one. `mask` (broadcastable to (N, H, T, T)) applies without a cache; with
+        one, each new position sees the cached keys and the new ones up to itself."""
         n, t, h, dh = x.size(0) // positions, positions, self.heads, self.d_head
-        start, end = cache.length, cache.length + t
         qkv = self.qkv(x).view(n, t, 3 * h, dh).transpose(1, 2)  # (N * T, 3D) -> (N, 3H, T, Dh): Q, K, V heads
-        cache.kv.narrow(3, start, t).copy_(qkv[:, h:].view(n, 2, h, t, dh).transpose(0, 1))  # (2, N, H, T, Dh)
-        k, v = cache.k.narrow(2, 0, end), cache.v.narrow(2, 0, end)  # (N, H, L + T, Dh), views of the cache
         q = qkv[:, :h]  # (N, H, T, Dh)
-        mask = None if t == 1 else causal_mask(t, end, device=x.device)  # one new position sees every key
+        if cache is None:
+            k, v = qkv[:, h : 2 * h], qkv[:, 2 * h :]
+        else:
+            start, end = cache.length, cache.length + t
+            cache.kv.narrow(3, start, t).copy_(qkv[:, h:].view(n, 2, h, t, dh).transpose(0, 1))  # (2, N, H, T, Dh)
+            k, v = cache.k.narrow(2, 0, end), cache.v.narrow(2, 0, end)  # (N, H, L + T, Dh), views of the cache
+            mask = None if t == 1 else causal_mask(t, end, device=x.device)  # one new position sees every key
         out, weights = attention(q, k, v, mask, dropout_p=self.dropout_p, need_weights=need_weights)  # (N, H, T, Dh)
         return self.out(out.transpose(1, 2).reshape(n * t, h * dh)), weights
 
     def cross_attention(
-        self, x: Tensor, cache: LayerCache, *, positions: int, need_weights: bool = False
+        self,
+        x: Tensor,
+        cache: LayerCache | None = None,
+        *,
+        positions: int,
+        memory: Tensor | None = None,
+        mask: Tensor | None = None,
+        need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
-        """`MultiHeadAttention.cross_attention` of the new positions: x (N * T, D) -> (N * T, D), and with
-        `need_weights` the weights (N, H, T, S). The queries of a sentence's `cache.beams` rows go to its keys and
-        values together, as one (beams * T)-query attention per sentence."""
+        """x (N * T, D) -> (N * T, D), and with `need_weights` the weights (N, H, T, S). Without a cache the keys
+        and values are the encoder `memory`'s (N, S, D), `mask` its padding (N, 1, 1, S); with one, the cache's.
+        The queries of a sentence's `cache.beams` rows go to its keys and values together, as one
+        (beams * T)-query attention per sentence."""
         n, t, h, dh = x.size(0) // positions, positions, self.heads, self.d_head
-        b, queries = n // cache.beams, cache.beams * positions
+        if cache is None:
+            (k, v), beams = self.keys_values(memory), 1
+        else:
+            k, v, mask, beams = cache.cross_k, cache.cross_v, cache.bias, cache.beams
+        b, queries = n // beams, beams * positions
         q = self.q(x).view(b, queries, h, dh).transpose(1, 2)  # (B, H, beams * T, Dh)
-        out, weights = attention(
-            q, cache.cross_k, cache.cross_v, cache.bias, dropout_p=self.dropout_p, need_weights=need_weights
-        )
+        out, weights = attention(q, k, v, mask, dropout_p=self.dropout_p, need_weights=need_weights)
         if weights is not None:  # (B, H, beams * T, S) -> (N, H, T, S)
-            weights = weights.unflatten(2, (cache.beams, t)).transpose(1, 2).flatten(0, 1)
+            weights = weights.unflatten(2, (beams, t)).transpose(1, 2).flatten(0, 1)
         return self.out(out.transpose(1, 2).reshape(n * t, h * dh)), weights
+
+    def keys_values(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """Cross-attention's keys and values of the encoder memory: (B, S, D) -> 2 x (B, H, S, Dh)."""
+        b, s, _ = memory.shape
+        kv = self.kv(memory).view(b, s, 2 * self.heads, self.d_head).transpose(1, 2)  # (B, 2H, S, Dh)
+        return kv[:, : self.heads], kv[:, self.heads :]

@@ -11,6 +11,7 @@ from torch import Tensor, nn
 
 from tnmt.blocks.bound import Linear, LinearBinder, bind_linear
 from tnmt.blocks.dropout import Dropout
+from tnmt.blocks.record import Recorder
 
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
 
@@ -30,18 +31,16 @@ class FeedForward(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         return self.bind()(x)
 
-    def hidden(self, x: Tensor) -> Tensor:
-        """The hidden units' activations (..., F) for x (..., D): what `tnmt inspect` shows of the network."""
-        return self.activation(self.linear1(x))
-
-    def bind(self, linear: LinearBinder = bind_linear) -> Linear:
+    def bind(self, linear: LinearBinder = bind_linear, *, record: Recorder | None = None) -> Linear:
         """This network as a function of its own tensors, bound by `linear` (blocks/bound.py): what `forward` and
-        a decoder step run."""
+        a decoder step run. With `record`, it reports the hidden units' activations (blocks/record.py)."""
         linear1, linear2, activation = linear(self.linear1, None), linear(self.linear2, None), self.activation
         dropout = self.dropout if self.training else None
 
         def feed_forward(x: Tensor) -> Tensor:
             hidden = activation(linear1(x))  # (..., F)
+            if record is not None:
+                record(hidden=hidden)
             return linear2(hidden if dropout is None else dropout(hidden))
 
         return feed_forward

@@ -4,7 +4,7 @@ At inference the decoder's self-attention keys/values of past positions never ch
 causally masked from the future), so each step only computes the new positions' K/V and writes them after
 the others. The cross-attention K/V depend only on the encoder memory and are computed once per batch
 (`Transformer.encode_for_decoding`). The cache is an explicit object that the caller creates, passes to
-every step (`IncrementalDecoder.step`) and reorders for beam search: no hidden state lives on the modules.
+every step (`BoundDecoder.step`) and reorders for beam search: no hidden state lives on the modules.
 
 Layout: every layer's self-attention keys and values live in one tensor (L, 2, N, H, capacity, Dh),
 preallocated for the positions the search may write (it doubles if a caller goes past them), so a step
@@ -87,7 +87,7 @@ class KVCache:
         self._set_kv(grown)
 
     def advance(self, positions: int) -> None:
-        """Count `positions` more as written: every layer wrote them (`IncrementalDecoder.step`)."""
+        """Count `positions` more as written: every layer wrote them (`BoundDecoder.step`)."""
         self.length += positions
 
     def reorder(self, indices: Tensor, *, same_sources: bool = False) -> None:

@@ -17,7 +17,7 @@ from tnmt.decode.hypothesis import Hypothesis, gnmt_length_penalty
 from tnmt.decode.rules import TokenRules, output_limits, start_tokens
 from tnmt.decode.top_k import top_k
 from tnmt.decode.trace import SearchRecorder
-from tnmt.model import EncodedSource, IncrementalDecoder, Transformer
+from tnmt.model import BoundDecoder, EncodedSource, Transformer
 
 
 @torch.inference_mode()
@@ -35,7 +35,7 @@ def greedy_hypotheses(
     decode: DecodeConfig | None = None,
     *,
     recorder: SearchRecorder | None = None,
-    decoder: IncrementalDecoder | None = None,
+    decoder: BoundDecoder | None = None,
     constraints: Sequence[Constraints] | None = None,
     starts: Tensor | None = None,
 ) -> list[Hypothesis]:

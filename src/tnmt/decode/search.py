@@ -16,7 +16,7 @@ from tnmt.decode.greedy import greedy_hypotheses
 from tnmt.decode.hypothesis import Hypothesis
 from tnmt.decode.trace import SearchRecorder
 from tnmt.errors import UserError
-from tnmt.model import EncodedSource, IncrementalDecoder, Transformer
+from tnmt.model import BoundDecoder, EncodedSource, Transformer
 
 
 def search(
@@ -26,7 +26,7 @@ def search(
     *,
     n_best: int = 1,
     recorder: SearchRecorder | None = None,
-    decoder: IncrementalDecoder | None = None,
+    decoder: BoundDecoder | None = None,
     constraints: Sequence[Constraints] | None = None,
     starts: Tensor | None = None,
 ) -> list[list[Hypothesis]]:

@@ -88,7 +88,7 @@ class SearchRecorder:
         self._prefix_log_prob = 0.0
 
     def attention(self, weights: list[tuple[Tensor, Tensor]]) -> None:
-        """The attention weights of the step being decoded (`IncrementalDecoder.step`'s, one new position per row): its
+        """The attention weights of the step being decoded (`BoundDecoder.step`'s, one new position per row): its
         cross-attention rows are kept, (L, N, H, S), one row per search row."""
         if weights:
             self._attention = torch.stack([cross[:, :, 0] for _, cross in weights]).float().cpu()
