@@ -37,10 +37,10 @@ import torch
 
 from benchmarks.common.host import describe
 from benchmarks.quality.markup import data_dir, read
-from tnmt.decode.alternatives import word_alternatives
-from tnmt.decode.glossary import GlossaryEntry
-from tnmt.decode.steering import Steering
-from tnmt.decode.translator import Translator
+from tnmt.translate.glossary import GlossaryEntry
+from tnmt.translate.replacements import word_alternatives
+from tnmt.translate.steering import Steering
+from tnmt.translate.translator import Translator
 
 GLOSSARY = {  # English word -> German forms a translator may use (inflections and synonyms)
     "dog": "Hund | Hunde | Hundes",

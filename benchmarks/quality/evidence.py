@@ -44,21 +44,20 @@ import torch
 
 from benchmarks.common.host import describe
 from benchmarks.speed.decode import data_dir, read_gz
+from tnmt.aligning_head import alignment_layer_index, alignment_rows
 from tnmt.config import DecodeConfig
 from tnmt.data.alignment import align_words
 from tnmt.data.prepared import PreparedPairs
-from tnmt.decode.evidence import (
+from tnmt.model import AttentionMaps
+from tnmt.translate.evidence import (
     WARNINGS,
     Sentence,
-    alignment_layer_index,
-    alignment_rows,
     gather_evidence,
     length_ratio_bounds,
     piece_words,
     word_alignment,
 )
-from tnmt.decode.translator import Translation, Translator
-from tnmt.model import AttentionMaps
+from tnmt.translate.translator import Translation, Translator
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 BATCH = 64
@@ -114,7 +113,7 @@ def one_way(rows: torch.Tensor, source_words: list[int], target_words: list[int]
     return sorted({(source_words[s], target_words[t]) for t, s in enumerate(strongest) if s != len(source_words)})
 
 
-READS = {"both ways, symmetrised (decode/evidence.py)": word_alignment, "one way, subword argmax (before)": one_way}
+READS = {"both ways, symmetrised (translate/evidence.py)": word_alignment, "one way, subword argmax (before)": one_way}
 
 
 @torch.inference_mode()
@@ -256,7 +255,7 @@ def reference_evidence(translator: Translator, sources: list[str], references: l
 @torch.inference_mode()
 def forced_evidence(translator: Translator, sources: list[str], outputs: list[list[int]]) -> list[Translation]:
     """Each output's ids (without BOS and EOS) as a finished translation of its source, with the evidence the
-    translator's settings give it: the same read as a search's (decode/evidence.py), on a teacher-forced pass."""
+    translator's settings give it: the same read as a search's (translate/evidence.py), on a teacher-forced pass."""
     tokenizer, settings = translator.tokenizer, translator.decode
     found = []
     for start in range(0, len(sources), BATCH):

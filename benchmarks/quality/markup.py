@@ -355,7 +355,7 @@ def main() -> None:
     import torch
 
     from benchmarks.common.host import describe
-    from tnmt.decode.translator import Translator
+    from tnmt.translate.translator import Translator
 
     torch.set_num_threads(args.threads)
     sources = read(data_dir() / "test_2016_flickr.en.gz")

@@ -35,10 +35,10 @@ from tnmt.checkpoint import average_checkpoints
 from tnmt.data.corpus import read_parallel
 from tnmt.data.dataset import corpus_files
 from tnmt.data.multi30k import find_multi30k
-from tnmt.decode.translator import Translator
 from tnmt.evaluate import score
 from tnmt.recipe import load_recipe
 from tnmt.train.loop import train
+from tnmt.translate.translator import Translator
 
 REPO = Path(__file__).resolve().parents[2]
 

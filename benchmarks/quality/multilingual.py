@@ -40,12 +40,12 @@ from benchmarks.quality.multi30k import lc_norm_tok
 from tnmt.checkpoint import average_checkpoints
 from tnmt.data.corpus import read_lines
 from tnmt.data.multi30k import find_multi30k, multi30k_paths
-from tnmt.decode.translator import Translator
 from tnmt.directions import direction_name
 from tnmt.evaluate import score
 from tnmt.recipe import load_recipe
 from tnmt.serve.libretranslate.detect import Detector
 from tnmt.train.loop import train
+from tnmt.translate.translator import Translator
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "benchmarks" / "results"

@@ -311,7 +311,7 @@ def check_outputs(out: Path, report: Path, log: Path) -> dict:
     def job() -> int:
         from tnmt.checkpoint import load_checkpoint
         from tnmt.config import DecodeConfig
-        from tnmt.decode.translator import Translator
+        from tnmt.translate.translator import Translator
 
         problems, loaded = [], 0
         for path in sorted((out / "checkpoints").glob("step_*")) if (out / "checkpoints").exists() else []:

@@ -188,9 +188,9 @@ def checkpoint_target(work: Path, name: str) -> tuple[Callable[[bytes], None], l
     from tnmt.checkpoint import load_checkpoint, save_checkpoint
     from tnmt.config import ModelConfig
     from tnmt.data.tokenizer import Tokenizer
-    from tnmt.decode.translator import Translator
     from tnmt.errors import UserError
     from tnmt.model import Transformer
+    from tnmt.translate.translator import Translator
 
     words = ["one", "two", "three", "four", "uno", "due", "tre", "quattro"] * 20
     tokenizer = Tokenizer.train(words, vocab_size=274)

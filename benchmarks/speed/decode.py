@@ -29,7 +29,7 @@ per-run ratios (runs of one round are seconds apart).
 git worktree of main) in their own processes, so a change is measured before/after in one run; the
 summary says whether their outputs equal tnmt's.
 
-Systems: `tnmt` (KV cache), `tnmt-int8` (`tnmt.decode.quantize.quantize_int8`: torch.ao dynamic int8
+Systems: `tnmt` (KV cache), `tnmt-int8` (`tnmt.translate.quantize.quantize_int8`: torch.ao dynamic int8
 quantisation of the Linear layers), `textbook` (tnmt's model, re-running the decoder over the whole
 prefix every step; greedy only, random row set only), `hf` (MarianMTModel.generate; random row set
 only), `ct2` / `ct2-int8` (CTranslate2 float32 / int8). Results go to benchmarks/results/decode.json
@@ -153,7 +153,7 @@ def tnmt_model(*, quantize: bool):
     import torch
 
     from tnmt import ModelConfig, Transformer
-    from tnmt.decode.quantize import quantize_int8
+    from tnmt.translate.quantize import quantize_int8
 
     torch.manual_seed(0)
     config = ModelConfig(
@@ -240,8 +240,8 @@ def random_runner(system: str, work: Path, threads: int):
         return padded, lambda src, beam: textbook_greedy(model, src)
 
     try:  # what a `Translator` keeps for the frozen model it loaded: the model bound for decoding, with the
-        # copies of its weights laid out for the products (decode/frozen.py)
-        from tnmt.decode.frozen import OutputProjection, transposed_linear
+        # copies of its weights laid out for the products (translate/frozen.py)
+        from tnmt.translate.frozen import OutputProjection, transposed_linear
 
         projection = OutputProjection(model) if OutputProjection.usable(model) else None
         projection = {"decoder": model.incremental_decoder(project=projection, linear=transposed_linear)}
@@ -292,7 +292,7 @@ def checkpoint_runner(system: str, work: Path, threads: int, checkpoint: Path):
 
     import torch
 
-    from tnmt.decode.translator import Translator
+    from tnmt.translate.translator import Translator
 
     torch.set_num_threads(threads)
     translator = Translator.from_checkpoint(checkpoint, quantize="int8" if system == "tnmt-int8" else "none")

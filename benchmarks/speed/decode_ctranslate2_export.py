@@ -29,9 +29,9 @@ from pathlib import Path
 import torch
 
 from benchmarks.common.host import describe
-from tnmt.decode.translator import Translator
 from tnmt.evaluate import score
 from tnmt.interop.ctranslate2 import CTranslate2Translator, export_ctranslate2
+from tnmt.translate.translator import Translator
 
 SEARCHES = [("greedy", dict(beam_size=1)), ("beam 4, alpha 0.6", dict(beam_size=4, length_penalty=0.6))]
 BATCH_SIZE = 64

@@ -154,7 +154,7 @@ def profile_decoding(steps: int, checkpoint: Path | None) -> dict:
             }
     if checkpoint is not None:
         from benchmarks.speed.decode import data_dir, read_gz
-        from tnmt.decode.translator import Translator
+        from tnmt.translate.translator import Translator
 
         texts = sorted(read_gz(data_dir() / "test_2016_flickr.en.gz")[:256], key=lambda t: -len(t.split()))
         for quantize in ("none", "int8"):

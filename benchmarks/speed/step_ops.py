@@ -1,4 +1,4 @@
-"""The operator-level choices of the decoder step (`Transformer.incremental_decoder`, decode/frozen.py), timed here.
+"""The operator-level choices of the decoder step (`Transformer.incremental_decoder`, translate/frozen.py), timed here.
 
     python -m benchmarks.speed.step_ops [--threads 1]
 

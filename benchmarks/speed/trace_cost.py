@@ -29,8 +29,8 @@ from benchmarks.speed.decode import data_dir, read_gz, tnmt_model
 from tnmt.config import DecodeConfig
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.decode.trace import explanation
-from tnmt.decode.translator import Translator
 from tnmt.inside import inside, inside_dict
+from tnmt.translate.translator import Translator
 
 TOP_K = 5
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "trace_cost.json"

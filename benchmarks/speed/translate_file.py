@@ -9,7 +9,7 @@ or ../shared/data/multi30k beside the repository), then `python -m tnmt translat
 -o OUT` runs as a child process, timed from launch to exit (start-up and loading included), its peak RSS
 read from the kernel's accounting of that child (`os.wait4`). The output must have one line per input
 line. Memory is flat when the peak RSS of the largest file is that of the smallest (within noise):
-translation goes chunk by chunk (`tnmt.decode.stream`), so only one chunk is ever in memory.
+translation goes chunk by chunk (`tnmt.translate.stream`), so only one chunk is ever in memory.
 Results go to benchmarks/results/translate_file.json and a markdown table on stdout.
 """
 

@@ -52,7 +52,7 @@ from tnmt.io import (
 from tnmt.model import Transformer
 
 FORMAT = 2  # 2: alignment layers and heads numbered from 1 at the input side (format 1 counted them otherwise)
-LEGACY_DECODE_KEY = "quantize"  # once a decoding setting, now chosen when a model is loaded (decode/translator.py)
+LEGACY_DECODE_KEY = "quantize"  # once a decoding setting, now chosen when a model is loaded (translate/translator.py)
 CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.safetensors"
 A_CHECKPOINT = "a tnmt checkpoint"  # what `save_checkpoint` replaces, in its refusal of anything else
 

@@ -135,7 +135,7 @@ def _add_decoding_commands(sub: argparse._SubParsersAction) -> None:
         "--scores", action="store_true", help="sentence confidence, then each word's probability (space-separated)"
     )
     evidence.add_argument("--warnings", action="store_true", help="warning codes (comma-separated; empty when clean)")
-    steer = p.add_argument_group("steering (decode/steering.py): applied to every line")
+    steer = p.add_argument_group("steering (translate/steering.py): applied to every line")
     steer.add_argument(
         "--glossary", type=_path_text, help="TSV of source term<TAB>target term (forms separated by ' | ')"
     )
@@ -317,8 +317,8 @@ def _translator(args: argparse.Namespace) -> tuple[Any, DecodeConfig]:
     else:
         import torch
 
-        from tnmt.decode.translator import Translator
         from tnmt.device import resolve_device
+        from tnmt.translate.translator import Translator
 
         device = resolve_device(args.device)
         if args.threads:  # this thread decodes (serve's batcher sets them in its worker thread instead)
@@ -412,7 +412,7 @@ def _prepare(args: argparse.Namespace, overrides: list[str]) -> int:
 
 def _translate(args: argparse.Namespace, _: list[str]) -> int:
     from tnmt.data.corpus import iter_lines, iter_stream
-    from tnmt.decode.stream import AnnotatedLines, translate_stream
+    from tnmt.translate.stream import AnnotatedLines, translate_stream
 
     annotate = {"alignment": args.alignment, "scores": args.scores, "warnings": args.warnings}
     if any(annotate.values()) and args.engine != "tnmt":
@@ -438,9 +438,9 @@ def _steering(args: argparse.Namespace) -> Any:
     """The `Steering` of `--glossary` and `--do-not-translate`, read (and checked) before the model loads."""
     if not (args.glossary or args.do_not_translate):
         return None
-    from tnmt.decode.glossary import load_glossary
-    from tnmt.decode.steering import Steering
-    from tnmt.decode.verbatim import load_terms
+    from tnmt.translate.glossary import load_glossary
+    from tnmt.translate.kept import load_terms
+    from tnmt.translate.steering import Steering
 
     glossary = tuple(load_glossary(args.glossary)) if args.glossary else ()
     keep = tuple(load_terms(args.do_not_translate)) if args.do_not_translate else ()
@@ -449,8 +449,8 @@ def _steering(args: argparse.Namespace) -> Any:
 
 def _evaluate(args: argparse.Namespace, _: list[str]) -> int:
     from tnmt.data.corpus import iter_lines, read_lines
-    from tnmt.decode.stream import translate_stream
     from tnmt.evaluate import score
+    from tnmt.translate.stream import translate_stream
 
     if args.all_directions:
         return _evaluate_directions(args)

@@ -315,7 +315,7 @@ class DecodeConfig:
         default=True, metadata=_help("never repeat an n-gram (n <= 4) a third time in a row, unless the source does")
     )
     batch_size: int = field(default=64, metadata=_help("sentences decoded together"))
-    # Word alignment from cross-attention (decode/evidence.py); the defaults were chosen on validation.
+    # Word alignment from cross-attention (translate/evidence.py); the defaults were chosen on validation.
     # Layers count from 1 at the input side and heads from 1, as everywhere tnmt shows them; a negative layer
     # counts from the top, so the default fits any depth.
     alignment_layer: int = field(

@@ -15,7 +15,7 @@ from tnmt.errors import UserError
 
 if TYPE_CHECKING:  # not at run time: scoring needs no torch
     from tnmt.config import DecodeConfig
-    from tnmt.decode.translator import Translator
+    from tnmt.translate.translator import Translator
 
 
 @dataclass(frozen=True)
@@ -53,8 +53,8 @@ def evaluate_directions(translator: "Translator", settings: "DecodeConfig", *, s
     """
     from tnmt.data.corpus import read_lines
     from tnmt.data.multi30k import find_multi30k, multi30k_paths
-    from tnmt.decode.stream import translate_stream
     from tnmt.directions import direction_name
+    from tnmt.translate.stream import translate_stream
 
     if not translator.directions:
         raise UserError("the checkpoint names no language pair: evaluate it with --src and --ref")

@@ -25,9 +25,9 @@ from torch import Tensor, nn
 from tnmt.blocks.masks import causal_mask, padding_mask
 from tnmt.config import DecodeConfig
 from tnmt.decode.trace import rounded
-from tnmt.decode.translator import Translator
 from tnmt.errors import UserError
 from tnmt.model import Transformer
+from tnmt.translate.translator import Translator
 
 log = logging.getLogger("tnmt")
 

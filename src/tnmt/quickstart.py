@@ -19,11 +19,11 @@ from tnmt.config import PRESETS, DataConfig, DecodeConfig, TrainConfig
 from tnmt.data.corpus import read_parallel
 from tnmt.data.dataset import corpus_files
 from tnmt.data.multi30k import find_multi30k
-from tnmt.decode.translator import Translator
 from tnmt.evaluate import score
 from tnmt.io import atomic_write_text, check_output_directory
 from tnmt.recipe import Recipe, load_recipe
 from tnmt.train.loop import train
+from tnmt.translate.translator import Translator
 from tnmt.visualize import plot_attention
 
 EXAMPLES = {

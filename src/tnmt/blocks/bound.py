@@ -31,7 +31,7 @@ def bind_linear(module: nn.Module, rows: slice | None = None) -> Linear:
     `forward`, without the module call around it.
 
     The binder the blocks use unless given another: a `Translator` passes one that lays out copies of its frozen
-    model's weights for the step's products (`tnmt.decode.frozen.transposed_linear`).
+    model's weights for the step's products (`tnmt.translate.frozen.transposed_linear`).
     """
     if type(module) is nn.Linear:
         weight, bias = module.weight, module.bias

@@ -147,7 +147,7 @@ def alignment_matrix(
     the position that *predicts* target token t (tgt_out's), so the attention trained is the one that writes
     the word, not the one that reads it. A target token the aligner left unaligned (a function word with no
     counterpart, and EOS) is trained toward the source's EOS: attention rests there when it has nowhere better
-    to go, and the alignment read from the head (decode/evidence.py) leaves a token pointing at EOS unaligned,
+    to go, and the alignment read from the head (translate/evidence.py) leaves a token pointing at EOS unaligned,
     so the head learns to say "no link" instead of guessing a neighbour. A pair without any link (a subword
     sample whose words differ from the aligned ones) and padding stay zero: the loss ignores them.
     """

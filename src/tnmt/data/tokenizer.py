@@ -247,7 +247,7 @@ class Tokenizer:
 
     def target_segmentations(self, text: str, n: int) -> list[list[int]]:
         """Up to `n` ways the target side can spell `text` in ids, most likely first: a search that must never
-        write a phrase bans them all (decode/steering.py), not only the one `encode_target` picks. A BPE model
+        write a phrase bans them all (translate/steering.py), not only the one `encode_target` picks. A BPE model
         has one."""
         try:
             found = self._target.nbest_encode_as_ids(SURROGATE.sub("\ufffd", text), nbest_size=n)

@@ -5,9 +5,10 @@ in `Constraints.avoid` is never completed, and a forced prefix is written whatev
 tokens keep their real log-probabilities, so scores stay comparable).
 
 Loops: a model that cannot read its source (emoji, html sent as text) tends to repeat a subword until the
-length limit ("...achtachtacht..."). The evidence flags an n-gram (n <= 4) repeated `LOOP_REPEATS` times back
-to back as a loop (decode/evidence.py); with `DecodeConfig.block_loops` the search never writes the token that
-would complete such a third repeat, unless the sentence's source loops itself (`Constraints.allow_loops`).
+length limit ("...achtachtacht..."). An n-gram (n <= 4) repeated `LOOP_REPEATS` times back to back is a loop
+(`has_loop`, which the evidence also reports: translate/evidence.py); with `DecodeConfig.block_loops` the search
+never writes the token that would complete such a third repeat, unless the sentence's source loops itself
+(`Constraints.allow_loops`).
 """
 
 from collections.abc import Sequence
@@ -16,11 +17,12 @@ import torch
 from torch import Tensor
 
 from tnmt.decode.constraints import Constraints
-from tnmt.decode.evidence import LOOP_MAX_N, LOOP_REPEATS
 
 NEG_INF = float("-inf")
 FEW_ROWS = 8  # up to this many rows, the loop check runs on lists
 LONGEST_AVOIDED = 64  # tokens of history read for avoided phrases (longer phrases are refused upstream)
+LOOP_REPEATS = 3  # the same n-gram (n <= LOOP_MAX_N) this many times back to back is a loop
+LOOP_MAX_N = 4
 
 
 class Bans:
@@ -114,3 +116,13 @@ class Bans:
                     history = history if history is not None else tokens[:, -LONGEST_AVOIDED:].tolist()
                     if tuple(history[row][len(history[row]) - len(phrase) + 1 :]) == phrase[:-1]:
                         log_probs[row, phrase[-1]] = NEG_INF
+
+
+def has_loop(words: Sequence[str | int]) -> bool:
+    """Whether some n-gram (n <= LOOP_MAX_N) of words or ids occurs LOOP_REPEATS times back to back."""
+    for n in range(1, LOOP_MAX_N + 1):
+        for i in range(len(words) - n * LOOP_REPEATS + 1):
+            gram = words[i : i + n]
+            if all(words[i + r * n : i + (r + 1) * n] == gram for r in range(1, LOOP_REPEATS)):
+                return True
+    return False

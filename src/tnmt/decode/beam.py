@@ -24,13 +24,13 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from tnmt.aligning_head import alignment_layer_index, alignment_rows
 from tnmt.blocks.kv_cache import KVCache
 from tnmt.config import DecodeConfig
+from tnmt.decode.allocation import beam_step as constrained_step
 from tnmt.decode.bans import Bans
 from tnmt.decode.beam_state import BeamState
-from tnmt.decode.constrained import beam_step as constrained_step
 from tnmt.decode.constraints import NO_CONSTRAINTS, Constraints, Progress
-from tnmt.decode.evidence import alignment_layer_index, alignment_rows
 from tnmt.decode.hypothesis import Hypothesis, gnmt_length_penalty
 from tnmt.decode.rules import TokenRules, output_limits, start_tokens
 from tnmt.decode.top_k import top_k

@@ -1,5 +1,5 @@
 """What beam search carries from step to step: each sentence's open beams, their progress on its constraints,
-and its finished hypotheses (decode/beam.py runs the steps; decode/constrained.py the constrained one)."""
+and its finished hypotheses (decode/beam.py runs the steps; decode/allocation.py the constrained one)."""
 
 from dataclasses import dataclass, field
 
@@ -25,14 +25,14 @@ class BeamState:
     constraints: list[Constraints]  # (Ba) each searched sentence's
     progress: list[Progress] | None  # (Ba * K) each beam's progress on its constraints; None: no sentence has any
     focus: list[int] | None = None  # (Ba * K) the source token each beam's aligning attention peaks on, when needed
-    relevant: Tensor | None = None  # (Ba, V) True on the tokens of each sentence's forms (decode/constrained.py)
+    relevant: Tensor | None = None  # (Ba, V) True on the tokens of each sentence's forms (decode/allocation.py)
     quotas: list[int] | None = None  # (Ba) finished hypotheses before the stopping rule applies; None: K each
     counted: list[list[float]] = field(default_factory=list)  # (Ba) scores of the finished that count, best first
 
     def add(self, i: int, hypothesis: Hypothesis, *, counts: bool = True) -> None:
         """File a finished hypothesis of searched sentence i and update its quota-th best score. Hypotheses that
         met more constraints rank first, then by score. One that does not `count` (it ended before meeting its
-        constraints: decode/constrained.py) is kept as an answer but does not stop the search."""
+        constraints: decode/allocation.py) is kept as an answer but does not stop the search."""
         hyps = self.finished[self.sentences[i]]
         hyps.append(hypothesis)
         hyps.sort(key=lambda h: (-h.met, -h.score))

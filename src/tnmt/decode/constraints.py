@@ -3,11 +3,11 @@ start with, as target ids; and how far a hypothesis is in meeting them.
 
 A positive constraint (`Constraints.include`) lists one or more forms ("Hund" | "Hunde" as ids): writing any
 one of them meets it. Forcing a constraint in at the first step would put it in the wrong place, and a
-beam left alone never writes it, so each step (decode/constrained.py) considers, beside the 2K best
+beam left alone never writes it, so each step (decode/allocation.py) considers, beside the 2K best
 extensions, every open hypothesis's best token and every token that starts or continues a form it has not
 met yet (Post & Vilar, 2018). A candidate's *bank* is how far it got (`Progress.bank`): constraints met, then
 tokens into a form under way. The beam keeps the best candidate of every bank, most advanced bank first, and
-fills the rest by score (decode/constrained.py's `_allocation`), so the K beams hold hypotheses at every stage
+fills the rest by score (decode/allocation.py's `_allocation`), so the K beams hold hypotheses at every stage
 of meeting the constraints, not only the likeliest ones (which have met none). With no constraints every
 candidate is in bank 0 and the order is plain beam search's. With one beam the most advanced bank always wins:
 each constraint is written at the first step it can start (a beam of one cannot keep a hypothesis that waits

@@ -33,11 +33,11 @@ from tnmt.config import DecodeConfig
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.decode.hypothesis import Hypothesis
 from tnmt.decode.rules import banned_ids, fit_source, output_limits
-from tnmt.decode.translator import EMPTY, Translation
 from tnmt.errors import UserError
 from tnmt.interop import require
 from tnmt.io import atomic_directory, check_destination
 from tnmt.model import Transformer
+from tnmt.translate.translator import EMPTY, Translation
 
 MODEL_FILE = "tnmt_model.json"  # the ModelConfig and DecodeConfig, beside CTranslate2's own config.json
 AN_EXPORT = "a CTranslate2 export of tnmt"  # what `export_ctranslate2` replaces, in its refusal of anything else
@@ -174,7 +174,7 @@ def _vocabularies(tokenizer: Tokenizer) -> tuple[list[str], list[str]]:
 class CTranslate2Translator:
     """Text in, text out with an exported model: tnmt's tokenizer around `ctranslate2.Translator`.
 
-    It answers as `tnmt.decode.translator.Translator` does (`translate`, `translations`, `decode`), so a file,
+    It answers as `tnmt.translate.translator.Translator` does (`translate`, `translations`, `decode`), so a file,
     a benchmark or a server can use either engine.
     """
 

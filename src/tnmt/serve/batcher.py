@@ -30,11 +30,11 @@ from dataclasses import dataclass, replace
 import torch
 
 from tnmt.config import DecodeConfig
-from tnmt.decode.alternatives import WordAlternatives, word_alternatives
-from tnmt.decode.steering import Plan, Steering
 from tnmt.decode.trace import Trace
-from tnmt.decode.translator import Source, Translation, Translator
 from tnmt.inside import Inside, inside
+from tnmt.translate.replacements import WordAlternatives, word_alternatives
+from tnmt.translate.steering import Plan, Steering
+from tnmt.translate.translator import Source, Translation, Translator
 
 # One element of `Translator.encode`: tokenised once when the request arrives and handed back to the translator
 # as it is; only `_tokens` looks into it.
@@ -54,7 +54,7 @@ class Job:
     n_best: int
     attention: bool
     future: Future[Translation]
-    plan: Plan  # what the model reads of the text and how its search is steered (decode/steering.py)
+    plan: Plan  # what the model reads of the text and how its search is steered (translate/steering.py)
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ class Batcher:
         steering: Sequence[Steering | None] | None = None,
         translator: Translator | None = None,
     ) -> list[Future[Translation]]:
-        """Queue a request's texts for translation, each with its `steering` (decode/steering.py); one future per
+        """Queue a request's texts for translation, each with its `steering` (translate/steering.py); one future per
         text, in order. `translator`: the pair's (`Translator.for_pair` of this batcher's), default this one's.
 
         Raises:
@@ -162,7 +162,7 @@ class Batcher:
         steering: Steering | None = None,
         translator: Translator | None = None,
     ) -> Future[WordAlternatives]:
-        """Queue one text whose word `position` gets its `k` likeliest replacements (decode/alternatives.py;
+        """Queue one text whose word `position` gets its `k` likeliest replacements (translate/replacements.py;
         `translator`: as for `submit`).
 
         Raises:

@@ -23,14 +23,14 @@ from starlette.requests import Request
 
 from tnmt.checkpoint import load_checkpoint
 from tnmt.config import DecodeConfig, ServeConfig
-from tnmt.decode.alternatives import WordAlternatives
-from tnmt.decode.steering import Steering
 from tnmt.decode.trace import Trace
-from tnmt.decode.translator import Translation, Translator
 from tnmt.directions import all_directions
 from tnmt.errors import UserError
 from tnmt.inside import Inside
 from tnmt.serve.batcher import Batcher, QueueFull
+from tnmt.translate.replacements import WordAlternatives
+from tnmt.translate.steering import Steering
+from tnmt.translate.translator import Translation, Translator
 
 CLIENT_GONE = 499  # nginx's "client closed request": nobody reads it, the metrics count it
 Result = TypeVar("Result")
@@ -191,7 +191,7 @@ async def alternatives(
     timeout: float,
     client: Request,
 ) -> WordAlternatives:
-    """The replacements of one word of `text`'s translation (decode/alternatives.py), within the deadline; a
+    """The replacements of one word of `text`'s translation (translate/replacements.py), within the deadline; a
     position outside the translation or a bad steering entry is a 422."""
     with _refused_when_full(), _refused_steering(422):
         future = model.batcher.alternatives(
@@ -239,7 +239,7 @@ async def look_inside(
 
 @contextmanager
 def _refused_steering(status: int) -> Iterator[None]:
-    """A steering entry that cannot be met (`UserError` from decode/steering.py) as `status`, naming it."""
+    """A steering entry that cannot be met (`UserError` from translate/steering.py) as `status`, naming it."""
     try:
         yield
     except UserError as error:

@@ -11,11 +11,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from tnmt.config import DecodeConfig, ServeConfig
-from tnmt.decode.alternatives import MAX_K
-from tnmt.decode.glossary import glossary_entry
-from tnmt.decode.steering import Steering
 from tnmt.decode.trace import explanation
-from tnmt.decode.translator import Translation
 from tnmt.errors import UserError
 from tnmt.inside import inside_dict
 from tnmt.serve.models import (
@@ -28,6 +24,10 @@ from tnmt.serve.models import (
     trace,
     translations,
 )
+from tnmt.translate.glossary import glossary_entry
+from tnmt.translate.replacements import MAX_K
+from tnmt.translate.steering import Steering
+from tnmt.translate.translator import Translation
 
 
 class GlossaryItem(BaseModel):
@@ -39,7 +39,7 @@ class GlossaryItem(BaseModel):
 
 
 class SteeringFields(BaseModel):
-    """How a request steers its translations (decode/steering.py); every text of the request gets the same."""
+    """How a request steers its translations (translate/steering.py); every text of the request gets the same."""
 
     model_config = ConfigDict(extra="forbid")
     glossary: list[GlossaryItem] = []
@@ -179,7 +179,7 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
     async def replace_word(request: AlternativesRequest, http: Request) -> dict[str, Any]:
         """The `k` likeliest replacements of word `position` (0-based over the translation's whitespace words) of
         `text`'s translation, each with its probability and the translation that keeps the words before it,
-        uses it and translates the rest again (decode/alternatives.py); steering fields as /v1/translate's."""
+        uses it and translates the rest again (translate/replacements.py); steering fields as /v1/translate's."""
         model = pick(models, request.source, request.target)
         settings = model.translator.decode
         if request.beam_size is not None:

@@ -25,11 +25,11 @@ from tnmt.data.dataset import training_pairs
 from tnmt.data.prepare import prepare
 from tnmt.data.prepared import PreparedPairs
 from tnmt.data.tokenizer import Tokenizer
-from tnmt.decode.translator import Translator
 from tnmt.io import atomic_write_text
 from tnmt.model import Transformer
 from tnmt.recipe import Recipe
 from tnmt.train.distributed import World, translate_across
+from tnmt.translate.translator import Translator
 
 log = logging.getLogger("tnmt")
 

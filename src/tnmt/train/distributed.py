@@ -31,7 +31,7 @@ from typing import TypeVar
 import torch
 import torch.distributed as dist
 
-from tnmt.decode.translator import Source, Translator
+from tnmt.translate.translator import Source, Translator
 
 T = TypeVar("T")
 

@@ -28,13 +28,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from tnmt.aligning_head import alignment_layer_index
 from tnmt.checkpoint import average_checkpoints, remove_checkpoint, save_checkpoint, update_link
 from tnmt.config import TrainConfig
 from tnmt.data.batching import Batch, TokenBatchSampler, collate
 from tnmt.data.dataset import ConcatPairs, EncodedPairs, TrainingPairs
 from tnmt.data.tokenizer import Tokenizer
-from tnmt.decode.evidence import alignment_layer_index
-from tnmt.decode.translator import Translator
 from tnmt.device import mixed_precision, resolve_device, to_device
 from tnmt.evaluate import score
 from tnmt.io import remove_leftovers
@@ -48,6 +47,7 @@ from tnmt.train.progress import Window
 from tnmt.train.schedule import inverse_sqrt_lr
 from tnmt.train.start import Run, TrainState, start_run
 from tnmt.train.stop import Stopped, StopRequest
+from tnmt.translate.translator import Translator
 from tnmt.visualize import plot_curves
 
 log = logging.getLogger("tnmt")

@@ -25,7 +25,7 @@ Guided alignment (Garg et al., 2019, "Jointly Learning to Align and Translate wi
 Marian's `--guided-alignment`) adds, weighted, the cross-entropy between one cross-attention head and the
 training corpus's word alignments (`alignment_loss`):
 the head learns to point at the source words of the word being written, so alignments read from it
-(decode/evidence.py) follow the statistical aligner instead of whatever the heads happened to learn.
+(translate/evidence.py) follow the statistical aligner instead of whatever the heads happened to learn.
 """
 
 from dataclasses import dataclass

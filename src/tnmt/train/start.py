@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from tnmt.aligning_head import alignment_layer_index
 from tnmt.checkpoint import Checkpoint, load_checkpoint
 from tnmt.config import DROPOUT_RATES, Architecture, TrainConfig
 from tnmt.data.alignment import eflomal_installed
@@ -23,7 +24,6 @@ from tnmt.data.multiway import MultiwayPairs, prepare_multiway, read_multiway_sp
 from tnmt.data.prepare import prepare
 from tnmt.data.prepared import PreparedPairs
 from tnmt.data.tokenizer import Tokenizer
-from tnmt.decode.evidence import alignment_layer_index, length_ratio_bounds
 from tnmt.device import MixedPrecision
 from tnmt.errors import UserError
 from tnmt.io import atomic_write_text, check_output_directory
@@ -35,6 +35,7 @@ from tnmt.train.distributed import World
 from tnmt.train.ema import WeightAverage
 from tnmt.train.loss import GUIDED_HEAD
 from tnmt.train.progress import MetricsLog, Progress
+from tnmt.translate.evidence import length_ratio_bounds
 
 log = logging.getLogger("tnmt")
 
@@ -146,7 +147,7 @@ def start_run(
 
 def _with_length_ratio(recipe: Recipe, train_data: PreparedPairs | EncodedPairs) -> Recipe:
     """The recipe with the bounds of the training pairs' length ratios in its [decode] table (what the checkpoints
-    carry, to flag translations far outside them: decode/evidence.py), unless the recipe sets either."""
+    carry, to flag translations far outside them: translate/evidence.py), unless the recipe sets either."""
     decode = recipe.decode
     if decode.length_ratio_min or decode.length_ratio_max:
         return recipe
@@ -181,7 +182,7 @@ def _validation_pairs(
 
 def _guided_decode(recipe: Recipe, n_decoder_layers: int) -> Recipe:
     """With guided alignment, the [decode] table every checkpoint stores names the head trained to align, so
-    alignments are read from it (decode/evidence.py): the recipe's layer, by its number in this decoder, the head
+    alignments are read from it (translate/evidence.py): the recipe's layer, by its number in this decoder, the head
     `GUIDED_HEAD` indexes, and the step that writes a word (not shifted: that is the step the loss trains)."""
     if not recipe.train.guided_alignment:
         return recipe

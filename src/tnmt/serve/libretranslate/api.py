@@ -11,10 +11,10 @@ from fastapi import APIRouter, Request
 from pydantic import ValidationError
 
 from tnmt.config import ServeConfig
-from tnmt.decode.steering import Steering
 from tnmt.serve.libretranslate.translate import answers, languages_of, route_auto, served_detector
 from tnmt.serve.models import ApiError, ServedModel, check_limits, pick
 from tnmt.serve.native import SteeringFields
+from tnmt.translate.steering import Steering
 
 LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech", "it": "Italian", "es": "Spanish"}
 FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: how long its page waits after a keystroke to translate
@@ -30,7 +30,7 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
         """LibreTranslate's translate: JSON or form body with q (text or list), source ("auto" too: each text goes
         to the model from its detected language, translate.py's `route_auto`), target, format ("text" or "html")
         and alternatives (0 to max_n_best - 1); and tnmt's `glossary` ([{"source", "target"}],
-        decode/steering.py), whose answers carry `constraints`."""
+        translate/steering.py), whose answers carry `constraints`."""
         fields = await _body(request)
         q, source, target = fields.get("q"), fields.get("source"), fields.get("target")
         if q is None or (not isinstance(q, str) and not (isinstance(q, list) and all(isinstance(t, str) for t in q))):

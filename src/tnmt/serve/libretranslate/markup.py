@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import NamedTuple
 
-from tnmt.decode.verbatim import notranslate_element
 from tnmt.serve.libretranslate.tag_transfer import Alignment, Element, transfer
+from tnmt.translate.kept import notranslate_element
 
 _INLINE_NAMES = (
     "a abbr acronym b bdi bdo big cite code data del dfn em font i img input ins kbd label mark q s samp small"

@@ -13,12 +13,12 @@ from typing import Any
 from starlette.requests import Request
 
 from tnmt.config import DecodeConfig, ServeConfig
-from tnmt.decode.evidence import WARNINGS
-from tnmt.decode.steering import Steering
-from tnmt.decode.translator import Translation
 from tnmt.serve.libretranslate.detect import CONFIDENT, Detector, supported
 from tnmt.serve.libretranslate.markup import parse
 from tnmt.serve.models import ApiError, ServedModel, check_limits, translations
+from tnmt.translate.evidence import WARNINGS
+from tnmt.translate.steering import Steering
+from tnmt.translate.translator import Translation
 
 
 def served_detector(models: list[ServedModel]) -> Detector | None:

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tnmt.decode.verbatim import find_verbatim, load_terms, notranslate_element
 from tnmt.errors import UserError
+from tnmt.translate.kept import find_verbatim, load_terms, notranslate_element
 
 
 def kept(text: str, *terms: str, readable=None) -> list[str]:

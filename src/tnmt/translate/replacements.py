@@ -14,11 +14,11 @@ from dataclasses import dataclass, replace
 import torch
 
 from tnmt.config import DecodeConfig
-from tnmt.decode.evidence import piece_words
 from tnmt.decode.search import search
-from tnmt.decode.steering import Steering, finish
-from tnmt.decode.translator import Translation, Translator
 from tnmt.errors import UserError
+from tnmt.translate.evidence import piece_words
+from tnmt.translate.steering import Steering, finish
+from tnmt.translate.translator import Translation, Translator
 
 MAX_K = 20
 
@@ -57,7 +57,7 @@ def word_alternatives(
 
     Raises:
         UserError: an empty text, k outside [1, MAX_K], a position outside the translation's words or on a word
-            the translation keeps verbatim (decode/steering.py).
+            the translation keeps verbatim (translate/steering.py).
     """
     if not text.strip():
         raise UserError("an empty text has no words to replace")
@@ -126,7 +126,7 @@ def _next_tokens(
 
 def _read_position(final: list[str], read: list[str], position: int) -> int | None:
     """Word `position` of the final translation as a word of the model's own (the final one has kept spans put
-    in: decode/steering.py); None for a kept word."""
+    in: translate/steering.py); None for a kept word."""
     if final == read:
         return position
     j = 0

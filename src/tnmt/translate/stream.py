@@ -17,7 +17,7 @@ from tnmt.config import DecodeConfig
 from tnmt.data.corpus import chunked
 
 if TYPE_CHECKING:
-    from tnmt.decode.translator import Translator
+    from tnmt.translate.translator import Translator
 
 CHUNK_LINES = 2048
 

@@ -21,8 +21,8 @@ from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from tnmt.decode.terms import clean_term, find_terms, fold_term, read_list, shorten
 from tnmt.errors import UserError
+from tnmt.translate.terms import clean_term, find_terms, fold_term, read_list, shorten
 
 
 @dataclass(frozen=True)

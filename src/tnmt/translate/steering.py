@@ -3,11 +3,11 @@
 A `Steering` says in words what a user wants of one text's translation; `plan` turns it into what the model
 reads and the search obeys, and `finish` puts the result back into the user's terms:
 
-- A glossary entry applies where its source term occurs in the text (decode/glossary.py's matching rules) and
+- A glossary entry applies where its source term occurs in the text (translate/glossary.py's matching rules) and
   becomes a positive constraint whose forms are its target terms (decode/constraints.py); a required phrase
   (`include`) is one wherever it applies.
 - A do-not-translate term, and always URLs, e-mail addresses, emoji, markup and runs of characters outside the
-  source vocabulary (decode/verbatim.py), is taken out of the text the model reads, so it cannot derail the
+  source vocabulary (translate/kept.py), is taken out of the text the model reads, so it cannot derail the
   translation (a small model fed an unknown name writes it into a compound, or loops on an emoji), and `finish`
   puts it back, as written, beside the target word aligned to its neighbour (the evidence's word alignment).
 - An avoided phrase is banned in the spellings a writer would use (as given, and with its first letter in
@@ -25,12 +25,12 @@ from typing import Protocol
 
 from torch import Tensor
 
-from tnmt.decode.bans import LONGEST_AVOIDED
+from tnmt.decode.bans import LONGEST_AVOIDED, has_loop
 from tnmt.decode.constraints import Constraints
-from tnmt.decode.evidence import Evidence, _has_loop, piece_words
-from tnmt.decode.glossary import GlossaryEntry, match_glossary
-from tnmt.decode.verbatim import find_verbatim, merge_spans
 from tnmt.errors import UserError
+from tnmt.translate.evidence import Evidence, piece_words
+from tnmt.translate.glossary import GlossaryEntry, match_glossary
+from tnmt.translate.kept import find_verbatim, merge_spans
 
 MAX_CONSTRAINTS = 32  # positive constraints per text: every step considers each one's next tokens
 SPELLINGS = 8  # subword segmentations of an avoided phrase that are banned
@@ -159,7 +159,7 @@ def plan(
         tuple(include),
         avoid,
         prefix,
-        allow_loops=_has_loop(read.lower().split()),
+        allow_loops=has_loop(read.lower().split()),
         continuations=continuations,
         sources=tuple(sources) if any(span is not None for span in sources) else (),
     )

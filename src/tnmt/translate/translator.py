@@ -24,19 +24,20 @@ from typing import NamedTuple, Protocol
 
 import torch
 
+from tnmt.aligning_head import alignment_layer_index
 from tnmt.checkpoint import load_checkpoint
 from tnmt.config import DecodeConfig
-from tnmt.decode.evidence import Evidence, Sentence, alignment_layer_index, gather_evidence, teacher_forced_attention
-from tnmt.decode.frozen import OutputProjection, transposed_linear
 from tnmt.decode.hypothesis import Hypothesis
-from tnmt.decode.quantize import quantize_int8
 from tnmt.decode.rules import fit_source
 from tnmt.decode.search import search
-from tnmt.decode.steering import ConstraintReport, Plan, Steering, finish, plan
 from tnmt.decode.trace import SearchRecorder, Trace
 from tnmt.directions import Direction, all_directions, check_direction, direction_name
 from tnmt.errors import UserError
 from tnmt.model import AttentionMaps, EncodedSource, Transformer
+from tnmt.translate.evidence import Evidence, Sentence, gather_evidence, teacher_forced_attention
+from tnmt.translate.frozen import OutputProjection, transposed_linear
+from tnmt.translate.quantize import quantize_int8
+from tnmt.translate.steering import ConstraintReport, Plan, Steering, finish, plan
 
 QUANTIZE = ("none", "int8")
 KNOWN_CHARS = 65536  # characters whose readability a translator remembers
@@ -90,8 +91,8 @@ class Translation:
 
     `alternatives` holds the next best translations (best first) when an n-best list was asked for,
     `attention` the weights that explain this translation and `evidence` its word alignment, confidence and
-    warnings (decode/evidence.py), each when asked for; `constraints` how it met each positive constraint of
-    its `Steering` (decode/steering.py).
+    warnings (translate/evidence.py), each when asked for; `constraints` how it met each positive constraint of
+    its `Steering` (translate/steering.py).
     """
 
     text: str
@@ -126,10 +127,10 @@ class Translator:
         directions: Sequence[Direction] = (),
     ) -> None:
         """`decode` (default `DecodeConfig()`) is every call's default settings; `quantize="int8"` quantises the
-        model now (`tnmt.decode.quantize`): a property of the loaded model, not of a call. `frozen=True` promises
+        model now (`tnmt.translate.quantize`): a property of the loaded model, not of a call. `frozen=True` promises
         that the model's weights do not change while this translator uses it (it loaded its own): the translator
         then binds it for decoding once (`Transformer.incremental_decoder`), on copies of its weights laid out
-        for the step's products (decode/frozen.py). A quantised model is a copy of the translator's own, so it is
+        for the step's products (translate/frozen.py). A quantised model is a copy of the translator's own, so it is
         frozen too. `directions`: the (source, target) pairs the model was trained on (a checkpoint's), () when
         not known; a multilingual model translates through `for_pair`."""
         if quantize not in QUANTIZE:
@@ -152,7 +153,7 @@ class Translator:
         self._joiners: torch.Tensor | None = None
         owned = frozen or quantize == "int8"
         self.decoder = None  # the model bound for decoding: per search, unless its weights are frozen
-        if owned:  # once, on copies of the weights laid out for the products (decode/frozen.py)
+        if owned:  # once, on copies of the weights laid out for the products (translate/frozen.py)
             projection = OutputProjection(self.model) if OutputProjection.usable(self.model) else None
             self.decoder = self.model.incremental_decoder(project=projection, linear=transposed_linear)
 
@@ -222,7 +223,7 @@ class Translator:
             n_best: With n_best > 1, each translation carries its next n_best - 1 alternatives (at most
                 the beam size in all).
             evidence: Also return each best translation's word alignment, confidence and warnings
-                (decode/evidence.py): the search's own token probabilities, and the attention of one
+                (translate/evidence.py): the search's own token probabilities, and the attention of one
                 teacher-forced pass over the outputs through the aligning layer, on the search's encoded
                 sources.
             attention: Also return the attention weights behind each (non-empty) translation: the same
@@ -233,7 +234,7 @@ class Translator:
                 tokens with them), so nothing is tokenised twice; ignored with `steering` (whose plans change the
                 texts the model reads).
             steering: Each text's glossary, terms to keep, phrases to include or avoid and prefix
-                (decode/steering.py), None for a text without (default: this translator's `steering` for every
+                (translate/steering.py), None for a text without (default: this translator's `steering` for every
                 text); each translation then reports its constraints.
                 Whatever the steering, spans the model cannot read (URLs, e-mail addresses, emoji, characters
                 outside its vocabulary) are kept as written and placed by the alignment; not when the caller
@@ -242,7 +243,7 @@ class Translator:
                 plans when a request arrives, so that a bad entry is refused before it is queued.
 
         Raises:
-            UserError: a steering entry that cannot be met (decode/steering.py names it).
+            UserError: a steering entry that cannot be met (translate/steering.py names it).
         """
         settings = settings or self.decode
         if plans is None and (steering is not None or sources is None):  # (ids given alone: validation, unplanned)
@@ -286,7 +287,7 @@ class Translator:
     def plans(
         self, texts: Sequence[str], steering: Sequence[Steering | None], settings: DecodeConfig | None = None
     ) -> list[Plan]:
-        """Each text as the model will read it and the constraints of its search (decode/steering.py).
+        """Each text as the model will read it and the constraints of its search (translate/steering.py).
 
         Raises:
             UserError: a steering entry that cannot be met, or not one steering per text.
@@ -326,7 +327,7 @@ class Translator:
         return known
 
     def _finish(self, result: Translation, found: list[Hypothesis], plan_: Plan, evidence: bool) -> Translation:
-        """A steered translation in the user's terms (decode/steering.py's `finish`); its alternatives too, their
+        """A steered translation in the user's terms (translate/steering.py's `finish`); its alternatives too, their
         kept spans placed without an alignment of their own (at the ends)."""
         spans = found[0].constraints if found else ()
         text, reports, proof = finish(plan_, result.text, result.tokens, spans, result.evidence, self.tokenizer)
@@ -361,7 +362,7 @@ class Translator:
         step's open hypotheses with their `top_k` likeliest next tokens, the candidates kept, finished and
         pruned, the finished list and the cross-attention rows; and the encoder's self-attention. `source`: the
         text's ids from `encode`, when the caller has them (of the plan's text, with `steering`). With `steering`
-        (decode/steering.py) the search is the steered one, each open hypothesis telling which constraints it
+        (translate/steering.py) the search is the steered one, each open hypothesis telling which constraints it
         met; the trace's translation is the model's own words (the kept spans not put back).
 
         Raises:
@@ -452,7 +453,7 @@ class Translator:
     ) -> list[tuple[TokenAttention | None, Evidence | None]]:
         """The attention maps and the evidence of one batch's best translations (`chunk`: their indices in
         `texts`), from one teacher-forced pass over them on the search's `encoded` sources: through every layer
-        when the maps are wanted, else only through the aligning layer (decode/evidence.py)."""
+        when the maps are wanted, else only through the aligning layer (translate/evidence.py)."""
         if not (attention or evidence):
             return [(None, None)] * len(chunk)
         outputs = [hypotheses[0] for hypotheses in found]

@@ -25,7 +25,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 
-from tnmt.decode.terms import clean_term, find_terms, read_list
+from tnmt.translate.terms import clean_term, find_terms, read_list
 
 CODE_ELEMENTS = frozenset(("code", "kbd", "samp", "var"))  # HTML's computer code, input, output, variables
 

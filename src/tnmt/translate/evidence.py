@@ -35,9 +35,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from tnmt.aligning_head import alignment_rows
 from tnmt.config import DecodeConfig
 from tnmt.data.alignment import grow_diag_final_and
-from tnmt.errors import UserError
+from tnmt.decode.bans import has_loop
 from tnmt.model import EncodedSource, Transformer
 
 WARNINGS = {
@@ -47,8 +48,6 @@ WARNINGS = {
     "uncovered_source": "a source word received almost no attention: it may be missing from the output",
     "truncated": "the source was longer than the model's max_len and only its beginning was translated",
 }
-LOOP_REPEATS = 3  # the same n-gram (n <= LOOP_MAX_N) this many times back to back is a loop
-LOOP_MAX_N = 4
 COPY_SHARE = 0.75  # this share of the output's words found verbatim in the source (and at least COPY_MIN_WORDS)
 COPY_MIN_WORDS = 3
 LENGTH_RATIO_QUANTILES = (0.001, 0.999)  # of the training pairs: outside them, a translation is flagged
@@ -162,22 +161,6 @@ def teacher_forced_attention(
     return weights
 
 
-def alignment_layer_index(alignment_layer: int, n_decoder_layers: int) -> int:
-    """The index (0-based) of the decoder layer `DecodeConfig.alignment_layer` names: layer 1 is the first, -1 the
-    last, clamped to the decoder's depth. Guided alignment trains this layer (train/loss.py)."""
-    if alignment_layer > 0:
-        return min(alignment_layer, n_decoder_layers) - 1
-    return max(n_decoder_layers + alignment_layer, 0)
-
-
-def alignment_rows(layer: Tensor, head: int) -> Tensor:
-    """The aligning attention of one layer's cross-attention (B, H, T, S): head number `head` (1 = the first), or
-    the heads' mean for 0."""
-    if head > layer.size(1):
-        raise UserError(f"DecodeConfig.alignment_head = {head}: the model has {layer.size(1)} heads")
-    return layer.mean(dim=1) if head == 0 else layer[:, head - 1]
-
-
 def _evidence(s: Sentence, rows: Tensor, settings: DecodeConfig, *, coverage: Tensor | None = None) -> Evidence:
     """One sentence's evidence from its aligning attention rows (T, S) and the rows whose sums tell what was read
     (the heads' mean; default: `rows`)."""
@@ -248,7 +231,7 @@ def _warnings(s: Sentence, attention: Tensor, source_words: list[int], settings:
     """The codes of what looks wrong with one translation (see `WARNINGS`)."""
     found = set()
     words = s.output_text.lower().split()
-    if _has_loop(words) or _has_loop(s.output_ids):  # a loop of words, or of pieces inside one ("Allammmmmm")
+    if has_loop(words) or has_loop(s.output_ids):  # a loop of words, or of pieces inside one ("Allammmmmm")
         found.add("repetition")
     source_set = set(s.source_text.lower().split())
     lettered = [w for w in words if _LETTER.search(w)]
@@ -283,16 +266,6 @@ def _length_ratio_fits(source_tokens: int, output_tokens: int, settings: DecodeC
     ratio = length_ratio(source_tokens, output_tokens)
     low, high = settings.length_ratio_min, settings.length_ratio_max
     return (not low or ratio >= low) and (not high or ratio <= high)
-
-
-def _has_loop(words: Sequence[str | int]) -> bool:
-    """Whether some n-gram (n <= LOOP_MAX_N) of words or ids occurs LOOP_REPEATS times back to back."""
-    for n in range(1, LOOP_MAX_N + 1):
-        for i in range(len(words) - n * LOOP_REPEATS + 1):
-            gram = words[i : i + n]
-            if all(words[i + r * n : i + (r + 1) * n] == gram for r in range(1, LOOP_REPEATS)):
-                return True
-    return False
 
 
 def _uncovered(words: list[str], source_words: list[int], coverage: Tensor) -> bool:
