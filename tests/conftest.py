@@ -256,6 +256,6 @@ def tiny_model(tokenizer) -> torch.nn.Module:
 @pytest.fixture(scope="session")
 def tiny_translator(tiny_checkpoint):
     """A `Translator` over `tiny_checkpoint`, shared: translating changes nothing in it."""
-    from tnmt.decode.translator import Translator
+    from tnmt.translate.translator import Translator
 
     return Translator.from_checkpoint(tiny_checkpoint)

@@ -9,10 +9,10 @@ import pytest
 
 from tnmt.config import DecodeConfig
 from tnmt.decode.constraints import NO_CONSTRAINTS
-from tnmt.decode.evidence import Evidence
-from tnmt.decode.steering import Plan
-from tnmt.decode.translator import EMPTY, Source, TokenAttention, Translation
 from tnmt.serve.batcher import Batcher, QueueFull
+from tnmt.translate.evidence import Evidence
+from tnmt.translate.steering import Plan
+from tnmt.translate.translator import EMPTY, Source, TokenAttention, Translation
 
 WAIT = 10  # seconds: generous bounds on waits that should end at once
 SETTINGS = DecodeConfig(beam_size=1, max_len=5)

@@ -6,8 +6,8 @@ from torch import nn
 
 from tnmt.blocks.bound import bind_linear, bind_norm
 from tnmt.config import ModelConfig
-from tnmt.decode.quantize import quantize_int8
 from tnmt.model import Transformer
+from tnmt.translate.quantize import quantize_int8
 
 
 def test_a_bound_linear_and_norm_equal_their_modules_and_follow_in_place_changes():

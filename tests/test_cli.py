@@ -237,8 +237,8 @@ def test_translate_appends_the_evidence_columns_asked_for(tiny_checkpoint, tiny_
 
 
 def test_translate_follows_a_glossary_and_keeps_listed_terms(tiny_checkpoint, tiny_translator, tmp_path):
-    from tnmt.decode.glossary import GlossaryEntry
-    from tnmt.decode.steering import Steering
+    from tnmt.translate.glossary import GlossaryEntry
+    from tnmt.translate.steering import Steering
 
     glossary, keep = tmp_path / "terms.tsv", tmp_path / "keep.txt"
     glossary.write_text("# en\tit\ntwo\tsei | due\n", encoding="utf-8")
@@ -524,7 +524,7 @@ def test_a_command_replaces_its_own_output(command, writer_argv, tmp_path):
 
 
 def test_translate_a_multilingual_checkpoint_names_its_pair(multi_checkpoint):
-    from tnmt.decode.translator import Translator
+    from tnmt.translate.translator import Translator
 
     done = tnmt("translate", "--checkpoint", str(multi_checkpoint), "--source", "de", "--target", "en", stdin="zwei\n")
     assert done.returncode == 0, done.stderr

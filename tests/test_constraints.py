@@ -9,7 +9,7 @@ from test_beam import DEFAULT, EOS, SCRIPT, A, B, C, ScriptedModel
 
 from tnmt.config import DecodeConfig
 from tnmt.decode import beam_search_nbest, search
-from tnmt.decode.constrained import _allocation
+from tnmt.decode.allocation import _allocation
 from tnmt.decode.constraints import Constraints, Progress
 
 ONLY_C = Constraints(include=(((C,),),))

@@ -109,9 +109,9 @@ def test_guided_alignment_on_the_gpu(tiny_training, tmp_path, precision):
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 def test_training_and_decoding_on_the_gpu(tiny_training, tmp_path, precision):
     from tnmt.config import DecodeConfig
-    from tnmt.decode.translator import Translator
     from tnmt.recipe import load_recipe
     from tnmt.train.loop import train
+    from tnmt.translate.translator import Translator
 
     overrides = [*tiny_training, f"--train.out_dir={tmp_path}", "--train.max_steps=4", "--train.eval_every=2"]
     out = train(load_recipe(None, [*overrides, "--train.device=cuda", f"--train.precision={precision}"]))

@@ -8,10 +8,10 @@ import pytest
 
 from tnmt.checkpoint import load_checkpoint
 from tnmt.data.corpus import filter_pairs
-from tnmt.decode.translator import Translator
 from tnmt.recipe import load_recipe
 from tnmt.train.distill import distilled_files, prepare_distilled, write_translations
 from tnmt.train.distributed import World
+from tnmt.translate.translator import Translator
 
 
 @pytest.fixture

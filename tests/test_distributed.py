@@ -23,15 +23,15 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-import tnmt.decode.translator as translator_module
+import tnmt.translate.translator as translator_module
 from tnmt.checkpoint import load_checkpoint, update_link
 from tnmt.config import DecodeConfig, TrainConfig
 from tnmt.data.batching import TokenBatchSampler
 from tnmt.data.prepared import PreparedPairs
-from tnmt.decode.translator import Translator
 from tnmt.recipe import load_recipe
 from tnmt.train.distributed import PeerLost, World, backend_for, collective, env_world, translate_across
 from tnmt.train.loop import train
+from tnmt.translate.translator import Translator
 
 REPO = Path(__file__).resolve().parent.parent
 TORCHRUN = Path(sys.executable).parent / "torchrun"

@@ -1,4 +1,4 @@
-"""decode/evidence.py: words of pieces, alignment from attention, confidence, warnings, and the batched pass."""
+"""translate/evidence.py: words of pieces, alignment from attention, confidence, warnings, and the batched pass."""
 
 import math
 from dataclasses import replace
@@ -7,22 +7,21 @@ import numpy as np
 import pytest
 import torch
 
+from tnmt.aligning_head import alignment_layer_index, alignment_rows
 from tnmt.config import DecodeConfig
-from tnmt.decode.evidence import (
+from tnmt.decode.bans import has_loop
+from tnmt.errors import UserError
+from tnmt.translate.evidence import (
     Evidence,
     Sentence,
     _alignment,
     _evidence,
-    _has_loop,
-    alignment_layer_index,
-    alignment_rows,
     gather_evidence,
     length_ratio,
     length_ratio_bounds,
     piece_words,
     word_alignment,
 )
-from tnmt.errors import UserError
 
 
 @pytest.mark.parametrize(
@@ -134,7 +133,7 @@ def test_word_probabilities_multiply_their_subwords_and_confidence_skips_a_missi
     ],
 )
 def test_loops_are_three_back_to_back_copies(words, loop):
-    assert _has_loop(words.split()) is loop
+    assert has_loop(words.split()) is loop
 
 
 def _warnings(source: str, output: str, settings: DecodeConfig | None = None, rows=None, **changes) -> list[str]:

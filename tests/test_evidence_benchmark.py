@@ -12,7 +12,7 @@ SOURCES = ["one", "twenty two", "three hundred and five", "nine thousand nine hu
 
 @pytest.fixture(params=["one pair", "multilingual"])
 def translator(request, tiny_translator, multi_checkpoint):
-    from tnmt.decode.translator import Translator
+    from tnmt.translate.translator import Translator
 
     if request.param == "one pair":
         return tiny_translator

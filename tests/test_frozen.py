@@ -1,4 +1,4 @@
-"""A frozen model's products on weight copies (decode/frozen.py) equal the model's own, whatever the rows."""
+"""A frozen model's products on weight copies (translate/frozen.py) equal the model's own, whatever the rows."""
 
 import pytest
 import torch
@@ -7,8 +7,8 @@ from torch import nn
 from tnmt import ModelConfig, Transformer
 from tnmt.blocks.bound import bind_linear
 from tnmt.decode import frozen
-from tnmt.decode.frozen import OutputProjection, transposed_linear
-from tnmt.decode.quantize import quantize_int8
+from tnmt.translate.frozen import OutputProjection, transposed_linear
+from tnmt.translate.quantize import quantize_int8
 
 
 @pytest.mark.parametrize("rows", [1, 3, frozen.TRANSPOSED_MAX_ROWS, frozen.TRANSPOSED_MAX_ROWS + 1])

@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tnmt.decode.glossary import (
+from tnmt.errors import UserError
+from tnmt.translate.glossary import (
     GlossaryEntry,
     TermMatch,
     build_glossary,
@@ -13,8 +14,7 @@ from tnmt.decode.glossary import (
     load_glossary,
     match_glossary,
 )
-from tnmt.decode.terms import fold_term
-from tnmt.errors import UserError
+from tnmt.translate.terms import fold_term
 
 
 def entry(source: str, targets: str = "x") -> GlossaryEntry:

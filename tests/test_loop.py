@@ -12,12 +12,12 @@ from tnmt.checkpoint import load_checkpoint
 from tnmt.data.batching import collate
 from tnmt.data.corpus import read_lines
 from tnmt.data.prepared import PreparedPairs
-from tnmt.decode.translator import Translation, Translator
 from tnmt.errors import UserError
 from tnmt.model import Transformer
 from tnmt.train import loop, start
 from tnmt.train.loop import train
 from tnmt.train.loss import GUIDED_HEAD, alignment_loss
+from tnmt.translate.translator import Translation, Translator
 
 
 def weights(path):
@@ -259,7 +259,7 @@ def test_guided_alignment_trains_head_1_toward_the_links_and_checkpoints_name_it
     guided = train(tiny_recipe(tmp_path / "guided", *options, "--train.guided_alignment=1.0"), progress=False)
     plain = train(tiny_recipe(tmp_path / "plain", *options), progress=False)
     decode = load_checkpoint(guided / "last").decode
-    # layer -5 (5 from the top) of a 2-layer decoder is its layer 1: decode/evidence.py reads what was trained
+    # layer -5 (5 from the top) of a 2-layer decoder is its layer 1: translate/evidence.py reads what was trained
     assert (decode.alignment_layer, decode.alignment_head, decode.alignment_shift) == (1, 1, False)
     assert load_checkpoint(plain / "last").decode.alignment_head == 0  # untouched without guided alignment
     records = [json.loads(line) for line in (guided / "metrics.jsonl").read_text().splitlines()]

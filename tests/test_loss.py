@@ -7,7 +7,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import tnmt.train.loss as loss_module
 from tnmt import ModelConfig, Transformer
-from tnmt.decode.evidence import alignment_layer_index
+from tnmt.aligning_head import alignment_layer_index
 from tnmt.train.loss import GPU_BLOCKS, GUIDED_HEAD, LossBlocks, alignment_loss, label_smoothed_loss, model_loss
 
 

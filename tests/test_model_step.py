@@ -12,8 +12,8 @@ from tnmt.blocks.attention import BoundAttention
 from tnmt.blocks.layers import DecoderLayer
 from tnmt.blocks.masks import padding_mask
 from tnmt.config import Architecture, DecodeConfig
-from tnmt.decode.quantize import quantize_int8
 from tnmt.decode.search import search
+from tnmt.translate.quantize import quantize_int8
 
 SOURCES = torch.tensor([[5, 6, 7, 2, 0], [8, 9, 10, 11, 2], [12, 13, 2, 0, 0]])
 VARIANTS = {  # together they set every ModelConfig option away from its default

@@ -5,7 +5,7 @@ from torch import nn
 from tnmt import ModelConfig, Transformer
 from tnmt.config import DecodeConfig
 from tnmt.decode import greedy_search
-from tnmt.decode.quantize import quantize_int8
+from tnmt.translate.quantize import quantize_int8
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from test_serve import TIMEOUT, Server, metric_samples
 
-from tnmt.decode.translator import Translator
+from tnmt.translate.translator import Translator
 
 HOLD_MS = 1500  # a batch waits this long for company: a request stays queued long enough to act on it
 

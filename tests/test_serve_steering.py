@@ -8,10 +8,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tnmt.config import DecodeConfig, ServeConfig
-from tnmt.decode.alternatives import word_alternatives
-from tnmt.decode.glossary import GlossaryEntry
-from tnmt.decode.steering import Steering
-from tnmt.decode.translator import Translator
+from tnmt.translate.glossary import GlossaryEntry
+from tnmt.translate.replacements import word_alternatives
+from tnmt.translate.steering import Steering
+from tnmt.translate.translator import Translator
 
 
 @pytest.fixture(scope="module")

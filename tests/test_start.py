@@ -12,12 +12,12 @@ import torch
 from tnmt.checkpoint import load_checkpoint
 from tnmt.config import ModelConfig, TrainConfig
 from tnmt.data.prepared import PreparedPairs
-from tnmt.decode.translator import Translator
 from tnmt.device import MixedPrecision
 from tnmt.errors import UserError
 from tnmt.model import Transformer
 from tnmt.train.loop import train
 from tnmt.train.start import TrainState, make_optimizer
+from tnmt.translate.translator import Translator
 
 
 def test_weight_decay_shrinks_matrices_and_spares_vectors():
@@ -153,7 +153,7 @@ def test_no_training_pair_outgrows_the_models_positions(tiny_recipe, long_pairs,
 def test_a_run_stores_the_training_pairs_length_ratio_bounds_unless_the_recipe_sets_them(tiny_recipe, tmp_path):
     from tnmt.checkpoint import load_checkpoint
     from tnmt.data.prepared import PreparedPairs
-    from tnmt.decode.evidence import length_ratio_bounds
+    from tnmt.translate.evidence import length_ratio_bounds
 
     out = train(tiny_recipe(tmp_path / "r", "--train.max_steps=2"), progress=False)
     stored = load_checkpoint(out / "last").decode

@@ -1,13 +1,13 @@
-"""Steering by text through the Translator (decode/steering.py): what the model reads, the constraints it meets,
+"""Steering by text through the Translator (translate/steering.py): what the model reads, the constraints it meets,
 the spans it keeps, and the errors that name their entry. On a random tiny model over number words (en -> it):
 the constraints are met by the search, not by the model's knowledge."""
 
 import pytest
 
 from tnmt.config import DecodeConfig
-from tnmt.decode.glossary import GlossaryEntry
-from tnmt.decode.steering import Steering
 from tnmt.errors import UserError
+from tnmt.translate.glossary import GlossaryEntry
+from tnmt.translate.steering import Steering
 
 SETTINGS = DecodeConfig(beam_size=3, max_len=12)
 

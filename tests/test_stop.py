@@ -11,9 +11,9 @@ import torch
 from safetensors.torch import load_file
 
 from tnmt.checkpoint import load_checkpoint
-from tnmt.decode.translator import Translator
 from tnmt.train.loop import train
 from tnmt.train.stop import Stopped, StopRequest, stop_on_signals
+from tnmt.translate.translator import Translator
 
 
 def same_weights(a, b) -> None:

@@ -1,12 +1,12 @@
-"""Chunked translation of large inputs (tnmt.decode.stream)."""
+"""Chunked translation of large inputs (tnmt.translate.stream)."""
 
 import logging
 
 import pytest
 
-from tnmt.decode.evidence import Evidence
-from tnmt.decode.stream import AnnotatedLines, translate_stream
-from tnmt.decode.translator import EMPTY, Translation, Translator
+from tnmt.translate.evidence import Evidence
+from tnmt.translate.stream import AnnotatedLines, translate_stream
+from tnmt.translate.translator import EMPTY, Translation, Translator
 
 
 class Recorder:

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tnmt.decode.terms import clean_term, find_terms, fold_term, is_word_char, read_list
 from tnmt.errors import UserError
+from tnmt.translate.terms import clean_term, find_terms, fold_term, is_word_char, read_list
 
 
 def found(text: str, *terms: str, casefold: bool = True) -> list[str]:

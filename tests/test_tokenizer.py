@@ -209,5 +209,5 @@ def test_any_python_string_round_trips_up_to_the_documented_normalisation(tiny_t
     """Lone surrogates included: they become U+FFFD (see the module docstring)."""
     expected = sentencepiece_normalization(re.sub("[\ud800-\udfff]", "\ufffd", text))
     assert tiny_tokenizer.decode_target(tiny_tokenizer.encode_target(text)) == expected
-    # one piece per source id: attention maps are labelled by these pieces (decode/translator.py)
+    # one piece per source id: attention maps are labelled by these pieces (translate/translator.py)
     assert len(tiny_tokenizer.source_pieces(text)) == len(tiny_tokenizer.encode_source(text))

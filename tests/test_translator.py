@@ -6,8 +6,8 @@ from hypothesis import strategies as st
 from tnmt import ModelConfig, Transformer
 from tnmt.config import DecodeConfig
 from tnmt.decode import Translation, Translator, beam_search
-from tnmt.decode.translator import EMPTY
 from tnmt.errors import UserError
+from tnmt.translate.translator import EMPTY
 
 VOCAB = 24
 
