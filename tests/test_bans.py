@@ -31,8 +31,8 @@ def test_a_third_repeat_of_an_ngram_back_to_back_is_banned_unless_the_source_loo
 
 
 def test_avoided_phrases_lose_their_last_token_and_a_prefix_wins_over_every_ban():
-    c = Constraints(avoid=((3,), (4, 5, 6)), prefix=(3, 3))
-    bans = Bans([c, Constraints(avoid=((4, 5, 6),))], block_loops=False, device=torch.device("cpu"))
+    c = Constraints(avoided=((3,), (4, 5, 6)), prefix=(3, 3))
+    bans = Bans([c, Constraints(avoided=((4, 5, 6),))], block_loops=False, device=torch.device("cpu"))
     assert banned(bans, [[1, 4, 5], [1, 4, 5]], [1, 1]) == [{6}, {6}]
     assert banned(bans, [[9, 5], [4, 9]], [1, 1], vocab=10) == [set(), set()]
     log_probs = torch.log_softmax(torch.randn(1, 8), dim=1)
@@ -52,13 +52,13 @@ def test_searches_never_write_an_avoided_phrase_nor_a_loop_and_start_with_the_pr
         bigrams = list(zip(tokens, tokens[1:], strict=False))
         avoid = (max(set(bigrams), key=bigrams.count),) if bigrams else ()
         common = (max(set(tokens), key=tokens.count),) if tokens else (5,)
-        constraints.append(Constraints(avoid=(*avoid, common), prefix=(7, 9)))
+        constraints.append(Constraints(avoided=(*avoid, common), prefix=(7, 9)))
     found = search(model, SOURCES, settings, n_best=1, constraints=constraints)
     for hyps, c in zip(found, constraints, strict=True):
         tokens = hyps[0].tokens
         assert tokens[:2] == [7, 9]
         body = tokens[2:]
-        for phrase in c.avoid:
+        for phrase in c.avoided:
             n = len(phrase)
             assert all(tuple(body[i : i + n]) != phrase for i in range(len(body) - n + 1))
         for n in range(1, 5):  # no n-gram three times in a row

@@ -12,7 +12,7 @@ from tnmt.decode import beam_search_nbest, search
 from tnmt.decode.allocation import _allocation
 from tnmt.decode.constraints import Constraints, Progress
 
-ONLY_C = Constraints(include=(((C,),),))
+ONLY_C = Constraints(required=(((C,),),))
 
 
 def run(constraints: list[Constraints], *, beam_size: int = 2, max_len: int = 0, n_best: int = 2, sentences=(0,)):
@@ -23,7 +23,7 @@ def run(constraints: list[Constraints], *, beam_size: int = 2, max_len: int = 0,
 
 
 def test_progress_follows_forms_and_alternatives():
-    c = Constraints(include=(((A, B), (C,)), ((B, B),)))  # "a b" or "c"; and "b b"
+    c = Constraints(required=(((A, B), (C,)), ((B, B),)))  # "a b" or "c"; and "b b"
     p = Progress.start(c)
     assert p.wants(c) == {A, C, B} and p.needed == 1 + 2 and p.bank == 0
     p = p.advance(c, A, 0)
@@ -67,14 +67,14 @@ def test_at_the_length_limit_the_unmet_are_reported_and_rank_last():
 
 
 def test_eos_is_allowed_when_the_limit_leaves_no_room_for_the_constraint():
-    too_long = Constraints(include=(((C, C, C),),))
+    too_long = Constraints(required=(((C, C, C),),))
     found = run([too_long], max_len=2, n_best=1)[0]
     plain = run([Constraints()], max_len=2, n_best=1)[0]
     assert found[0].tokens == plain[0].tokens and found[0].constraints == (None,)
 
 
 def test_each_sentence_of_a_batch_has_its_own_constraints_and_matches_its_own_search():
-    per_sentence = [ONLY_C, Constraints(include=(((B, B), (C, A)),)), Constraints()]
+    per_sentence = [ONLY_C, Constraints(required=(((B, B), (C, A)),)), Constraints()]
     batch = run(per_sentence, sentences=(0, 1, 0), max_len=4)
     for i, c in enumerate(per_sentence):
         alone = run([c], sentences=((0, 1, 0)[i],), max_len=4)[0]
@@ -92,21 +92,21 @@ def test_a_beam_of_one_writes_the_constraint_at_once():
 
 def test_constraints_are_checked():
     with pytest.raises(ValueError, match="non-empty form"):
-        Constraints(include=(((),),))
+        Constraints(required=(((),),))
     with pytest.raises(ValueError, match="empty phrase"):
-        Constraints(avoid=((),))
+        Constraints(avoided=((),))
     with pytest.raises(ValueError, match="one Constraints per sentence"):
         run([ONLY_C, ONLY_C])
 
 
 def test_a_constraint_tied_to_source_tokens_is_offered_where_the_attention_reads_them():
-    c = Constraints(include=(((A,),), ((B,),)), sources=((3, 5), None))
+    c = Constraints(required=(((A,),), ((B,),)), sources=((3, 5), None))
     p = Progress.start(c)
     assert p.wants(c, focus=0) == {B}  # "a" waits for the source tokens 3-4; "b" belongs anywhere
     assert p.wants(c, focus=2) == p.wants(c, focus=5) == {A, B}  # on them or next to them
     assert p.wants(c) == {A, B}  # no attention known: anywhere
     with pytest.raises(ValueError, match="one per constraint"):
-        Constraints(include=(((A,),),), sources=((0, 1), None))
+        Constraints(required=(((A,),),), sources=((0, 1), None))
 
 
 def test_a_met_form_ends_its_word():
@@ -115,7 +115,7 @@ def test_a_met_form_ends_its_word():
     script = {(): {C: 0.6, A: 0.3, B: 0.1}, (C,): {A: 0.9, EOS: 0.1}, (C, A): {EOS: 1.0}}
     model = ScriptedModel({0: script}, {EOS: 1.0})
     settings = DecodeConfig(beam_size=2, length_penalty=0.0, block_loops=False)
-    ruled = Constraints(include=(((C,),),), continuations=joiners)
+    ruled = Constraints(required=(((C,),),), continuations=joiners)
     src = torch.tensor([[0, EOS]])
     assert beam_search_nbest(model, src, settings, constraints=[ONLY_C])[0][0].tokens == [C, A]
     assert beam_search_nbest(model, src, settings, constraints=[ruled])[0][0].tokens == [C]

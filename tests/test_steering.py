@@ -97,4 +97,4 @@ def test_an_avoided_word_is_banned_glued_to_what_precedes_it_too(tiny_translator
     [plan] = tiny_translator.plans(["four"], [Steering(avoid=("cento",))])
     spelling = tuple(tokenizer.encode_target("cento"))
     glued = spelling[1:] if tokenizer.target_pieces(spelling[:1]) == ["▁"] else None
-    assert spelling in plan.constraints.avoid and (glued is None or glued in plan.constraints.avoid)
+    assert spelling in plan.constraints.avoided and (glued is None or glued in plan.constraints.avoided)

@@ -1,6 +1,6 @@
 """One step of beam search with lexical constraints: dynamic beam allocation over a batch, in tensors.
 
-`beam_step` is decode/beam.py's `_step` for a batch where some sentence has phrases to include
+`beam_step` is decode/beam.py's `_step` for a batch where some sentence has required phrases
 (decode/constraints.py says why the allocation exists). Its candidates per sentence are the 2K best extensions,
 each beam's best token, and each token that starts or continues a form a beam has not met (M in all, padded).
 Only the candidates whose token can advance a constraint (or whose parent is inside a form) need a new
@@ -56,7 +56,7 @@ def beam_step(
     banks = torch.where(row_needed <= room, row_bank, 0)[rows]  # (Ba, M) hopeless beams compete in bank 0
     active = state.relevant.gather(1, tokens)  # (Ba, M) starts a form
     if width := max(len(p.partial) for p in progress):  # or continues one: (Ba * K, P) each parent's next tokens
-        nexts = [[constraints[row // k].include[c][f][n] for c, f, n in p.partial] for row, p in enumerate(progress)]
+        nexts = [[constraints[row // k].required[c][f][n] for c, f, n in p.partial] for row, p in enumerate(progress)]
         nexts_t = torch.tensor([n + [-1] * (width - len(n)) for n in nexts], device=device)
         active |= (tokens[:, :, None] == nexts_t[rows]).any(dim=2)
     active &= (tokens != eos_id) & (values > NEG_INF)

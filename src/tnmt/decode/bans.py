@@ -1,7 +1,7 @@
 """What a hypothesis may write next given what it wrote: no avoided phrase, no loop, and its forced prefix.
 
 Both searches apply these to the next-token log-probabilities of their rows before choosing, so a phrase
-in `Constraints.avoid` is never completed, and a forced prefix is written whatever the model prefers (its
+in `Constraints.avoided` is never completed, and a forced prefix is written whatever the model prefers (its
 tokens keep their real log-probabilities, so scores stay comparable).
 
 Loops: a model that cannot read its source (emoji, html sent as text) tends to repeat a subword until the
@@ -33,7 +33,7 @@ class Bans:
         self.block_loops = block_loops
         self.loops_allowed = torch.tensor([c.allow_loops for c in self.constraints], dtype=torch.bool, device=device)
         self.any_allowed = bool(self.loops_allowed.any())
-        self.steered = any(c.avoid or c.prefix for c in self.constraints)
+        self.steered = any(c.avoided or c.prefix for c in self.constraints)
 
     @property
     def active(self) -> bool:
@@ -109,7 +109,7 @@ class Bans:
         t = tokens.size(1)
         history: list[list[int]] | None = None
         for row, s in enumerate(sentences):
-            for phrase in self.constraints[s].avoid:
+            for phrase in self.constraints[s].avoided:
                 if len(phrase) == 1:
                     log_probs[row, phrase[0]] = NEG_INF
                 elif len(phrase) - 1 <= t:

@@ -62,8 +62,8 @@ def beam_search_nbest(
         n_best: How many hypotheses to return per sentence (1 <= n_best <= beam_size).
         recorder: Told what every step did (decode/trace.py); for a batch of one sentence.
         decoder: The model bound for decoding (`Transformer.incremental_decoder`); None binds it here.
-        constraints: Each sentence's (decode/constraints.py): phrases to include (met by dynamic beam
-            allocation), to avoid, and a forced prefix; None: none. `decode.block_loops` bans loops (decode/bans.py).
+        constraints: Each sentence's (decode/constraints.py): required phrases (met by dynamic beam allocation),
+            avoided phrases and a forced prefix; None: none. `decode.block_loops` bans loops (decode/bans.py).
         starts: (B,) each sentence's first decoder input (a multilingual model's target-language tag); None: BOS.
 
     Raises:
@@ -126,7 +126,7 @@ def _init(
 ) -> tuple[BeamState, KVCache]:
     """Start K beams per sentence, of which only the first is alive, on a cache over the sources.
 
-    A sentence with constraints to include stops by the stopping rule once it has `n_best` finished hypotheses,
+    A sentence with required phrases stops by the stopping rule once it has `n_best` finished hypotheses,
     not K: every finished one met its constraints (or could not), and waiting for K of them kept beams that
     cannot meet them searching to the length limit (twice the steps on Multi30k with two terms a sentence)."""
     batch, k, device = source.batch_size, beam_size, source.lengths.device
@@ -148,9 +148,9 @@ def _init(
         progress=None,
         counted=[[] for _ in range(batch)],
     )
-    if any(c.include for c in constraints):
+    if any(c.required for c in constraints):
         state.progress = [Progress.start(c) for c in constraints for _ in range(k)]
-        state.quotas = [n_best if c.include else k for c in constraints]
+        state.quotas = [n_best if c.required else k for c in constraints]
     return state, cache
 
 

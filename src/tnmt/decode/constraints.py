@@ -1,17 +1,16 @@
-"""Lexical constraints: target phrases a translation must contain, phrases it must avoid, and a prefix it must
-start with, as target ids; and how far a hypothesis is in meeting them.
+"""Lexical constraints: target phrases a translation must contain (required), phrases it must not (avoided), and a
+prefix it must start with, as target ids; and how far a hypothesis is in meeting the required ones.
 
-A positive constraint (`Constraints.include`) lists one or more forms ("Hund" | "Hunde" as ids): writing any
-one of them meets it. Forcing a constraint in at the first step would put it in the wrong place, and a
-beam left alone never writes it, so each step (decode/allocation.py) considers, beside the 2K best
-extensions, every open hypothesis's best token and every token that starts or continues a form it has not
-met yet (Post & Vilar, 2018). A candidate's *bank* is how far it got (`Progress.bank`): constraints met, then
-tokens into a form under way. The beam keeps the best candidate of every bank, most advanced bank first, and
-fills the rest by score (decode/allocation.py's `_allocation`), so the K beams hold hypotheses at every stage
-of meeting the constraints, not only the likeliest ones (which have met none). With no constraints every
-candidate is in bank 0 and the order is plain beam search's. With one beam the most advanced bank always wins:
-each constraint is written at the first step it can start (a beam of one cannot keep a hypothesis that waits
-for a better place).
+A required phrase (`Constraints.required`, a positive constraint in the literature) lists one or more forms
+("Hund" | "Hunde" as ids): writing any one of them meets it. Forcing a constraint in at the first step would put it
+in the wrong place, and a beam left alone never writes it, so each step (decode/allocation.py) considers, beside
+the 2K best extensions, every open hypothesis's best token and every token that starts or continues a form it has
+not met yet (Post & Vilar, 2018). A candidate's *bank* is how far it got (`Progress.bank`): constraints met, then
+tokens into a form under way. The beam keeps the best candidate of every bank, most advanced bank first, and fills
+the rest by score (decode/allocation.py's `_allocation`), so the K beams hold hypotheses at every stage of meeting
+the constraints, not only the likeliest ones (which have met none). With no constraints every candidate is in bank
+0 and the order is plain beam search's. With one beam the most advanced bank always wins: each constraint is
+written at the first step it can start (a beam of one cannot keep a hypothesis that waits for a better place).
 
 A hypothesis may end (write EOS) only once every constraint is met, unless the tokens left before the
 length limit are too few to meet them; the finished hypothesis then reports which were not met (None in
@@ -31,43 +30,44 @@ Phrase = tuple[int, ...]
 class Constraints:
     """What one sentence's search must and must not write.
 
-    include: positive constraints, each a tuple of forms (any one meets it), each form non-empty target ids.
-    avoid: phrases (target ids) never written.
+    required: phrases the output must contain, each a tuple of forms (any one meets it), each form non-empty target
+        ids.
+    avoided: phrases (target ids) never written.
     prefix: ids the output starts with, forced whatever the model prefers.
     allow_loops: the source itself repeats a phrase back to back, so the output may too (decode/bans.py).
     continuations: (V,) True on the ids that continue a word (subwords without a leading space): never written
         right after a form is met, so "Haus" is not met inside "Hauses" (None: no such rule).
-    sources: per positive constraint, the source tokens [start, end) it translates (a glossary term's), None for
+    sources: per required phrase, the source tokens [start, end) it translates (a glossary term's), None for
         one that belongs nowhere in particular; empty: none does. A constraint with a source is offered to a
         hypothesis only at a step whose aligning cross-attention looks at those tokens (`wants`).
     """
 
-    include: tuple[tuple[Phrase, ...], ...] = ()
-    avoid: tuple[Phrase, ...] = ()
+    required: tuple[tuple[Phrase, ...], ...] = ()
+    avoided: tuple[Phrase, ...] = ()
     prefix: Phrase = ()
     allow_loops: bool = False
     continuations: Tensor | None = field(default=None, compare=False, repr=False)
-    sources: tuple[tuple[int, int] | None, ...] = ()  # per include: source tokens [start, end) it translates
+    sources: tuple[tuple[int, int] | None, ...] = ()  # per required phrase: source tokens [start, end) it translates
 
     def __post_init__(self) -> None:
-        if self.sources and len(self.sources) != len(self.include):
-            raise ValueError(f"sources: one per constraint to include, got {len(self.sources)} for {len(self.include)}")
-        for c, forms in enumerate(self.include):
+        if self.sources and len(self.sources) != len(self.required):
+            raise ValueError(f"sources: one per constraint, got {len(self.sources)} for {len(self.required)} required")
+        for c, forms in enumerate(self.required):
             if not forms or any(not form for form in forms):
-                raise ValueError(f"include[{c}]: every constraint needs at least one non-empty form, got {forms}")
-        if any(not phrase for phrase in self.avoid):
-            raise ValueError("avoid: an empty phrase cannot be avoided")
+                raise ValueError(f"required[{c}]: every constraint needs at least one non-empty form, got {forms}")
+        if any(not phrase for phrase in self.avoided):
+            raise ValueError("avoided: an empty phrase cannot be avoided")
 
     @cached_property
     def width(self) -> int:
         """Banks per constraint met: the longest form's length, so that meeting one more constraint outranks any
         progress inside a form."""
-        return max((len(form) for forms in self.include for form in forms), default=0) + 1
+        return max((len(form) for forms in self.required for form in forms), default=0) + 1
 
     @cached_property
     def tokens(self) -> frozenset[int]:
         """Every id of every form: a token outside them cannot advance a constraint."""
-        return frozenset(token for forms in self.include for form in forms for token in form)
+        return frozenset(token for forms in self.required for form in forms for token in form)
 
     @cached_property
     def measured(self) -> dict[tuple, tuple[int, int]]:
@@ -82,7 +82,7 @@ class Constraints:
     @cached_property
     def first_tokens(self) -> frozenset[int]:
         """The ids that start a form."""
-        return frozenset(form[0] for forms in self.include for form in forms)
+        return frozenset(form[0] for forms in self.required for form in forms)
 
 
 NO_CONSTRAINTS = Constraints()
@@ -90,7 +90,7 @@ NO_CONSTRAINTS = Constraints()
 
 @dataclass(frozen=True)
 class Progress:
-    """How far one hypothesis is in meeting its sentence's `include` constraints.
+    """How far one hypothesis is in meeting its sentence's `required` phrases.
 
     spans: per constraint, the output positions [start, end) of the form that met it, None while unmet.
     partial: (constraint, form, tokens written) of every form under way: the output ends with that many of its
@@ -108,7 +108,7 @@ class Progress:
 
     @classmethod
     def start(cls, constraints: Constraints) -> "Progress":
-        return cls._of(constraints, (None,) * len(constraints.include), ())
+        return cls._of(constraints, (None,) * len(constraints.required), ())
 
     @classmethod
     def _of(
@@ -124,7 +124,7 @@ class Progress:
             for c, waiting in enumerate(unmet):
                 if waiting:
                     begun = {f: n for c2, f, n in partial if c2 == c}
-                    needed += min(len(form) - begun.get(f, 0) for f, form in enumerate(constraints.include[c]))
+                    needed += min(len(form) - begun.get(f, 0) for f, form in enumerate(constraints.required[c]))
             met = len(unmet) - sum(unmet)
             measured = constraints.measured[key] = (
                 needed,
@@ -146,10 +146,10 @@ class Progress:
             return self if not self.partial else self.broken(constraints)
         spans, partial = list(self.spans), []
         steps = [(c, f, n) for c, f, n in self.partial] + [
-            (c, f, 0) for c, span in enumerate(self.spans) if span is None for f in range(len(constraints.include[c]))
+            (c, f, 0) for c, span in enumerate(self.spans) if span is None for f in range(len(constraints.required[c]))
         ]
         for c, f, n in steps:
-            form = constraints.include[c][f]
+            form = constraints.required[c][f]
             if spans[c] is not None or form[n] != token:
                 continue
             if n + 1 == len(form):
@@ -176,9 +176,9 @@ class Progress:
             form[0]
             for c, span in enumerate(self.spans)
             if span is None and (anywhere or _near(sources[c], focus))
-            for form in constraints.include[c]
+            for form in constraints.required[c]
         }
-        wanted |= {constraints.include[c][f][n] for c, f, n in self.partial}
+        wanted |= {constraints.required[c][f][n] for c, f, n in self.partial}
         if anywhere:
             constraints.wanted[key] = wanted
         return wanted

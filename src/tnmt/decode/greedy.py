@@ -50,7 +50,7 @@ def greedy_hypotheses(
             is ignored. None = `DecodeConfig()`.
         recorder: Told what every step did (decode/trace.py); for a batch of one sentence.
         decoder: The model bound for decoding (`Transformer.incremental_decoder`); None binds it here.
-        constraints: Each sentence's phrases to avoid and forced prefix (decode/bans.py); phrases to include
+        constraints: Each sentence's avoided phrases and forced prefix (decode/bans.py); required phrases
             need beam search (`search` sends them there). `decode.block_loops` bans loops.
         starts: (B,) each sentence's first decoder input: a multilingual model's target-language tag
             (tnmt/directions.py); None: BOS for every sentence.
@@ -69,8 +69,8 @@ def greedy_hypotheses(
     limits = output_limits(source.lengths, model_max_len=c.max_len, decode=decode)  # (B,)
     rules = TokenRules.of(c, min_len=decode.min_len, device=device)
     constraints = list(constraints) if constraints is not None else [NO_CONSTRAINTS] * batch
-    if len(constraints) != batch or any(c.include for c in constraints):
-        raise ValueError("greedy search takes one Constraints per sentence, without phrases to include")
+    if len(constraints) != batch or any(c.required for c in constraints):
+        raise ValueError("greedy search takes one Constraints per sentence, without required phrases")
     bans = Bans(constraints, block_loops=decode.block_loops, device=device)
     longest = int(limits.max())
     cache = source.cache(longest)

@@ -15,7 +15,7 @@ class Hypothesis:
     was generated; `score` is log_prob / lp(length), the ranking key. `ended` tells whether the search wrote
     EOS (False: it stopped at the length limit). `token_log_probs` holds each token's log-probability, EOS's
     last when it ended, as the search computed them (empty from an engine that does not report them).
-    `constraints` tells, per positive constraint of its sentence (decode/constraints.py), the token positions
+    `constraints` tells, per required phrase of its sentence (decode/constraints.py), the token positions
     [start, end) of the form that met it, None for one not met.
     """
 
@@ -28,7 +28,7 @@ class Hypothesis:
 
     @property
     def met(self) -> int:
-        """How many of its sentence's positive constraints it meets."""
+        """How many of its sentence's required phrases it meets."""
         return sum(span is not None for span in self.constraints)
 
 

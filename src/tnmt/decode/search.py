@@ -33,7 +33,7 @@ def search(
     """The `n_best` best hypotheses of every sentence of a right-padded (B, S) batch (or the batch encoded
     already), best first; a `recorder` (decode/trace.py, a batch of one) is told what every step did, and
     `decoder` is the model bound for decoding (`Transformer.incremental_decoder`; None binds it here).
-    `constraints`: each sentence's (decode/constraints.py), None for none. Phrases to include need the beams'
+    `constraints`: each sentence's (decode/constraints.py), None for none. Required phrases need the beams'
     allocation, so with any of them a beam of one runs beam search (which places each constraint as early as
     it can start: see decode/constraints.py); avoided phrases and prefixes run in either search. `starts` (B,):
     each sentence's first decoder input, a multilingual model's target-language tag (None: BOS for all).
@@ -45,8 +45,8 @@ def search(
     """
     if (beams := settings.beam_size) > (vocabulary := model.config.tgt_vocab_size):
         raise UserError(f"DecodeConfig.beam_size = {beams}: must be <= the target vocabulary ({vocabulary})")
-    including = constraints is not None and any(c.include for c in constraints)
-    if settings.beam_size == 1 and not including:
+    requiring = constraints is not None and any(c.required for c in constraints)
+    if settings.beam_size == 1 and not requiring:
         if n_best != 1:
             raise ValueError(f"need 1 <= n_best <= beam_size, got n_best {n_best} and beam_size 1")
         found = greedy_hypotheses(

@@ -105,7 +105,7 @@ class Plan:
     def steers(self) -> bool:
         """Does the search or the answer differ from a plain translation's?"""
         c = self.constraints
-        return bool(c.include or c.avoid or c.prefix or c.allow_loops or self.kept)
+        return bool(c.required or c.avoided or c.prefix or c.allow_loops or self.kept)
 
 
 def plan(
