@@ -289,14 +289,14 @@ def test_ranks_translating_together_decode_the_batches_of_one_process(tiny_check
     checkpoint = load_checkpoint(tiny_checkpoint)
     translator = Translator(checkpoint.model, checkpoint.tokenizer, DecodeConfig(beam_size=1, batch_size=2))
     texts = ["one", "", "twenty two", "three hundred", "four", "  ", "five thousand and six", "seven", "eight"] * 2
-    decoded, real_batch = [], translator_module.Translator.source_batch
+    decoded, real_batch = [], translator_module.Translator._source_batch
 
     def recording(self, sources):
         src = real_batch(self, sources)
         decoded.append(src.tolist())
         return src
 
-    monkeypatch.setattr(translator_module.Translator, "source_batch", recording)
+    monkeypatch.setattr(translator_module.Translator, "_source_batch", recording)
     alone = translator.translate(texts)
     batches_alone, decoded[:] = sorted(decoded), []
     board, barrier, results = [None] * size, threading.Barrier(size, timeout=60), [None] * size  # no hang if one fails

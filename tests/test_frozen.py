@@ -6,7 +6,7 @@ from torch import nn
 
 from tnmt import ModelConfig, Transformer
 from tnmt.blocks.bound import bind_linear
-from tnmt.decode import frozen
+from tnmt.translate import frozen
 from tnmt.translate.frozen import OutputProjection, transposed_linear
 from tnmt.translate.quantize import quantize_int8
 

@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 
 from tnmt.config import DecodeConfig, ServeConfig
 from tnmt.translate.glossary import GlossaryEntry
-from tnmt.translate.replacements import word_alternatives
+from tnmt.translate.replacements import word_replacements
 from tnmt.translate.steering import Steering
 from tnmt.translate.translator import Translator
 
@@ -68,11 +68,11 @@ def test_alternatives_match_the_offline_search(app):
     answer = client.post("/v1/alternatives", json={"text": "three hundred", "position": 0, "k": 3})
     assert answer.status_code == 200, answer.text
     body = answer.json()
-    expected = word_alternatives(offline, "three hundred", 0, 3)
+    expected = word_replacements(offline, "three hundred", 0, 3)
     assert body["translation"] == expected.translation.text and body["word"] == expected.word
     assert body["alternatives"] == [
         {"word": a.word, "probability": pytest.approx(a.probability), "translation": a.translation}
-        for a in expected.alternatives
+        for a in expected.replacements
     ]
     assert len(body["alternatives"]) == 3
     for alternative in body["alternatives"]:

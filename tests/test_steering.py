@@ -94,7 +94,7 @@ def test_steering_that_cannot_be_met_is_refused_naming_the_entry(tiny_translator
 
 def test_an_avoided_word_is_banned_glued_to_what_precedes_it_too(tiny_translator):
     tokenizer = tiny_translator.tokenizer
-    [plan] = tiny_translator.plans(["four"], [Steering(avoid=("cento",))])
+    [plan] = [p.plan for p in tiny_translator.prepare(["four"], [Steering(avoid=("cento",))])]
     spelling = tuple(tokenizer.encode_target("cento"))
     glued = spelling[1:] if tokenizer.target_pieces(spelling[:1]) == ["▁"] else None
     assert spelling in plan.constraints.avoided and (glued is None or glued in plan.constraints.avoided)

@@ -190,10 +190,10 @@ def test_a_batch_that_mixes_directions_equals_its_sentences_one_at_a_time(multi_
     texts = ["one hundred", "seven", "two thousand and five", "forty-two"]
     pairs = [("en", "de"), ("en", "it"), ("de", "en"), ("it", "en")]
     translators = [base.for_pair(*pair) for pair in pairs]
-    sources = [t.encode([text])[0] for t, text in zip(translators, texts, strict=True)]
-    assert len({s.start for s in sources}) == 3  # de, it and en tags
+    prepared = [t.prepare([text])[0] for t, text in zip(translators, texts, strict=True)]
+    assert len({p.source.start for p in prepared}) == 3  # de, it and en tags
     for settings in (DecodeConfig(beam_size=1, max_len=6), DecodeConfig(beam_size=3, max_len=6)):
-        mixed = base.translations(texts, settings, sources=sources, evidence=True, attention=True)
+        mixed = base.translations(texts, settings, prepared=prepared, evidence=True, attention=True)
         alone = [
             t.translations([text], settings, evidence=True, attention=True)[0]
             for t, text in zip(translators, texts, strict=True)

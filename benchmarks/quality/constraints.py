@@ -18,7 +18,7 @@ beside the repository) translated with the checkpoint's settings (beam 4):
   verbatim (target 100%), and BLEU of the rest (the inserted span removed) against plain (target: within 1);
 - speed: beam 4 at batch 16 and 64, two required terms a sentence (the oracle's, padded with synonyms'), against
   the same sentences unconstrained: median seconds of `--repeats` alternating runs (target <= 1.5x);
-- alternatives: `word_alternatives` for the least probable word of each of 30 sentences, k = 5: median and p90
+- alternatives: `word_replacements` for the least probable word of each of 30 sentences, k = 5: median and p90
   latency (target <= 150 ms at 2 threads).
 
 Writes benchmarks/results/constraints.json (with the host).
@@ -38,7 +38,7 @@ import torch
 from benchmarks.common.host import describe
 from benchmarks.quality.markup import data_dir, read
 from tnmt.translate.glossary import GlossaryEntry
-from tnmt.translate.replacements import word_alternatives
+from tnmt.translate.replacements import word_replacements
 from tnmt.translate.steering import Steering
 from tnmt.translate.translator import Translator
 
@@ -264,7 +264,7 @@ def main() -> None:
             continue
         position = min(range(len(r.evidence.word_probs)), key=lambda j: r.evidence.word_probs[j])
         start = time.perf_counter()
-        word_alternatives(translator, sources[i], position, 5, settings)
+        word_replacements(translator, sources[i], position, 5, settings)
         latencies.append(time.perf_counter() - start)
     latencies.sort()
     result["alternatives"] = {

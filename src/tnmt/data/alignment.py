@@ -31,10 +31,9 @@ from types import ModuleType
 import numpy as np
 
 from tnmt.data.prepared import LINKS, SIDES, SentenceFile, file_stem
-from tnmt.data.tokenizer import Tokenizer
+from tnmt.data.tokenizer import WORD_START, Tokenizer, starts_word
 from tnmt.errors import UserError
 
-WORD_START = "\u2581"  # "▁": sentencepiece's space, the first character of a word's first piece
 NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))  # grow-diag: with diagonals
 Links = set[tuple[int, int]]  # (source word, target word), 0-based
 
@@ -125,7 +124,7 @@ def split_words(ids: Sequence[int], pieces: Sequence[str]) -> tuple[list[str], n
     numbers = np.empty(len(ids), dtype=np.int64)
     for k, i in enumerate(ids):
         piece = pieces[i]
-        if not words or piece.startswith(WORD_START):
+        if not words or starts_word(piece):
             words.append([])
         words[-1].append(piece)
         numbers[k] = len(words) - 1

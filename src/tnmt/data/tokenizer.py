@@ -32,12 +32,22 @@ import numpy as np
 import sentencepiece as spm
 
 from tnmt.directions import language_tag
-from tnmt.errors import UserError
+from tnmt.errors import UserError, reading_file
 from tnmt.io import atomic_write_bytes, atomic_write_text, read_json
 
 FORMAT_VERSION = 1
 SURROGATE = re.compile("[\ud800-\udfff]")  # sentencepiece takes UTF-8, which cannot hold these
 SOURCE_FILE, TARGET_FILE, VOCAB_FILE, CONFIG_FILE = "source.spm", "target.spm", "vocab.json", "tokenizer.json"
+
+
+WORD_START = "\u2581"  # "▁": sentencepiece's space, the first character of a word's first piece
+
+
+def starts_word(piece: str) -> bool:
+    """Does this piece begin a word? Sentencepiece writes the space before a word as the first character of the
+    word's first piece ("▁Haus" + "es"): the one rule tnmt reads words off pieces by (alignment, evidence,
+    steering, word replacements)."""
+    return piece.startswith(WORD_START)
 
 
 class Tokenizer:
@@ -427,10 +437,8 @@ def _train_model(
 
 
 def _load_model(path: Path) -> spm.SentencePieceProcessor:
-    try:
+    with reading_file(path):
         data = path.read_bytes()
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
     if data:  # sentencepiece would accept b"" as a model without pieces
         try:
             return spm.SentencePieceProcessor(model_proto=data)

@@ -24,14 +24,14 @@ import os
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TypeVar
 
 import torch
 import torch.distributed as dist
 
-from tnmt.translate.translator import Source, Translator
+from tnmt.translate.translator import Translator
 
 T = TypeVar("T")
 
@@ -102,20 +102,13 @@ def translate_across(
     `ids`: the texts' source ids (fitted to the model, no EOS) when the caller has them, so nothing is tokenised
     twice; `starts`: with `ids`, each text's first decoder input (a multilingual model's target-language tag).
     """
-    if ids is None:
-        sources = translator.encode(texts)
-    else:
-        starts = starts or [translator.start_id] * len(texts)
-        sources = [
-            Source(row, pieces=None, start=start) if text.strip() else None
-            for text, row, start in zip(texts, ids, starts, strict=True)
-        ]
+    prepared = translator.prepare(texts) if ids is None else translator.prepare_ids(texts, ids, starts)
     if world.size == 1:
-        return [translation.text for translation in translator.translations(texts, sources=sources)]
-    batches = translator.batches(texts, sources, translator.decode.batch_size)
+        return [translation.text for translation in translator.translations(texts, prepared=prepared)]
+    batches = translator.batches(prepared, translator.decode.batch_size)
     mine = {i for batch in batches[world.rank :: world.size] for i in batch}
-    blanked = [source if i in mine else None for i, source in enumerate(sources)]
-    done = translator.translations(texts, sources=blanked)
+    blanked = [p if i in mine else replace(p, source=None) for i, p in enumerate(prepared)]
+    done = translator.translations(texts, prepared=blanked)
     translations = [""] * len(texts)
     ordered = sorted(mine)
     for indices, decoded in world.gather((ordered, [done[i].text for i in ordered])):

@@ -30,16 +30,17 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
-import torch
 from torch import Tensor
 
 from tnmt.aligning_head import alignment_rows
 from tnmt.config import DecodeConfig
 from tnmt.data.alignment import grow_diag_final_and
+from tnmt.data.tokenizer import WORD_START, starts_word
 from tnmt.decode.bans import has_loop
-from tnmt.model import EncodedSource, Transformer
+from tnmt.model import AttentionMaps
 
 WARNINGS = {
     "repetition": "the output repeats a word, a phrase or a piece of a word in a loop",
@@ -86,6 +87,38 @@ class Sentence:
     token_log_probs: Sequence[float]  # each output token's log-probability, and EOS's when it ended
 
 
+class TokenAttention(NamedTuple):
+    """The attention weights behind one translation, labelled by subword pieces.
+
+    `source_pieces` ends with EOS; `target_pieces` is the decoder's input (BOS or the target language's tag,
+    then the output): row i of a decoder map is where the token after piece i was chosen. `maps` holds every
+    layer's weights for batch size 1.
+    """
+
+    source_pieces: list[str]
+    target_pieces: list[str]
+    maps: AttentionMaps
+
+
+def token_attention(
+    b: int,
+    sentence: Sentence,
+    labels: tuple[list[str], list[str]],
+    encoder: Sequence[Tensor],
+    decoder: Sequence[tuple[Tensor, Tensor]],
+) -> TokenAttention:
+    """Sentence b's maps, cut from its batch's weights (per layer: `encoder` (B, H, S, S) and `decoder`'s (self
+    (B, H, T, T), cross (B, H, T, S))) to its own source (with EOS) and decoder input (the start token and the
+    output): what a pass over that sentence alone gives. `labels`: its (source, target) pieces."""
+    s, t = len(sentence.source_ids) + 1, len(sentence.output_ids) + 1
+    maps = AttentionMaps(
+        encoder=[layer[b : b + 1, :, :s, :s] for layer in encoder],
+        decoder_self=[self_w[b : b + 1, :, :t, :t] for self_w, _ in decoder],
+        cross=[cross[b : b + 1, :, :t, :s] for _, cross in decoder],
+    )
+    return TokenAttention(*labels, maps)
+
+
 def piece_words(pieces: Sequence[str], text: str) -> list[int]:
     """The index of the word of `text.split()` that each sentencepiece piece belongs to.
 
@@ -108,7 +141,7 @@ def piece_words(pieces: Sequence[str], text: str) -> list[int]:
     for k, word in enumerate(words):
         if word is None:
             later = next((w for w in words[k + 1 :] if w is not None), previous)
-            word = later if pieces[k].startswith("▁") else previous
+            word = later if starts_word(pieces[k]) else previous
         result.append(word)
         previous = word
     return result
@@ -126,7 +159,7 @@ def _surfaces(pieces: Sequence[str]) -> list[str]:
             continue
         if run:
             surfaces[run_start], run = run.decode("utf-8", errors="replace"), b""
-        surfaces.append(" ⁇ " if piece == "<unk>" else piece.replace("▁", " "))
+        surfaces.append(" ⁇ " if piece == "<unk>" else piece.replace(WORD_START, " "))
     if run:
         surfaces[run_start] = run.decode("utf-8", errors="replace")
     return surfaces
@@ -134,31 +167,11 @@ def _surfaces(pieces: Sequence[str]) -> list[str]:
 
 def gather_evidence(sentences: Sequence[Sentence], cross: Tensor, settings: DecodeConfig) -> list[Evidence]:
     """The `Evidence` of a batch of translations, given the aligning layer's cross-attention (B, H, T, S) of a
-    teacher-forced pass over BOS + each output (`teacher_forced_attention`)."""
+    teacher-forced pass over BOS + each output (`Translator.teacher_forced`)."""
     rows = alignment_rows(cross, settings.alignment_head).float().cpu()  # (B, T, S)
     # coverage reads all heads: one guided head is peaked on single words and leaves the others at ~0
     mean = rows if settings.alignment_head == 0 else cross.mean(dim=1).float().cpu()  # (B, T, S)
     return [_evidence(s, rows[b], settings, coverage=mean[b]) for b, s in enumerate(sentences)]
-
-
-def teacher_forced_attention(
-    model: Transformer,
-    source: EncodedSource,
-    outputs: Sequence[list[int]],
-    *,
-    starts: Sequence[int],
-    layers: int | None,
-) -> list[tuple[Tensor, Tensor]]:
-    """Each decoder layer's (self-attention (B, H, T, T), cross-attention (B, H, T, S)) weights over each output
-    after its start token (BOS, or a target-language tag), right-padded to T, on a fresh cache over the search's
-    encoded `source`: the encoder does not run again. `layers` stops after that many layers (the aligning one),
-    where the evidence needs nothing more."""
-    pad = model.config.pad_id
-    width = max(len(ids) for ids in outputs) + 1
-    rows = [[start, *ids] + [pad] * (width - 1 - len(ids)) for start, ids in zip(starts, outputs, strict=True)]
-    tgt = torch.tensor(rows, device=source.lengths.device)  # (B, T)
-    _, weights = model.incremental_decoder().features(tgt, source.cache(width), need_weights=True, layers=layers)
-    return weights
 
 
 def _evidence(s: Sentence, rows: Tensor, settings: DecodeConfig, *, coverage: Tensor | None = None) -> Evidence:

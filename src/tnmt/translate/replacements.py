@@ -3,28 +3,31 @@ with the best translation that keeps the words before it, uses it, and translate
 
 Most words of a good translation are 98-99% certain: their alternatives are not worth showing, and the ones
 that are unsure are where a user wants a choice. For target word j, one teacher-forced pass gives the model's
-distribution over the token that starts word j after words 0..j-1; its k likeliest word-starting tokens
-(the current one excluded) are the replacements. Each then becomes a forced prefix (decode/bans.py) of a search
-that writes the rest, and the k searches run as one batch.
+distribution over the token that starts word j after words 0..j-1 (`Translator.teacher_forced`); its k likeliest
+word-starting tokens (the current one excluded) are the replacements. Each then becomes a forced prefix of the
+text's own prepared search (its steering kept: `Prepared.with_prefix`), and the k translations run as one batch:
+each is exactly what a translation asked for with that prefix gives.
+
+"Replacements" are other words for one word; the n-best list (`Translation.alternatives`) is other translations
+of the whole text. The server's `/v1/alternatives` answers with replacements (its name is the API's).
 """
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-
-import torch
+from dataclasses import dataclass
 
 from tnmt.config import DecodeConfig
-from tnmt.decode.search import search
+from tnmt.data.tokenizer import starts_word
 from tnmt.errors import UserError
 from tnmt.translate.evidence import piece_words
-from tnmt.translate.steering import Steering, finish
-from tnmt.translate.translator import Translation, Translator
+from tnmt.translate.steering import Steering
+from tnmt.translate.translator import Prepared, Translation, Translator
 
 MAX_K = 20
 
 
 @dataclass(frozen=True)
-class Alternative:
+class Replacement:
     """A replacement of the word: the word as the new translation spells it, its probability there (all its
     tokens), and that translation."""
 
@@ -34,16 +37,16 @@ class Alternative:
 
 
 @dataclass(frozen=True)
-class WordAlternatives:
+class WordReplacements:
     """The translation, the position and word asked about, and its replacements, likeliest first."""
 
     translation: Translation
     position: int
     word: str
-    alternatives: tuple[Alternative, ...]
+    replacements: tuple[Replacement, ...]
 
 
-def word_alternatives(
+def word_replacements(
     translator: Translator,
     text: str,
     position: int,
@@ -51,7 +54,7 @@ def word_alternatives(
     settings: DecodeConfig | None = None,
     *,
     steering: Steering | None = None,
-) -> WordAlternatives:
+) -> WordReplacements:
     """The `k` likeliest replacements of target word `position` (0-based over `translation.text.split()`) of
     `text`'s translation, each with the translation it leads to.
 
@@ -64,59 +67,54 @@ def word_alternatives(
     if not 1 <= k <= MAX_K:
         raise UserError(f"k = {k}: must be from 1 to {MAX_K}")
     settings = settings or translator.decode
-    plan = translator.plans([text], [steering])[0]
-    best = translator.translations([text], settings, plans=[plan])[0]
+    [prepared] = translator.prepare([text], [steering], settings)
+    best = translator.translations([text], settings, prepared=[prepared])[0]
     final_words = best.text.split()
     if not 0 <= position < len(final_words):
         raise UserError(
             f"position {position}: the translation has {len(final_words)} words (0 to {len(final_words) - 1})"
         )
-    read_text = translator.tokenizer.decode_target(best.tokens)
-    read_position = _read_position(final_words, read_text.split(), position)
+    read_position = _read_position(final_words, translator.tokenizer.decode_target(best.tokens).split(), position)
     if read_position is None:
         raise UserError(f"position {position}: {final_words[position]!r} is kept as written, not translated")
-    words_of = piece_words(translator.tokenizer.target_pieces(best.tokens), read_text)
-    starts = [t for t, w in enumerate(words_of) if w == read_position]
-    prefix = tuple(best.tokens[: starts[0]])
-    current = best.tokens[starts[0]]
-    candidates = _next_tokens(translator, plan.text, prefix, current, k)
-    if not candidates:
-        return WordAlternatives(best, position, final_words[position], ())
-    constraints = [replace(plan.constraints, prefix=(*prefix, token)) for token, _ in candidates]
-    sources = translator.encode([plan.text] * len(candidates))
-    with torch.inference_mode():
-        src = translator.source_batch(sources)
-        found = search(translator.model, src, settings, decoder=translator.decoder, constraints=constraints)
-    alternatives = []
-    for hypotheses in found:
-        h = hypotheses[0]
-        out = translator.tokenizer.decode_target(h.tokens)
-        pieces = piece_words(translator.tokenizer.target_pieces(h.tokens), out)
-        in_word = [t for t, w in enumerate(pieces) if w == read_position]
-        probability = float(torch.tensor([h.token_log_probs[t] for t in in_word]).sum().exp()) if in_word else 0.0
-        word = out.split()[read_position] if read_position < len(out.split()) else ""
-        final, _, _ = finish(plan, out, h.tokens, h.constraints, None, translator.tokenizer)
-        alternatives.append(Alternative(word, probability, final))
-    alternatives.sort(key=lambda a: -a.probability)
-    return WordAlternatives(best, position, final_words[position], tuple(alternatives))
+    first = _word_tokens(translator, best.tokens, read_position)[0]
+    prefix = tuple(best.tokens[:first])
+    candidates = _next_tokens(translator, prepared, prefix, best.tokens[first], k)
+    forced = [prepared.with_prefix((*prefix, token)) for token, _ in candidates]
+    found = translator.translations([text] * len(forced), settings, prepared=forced) if forced else []
+    replacements = sorted((_replacement(translator, t, read_position) for t in found), key=lambda r: -r.probability)
+    return WordReplacements(best, position, final_words[position], tuple(replacements))
+
+
+def _replacement(translator: Translator, translation: Translation, read_position: int) -> Replacement:
+    """One re-translation as a replacement: its word at the position (the model's own words) and that word's
+    probability (all its tokens)."""
+    words = translator.tokenizer.decode_target(translation.tokens).split()
+    in_word = _word_tokens(translator, translation.tokens, read_position)
+    probability = math.exp(sum(translation.token_log_probs[t] for t in in_word)) if in_word else 0.0
+    word = words[read_position] if read_position < len(words) else ""
+    return Replacement(word, probability, translation.text)
+
+
+def _word_tokens(translator: Translator, tokens: Sequence[int], word: int) -> list[int]:
+    """The positions of the tokens that spell word `word` of the model's output `tokens`."""
+    text = translator.tokenizer.decode_target(tokens)
+    words_of = piece_words(translator.tokenizer.target_pieces(list(tokens)), text)
+    return [t for t, w in enumerate(words_of) if w == word]
 
 
 def _next_tokens(
-    translator: Translator, read_text: str, prefix: Sequence[int], current: int, k: int
+    translator: Translator, prepared: Prepared, prefix: Sequence[int], current: int, k: int
 ) -> list[tuple[int, float]]:
     """The k likeliest tokens that start a word after `prefix`, `current` (the translation's own) and the specials
     excluded, with their probabilities: one teacher-forced pass."""
     tokenizer, config = translator.tokenizer, translator.model.config
-    source = translator.encode([read_text])[0]
-    with torch.inference_mode():
-        src = translator.source_batch([source])
-        tgt = torch.tensor([[source.start, *prefix]], device=src.device)
-        probs = translator.model(src, tgt)[0, -1].float().softmax(dim=-1)  # (V,)
+    forced = translator.teacher_forced([prepared.source], [prefix], weights=False)
+    probs = forced.logits[0, -1].float().softmax(dim=-1)  # (V,)
     excluded = {current, config.pad_id, config.bos_id, config.eos_id, tokenizer.unk_id, *config.language_ids}
-    order = probs.argsort(descending=True).tolist()
     found = []
-    for token in order[: 50 * k]:
-        if token in excluded or not tokenizer.target_pieces([token])[0].startswith("▁"):
+    for token in probs.argsort(descending=True)[: 50 * k].tolist():
+        if token in excluded or not starts_word(tokenizer.target_pieces([token])[0]):
             continue
         found.append((token, float(probs[token])))
         if len(found) == k:

@@ -23,8 +23,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+import torch
 from torch import Tensor
 
+from tnmt.data.tokenizer import WORD_START, starts_word
 from tnmt.decode.bans import LONGEST_AVOIDED, has_loop
 from tnmt.decode.constraints import Constraints
 from tnmt.errors import UserError
@@ -32,12 +34,17 @@ from tnmt.translate.evidence import Evidence, piece_words
 from tnmt.translate.glossary import GlossaryEntry, match_glossary
 from tnmt.translate.kept import find_verbatim, merge_spans
 
+KNOWN_CHARS = 65536  # characters whose readability a planner remembers
+WORD_ENDS = frozenset(".,;:!?)]}\"'»«“”„…/")  # what may follow a met constraint without a space
 MAX_CONSTRAINTS = 32  # positive constraints per text: every step considers each one's next tokens
 SPELLINGS = 8  # subword segmentations of an avoided phrase that are banned
 
 
 class SteeringTokenizer(Protocol):
     unk_id: int
+    pad_id: int
+    bos_id: int
+    eos_id: int
 
     def encode_source_pieces(self, text: str) -> tuple[list[int], list[str]]: ...
     def encode_target(self, text: str) -> list[int]: ...
@@ -106,6 +113,55 @@ class Plan:
         """Does the search or the answer differ from a plain translation's?"""
         c = self.constraints
         return bool(c.required or c.avoided or c.prefix or c.allow_loops or self.kept)
+
+
+class Planner:
+    """`plan` for every text a translator reads, with what it learns of its vocabularies once: which characters
+    the source vocabulary reads (`keep_unreadable` asks per character) and which target ids continue a word."""
+
+    def __init__(self, tokenizer: SteeringTokenizer, *, target_vocab_size: int, device: torch.device) -> None:
+        self.tokenizer = tokenizer
+        self.target_vocab_size = target_vocab_size
+        self.device = device
+        self._known_chars: dict[str, bool] = {}
+        self._joiners: Tensor | None = None
+
+    def plans(self, texts: Sequence[str], steering: Sequence[Steering | None], *, max_tokens: int) -> list[Plan]:
+        """Each text as the model will read it and the constraints of its search (`plan`).
+
+        Raises:
+            UserError: an entry that cannot be met, or not one steering per text.
+        """
+        if len(steering) != len(texts):
+            raise UserError(f"one steering per text: got {len(steering)} for {len(texts)} texts")
+        joiners = self._continuations() if any(s is not None for s in steering) else None
+        return [
+            plan(text, s, self.tokenizer, readable=self._readable, max_tokens=max_tokens, continuations=joiners)
+            for text, s in zip(texts, steering, strict=True)
+        ]
+
+    def _continuations(self) -> Tensor:
+        """(V,) True on the target ids that continue a word (`Constraints.continuations`): pieces that do not start
+        a word other than closing punctuation ("Haus" + "es", "Jonas" + "-Shirt"; not "Haus" + "."), the special
+        tokens excepted. Built once."""
+        if self._joiners is None:
+            t = self.tokenizer
+            specials = {t.pad_id, t.bos_id, t.eos_id, t.unk_id}
+            joins = [
+                i not in specials and not starts_word(piece) and piece[:1] not in WORD_ENDS
+                for i, piece in enumerate(t.target_pieces(range(self.target_vocab_size)))
+            ]
+            self._joiners = torch.tensor(joins, dtype=torch.bool, device=self.device)
+        return self._joiners
+
+    def _readable(self, char: str) -> bool:
+        """Is `char` in the source vocabulary (encoded without an unknown piece)? Cached: a text asks per char."""
+        known = self._known_chars.get(char)
+        if known is None:
+            if len(self._known_chars) >= KNOWN_CHARS:  # a server fed every code point keeps a bounded cache
+                self._known_chars.clear()
+            known = self._known_chars[char] = self.tokenizer.unk_id not in self.tokenizer.encode_source_pieces(char)[0]
+        return known
 
 
 def plan(
@@ -241,14 +297,6 @@ def _render(
     return text, word_at, kept_at
 
 
-def _glues(span: Kept, word: int, alignment: set[tuple[int, int]], *, right: bool) -> bool:
-    """Does `span` stick to target `word` on its right (else its left): it touched a source word there, and the
-    alignment links that source word to `word`?"""
-    if right:
-        return span.glue_right and (span.word, word) in alignment
-    return span.glue_left and (span.word - 1, word) in alignment
-
-
 def _full_evidence(
     evidence: Evidence | None, plan_: Plan, word_at: list[int], kept_at: list[list[int]], n_target: int
 ) -> Evidence | None:
@@ -349,9 +397,9 @@ def _glued(ids: tuple[int, ...], tokenizer: SteeringTokenizer) -> tuple[int, ...
     piece without sentencepiece's "▁" (a lone "▁" dropped); None when the vocabulary has no such piece, or when
     it would be one piece of 3 letters or fewer, which many words hold."""
     first = tokenizer.target_pieces(ids[:1])[0]
-    if not first.startswith("▁"):
+    if not starts_word(first):
         return None
-    if first == "▁":
+    if first == WORD_START:
         return ids[1:] or None
     bare = tokenizer.target_piece_id(first[1:])
     if bare is None or (len(ids) == 1 and len(first) <= 4):  # a short lone piece ("er") is inside many words
@@ -374,10 +422,6 @@ def _check_conflicts(
                 raise UserError(f"{label!r} is required and avoided ({tokenizer.decode_target(phrase)!r})")
         if any(prefix[i : i + n] == phrase for i in range(len(prefix) - n + 1)):
             raise UserError(f"the prefix contains the avoided {tokenizer.decode_target(phrase)!r}")
-
-
-def _overlaps(span: tuple[int, int], spans: Sequence[tuple[int, int]]) -> bool:
-    return any(span[0] < end and start < span[1] for start, end in spans)
 
 
 def _padded(spans: Sequence[tuple[int, int] | None], n: int) -> list[tuple[int, int] | None]:
