@@ -10,7 +10,7 @@ from test_beam import DEFAULT, EOS, SCRIPT, A, B, C, ScriptedModel
 from tnmt.config import DecodeConfig
 from tnmt.decode import beam_search_nbest, search
 from tnmt.decode.allocation import _allocation
-from tnmt.decode.constraints import Constraints, Progress
+from tnmt.decode.constraints import Constraints, Progress, ProgressTable
 
 ONLY_C = Constraints(required=(((C,),),))
 
@@ -23,7 +23,7 @@ def run(constraints: list[Constraints], *, beam_size: int = 2, max_len: int = 0,
 
 
 def test_progress_follows_forms_and_alternatives():
-    c = Constraints(required=(((A, B), (C,)), ((B, B),)))  # "a b" or "c"; and "b b"
+    c = ProgressTable(Constraints(required=(((A, B), (C,)), ((B, B),))))  # "a b" or "c"; and "b b"
     p = Progress.start(c)
     assert p.wants(c) == {A, C, B} and p.needed == 1 + 2 and p.bank == 0
     p = p.advance(c, A, 0)
@@ -82,6 +82,14 @@ def test_each_sentence_of_a_batch_has_its_own_constraints_and_matches_its_own_se
     assert batch[0][0].met == 1 and batch[1][0].met == 1 and batch[2][0].constraints == ()
 
 
+def test_a_search_leaves_its_constraints_as_it_found_them():
+    # the memo of needs, banks and wanted tokens is the search's own (a ProgressTable), not the shared value's
+    constraints = Constraints(required=(((B, B), (C, A)),))
+    before = dict(vars(constraints))
+    run([constraints], max_len=4)
+    assert vars(constraints) == before
+
+
 def test_a_beam_of_one_writes_the_constraint_at_once():
     model = ScriptedModel({0: SCRIPT}, DEFAULT)
     model.config.tgt_vocab_size = 6
@@ -100,7 +108,7 @@ def test_constraints_are_checked():
 
 
 def test_a_constraint_tied_to_source_tokens_is_offered_where_the_attention_reads_them():
-    c = Constraints(required=(((A,),), ((B,),)), sources=((3, 5), None))
+    c = ProgressTable(Constraints(required=(((A,),), ((B,),)), sources=((3, 5), None)))
     p = Progress.start(c)
     assert p.wants(c, focus=0) == {B}  # "a" waits for the source tokens 3-4; "b" belongs anywhere
     assert p.wants(c, focus=2) == p.wants(c, focus=5) == {A, B}  # on them or next to them

@@ -34,29 +34,31 @@ def beam_step(
     met, or can no longer be met before its length limit: such a beam (and candidate) competes in bank 0."""
     ba, k = state.log_probs.shape
     vocab, t, device = log_probs.size(-1), state.tokens.size(1), log_probs.device
-    progress, constraints = state.progress, state.constraints
+    progress, tables = state.progress, state.tables
     limits = [state.limits[row // k] for row in range(ba * k)]
     _restrict(state, log_probs, limits, eos_id=eos_id, alpha=alpha)
     scores = log_probs.view(ba, k, vocab).add_(state.log_probs[:, :, None])  # (Ba, K, V), in place
     flat = scores.view(ba, k * vocab)
     if state.relevant is None:  # (Ba, V) the first tokens of each sentence's forms
         state.relevant = torch.zeros(ba, vocab, dtype=torch.bool, device=device)
-        for i, c in enumerate(constraints):
-            state.relevant[i, list(c.first_tokens)] = True
+        for i, table in enumerate(tables):
+            state.relevant[i, list(table.first_tokens)] = True
     index = _candidates(state, scores, limits)  # (Ba, M) indices into K * V
     values = flat.gather(1, index).masked_fill_(_repeats(index), NEG_INF)  # (Ba, M) -inf: a repeat or a dead path
     beams, tokens = index // vocab, index % vocab  # (Ba, M)
     rows = beams + state.first_rows  # (Ba, M) each candidate's parent row
     # A candidate whose token starts no form and continues none of its parent's inherits the parent's progress,
     # the forms under way broken off; only the others need `advance`.
-    inherited = [p.broken(constraints[row // k]) if p.partial else p for row, p in enumerate(progress)]
+    inherited = [p.broken(tables[row // k]) if p.partial else p for row, p in enumerate(progress)]
     room = torch.tensor([limit - t - 1 for limit in limits], device=device)  # tokens left after this one
     row_bank = torch.tensor([p.bank for p in inherited], device=device)
     row_needed = torch.tensor([p.needed for p in inherited], device=device)
     banks = torch.where(row_needed <= room, row_bank, 0)[rows]  # (Ba, M) hopeless beams compete in bank 0
     active = state.relevant.gather(1, tokens)  # (Ba, M) starts a form
     if width := max(len(p.partial) for p in progress):  # or continues one: (Ba * K, P) each parent's next tokens
-        nexts = [[constraints[row // k].required[c][f][n] for c, f, n in p.partial] for row, p in enumerate(progress)]
+        nexts = [
+            [tables[row // k].constraints.required[c][f][n] for c, f, n in p.partial] for row, p in enumerate(progress)
+        ]
         nexts_t = torch.tensor([n + [-1] * (width - len(n)) for n in nexts], device=device)
         active |= (tokens[:, :, None] == nexts_t[rows]).any(dim=2)
     active &= (tokens != eos_id) & (values > NEG_INF)
@@ -68,7 +70,7 @@ def beam_step(
         for (i, m), row, token in zip(at, parent_rows, tokens[active].tolist(), strict=True):
             key = (i, progress[row], token)
             if (after := memo.get(key)) is None:
-                after = memo[key] = progress[row].advance(constraints[i], token, t)
+                after = memo[key] = progress[row].advance(tables[i], token, t)
             advanced[i, m] = after
             banks[i, m] = after.bank if after.needed <= limits[row] - t - 1 else 0
     order = _allocation(values, banks)  # (Ba, M) candidates in the order the beam takes them
@@ -96,7 +98,7 @@ def beam_step(
     parents = rows.gather(1, chosen).view(-1)  # (Ba * K,)
     own = (new_values.view(-1) - state.log_probs.view(-1)[parents]).nan_to_num(nan=NEG_INF)  # -inf - -inf: dead
     state.progress = [
-        advanced.get((i, m), inherited[row]) if value > NEG_INF else Progress.start(constraints[i])
+        advanced.get((i, m), inherited[row]) if value > NEG_INF else Progress.start(tables[i])
         for i, (ms, rs, vs) in enumerate(
             zip(chosen.tolist(), parents.view(ba, k).tolist(), new_values.tolist(), strict=True)
         )
@@ -121,7 +123,7 @@ def _restrict(state: BeamState, log_probs: Tensor, limits: list[int], *, eos_id:
     for row, p in enumerate(state.progress):
         if 0 < p.needed <= limits[row] - t:
             waiting.append(row)
-        if p.spans and state.constraints[row // k].continuations is not None and p.just_met(t):
+        if p.spans and state.tables[row // k].constraints.continuations is not None and p.just_met(t):
             ending_words.append(row)
     if waiting:
         ending = log_probs[waiting, eos_id].tolist()
@@ -138,7 +140,7 @@ def _restrict(state: BeamState, log_probs: Tensor, limits: list[int], *, eos_id:
                 log_probs[row] = NEG_INF  # ended: not extended
         log_probs[waiting, eos_id] = NEG_INF
     for row in ending_words:
-        log_probs[row].masked_fill_(state.constraints[row // k].continuations, NEG_INF)
+        log_probs[row].masked_fill_(state.tables[row // k].constraints.continuations, NEG_INF)
 
 
 def _candidates(state: BeamState, scores: Tensor, limits: list[int]) -> Tensor:
@@ -155,7 +157,7 @@ def _candidates(state: BeamState, scores: Tensor, limits: list[int]) -> Tensor:
     for row, p in enumerate(state.progress):
         if alive[row] and 0 < p.needed <= limits[row] - t:
             i, j = divmod(row, k)
-            wanted[i] += [j * vocab + token for token in p.wants(state.constraints[i], focus[row])]
+            wanted[i] += [j * vocab + token for token in p.wants(state.tables[i], focus[row])]
     width = max(len(w) for w in wanted)
     extra = torch.tensor([w + [-1] * (width - len(w)) for w in wanted], dtype=torch.long, device=scores.device)
     extra = torch.where(extra >= 0, extra, top[:, :1])  # padding repeats the best candidate: a duplicate

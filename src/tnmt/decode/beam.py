@@ -30,7 +30,7 @@ from tnmt.config import DecodeConfig
 from tnmt.decode.allocation import beam_step as constrained_step
 from tnmt.decode.bans import Bans
 from tnmt.decode.beam_state import BeamState
-from tnmt.decode.constraints import NO_CONSTRAINTS, Constraints, Progress
+from tnmt.decode.constraints import NO_CONSTRAINTS, Constraints, Progress, ProgressTable
 from tnmt.decode.hypothesis import Hypothesis, gnmt_length_penalty
 from tnmt.decode.rules import TokenRules, output_limits, start_tokens
 from tnmt.decode.top_k import top_k
@@ -144,12 +144,12 @@ def _init(
         finished=[[] for _ in range(batch)],
         first_rows=torch.arange(0, batch * k, k, device=device)[:, None],
         row_sentences=torch.arange(batch, device=device).repeat_interleave(k),
-        constraints=constraints,
+        tables=[ProgressTable(c) for c in constraints],
         progress=None,
         counted=[[] for _ in range(batch)],
     )
     if any(c.required for c in constraints):
-        state.progress = [Progress.start(c) for c in constraints for _ in range(k)]
+        state.progress = [Progress.start(table) for table in state.tables for _ in range(k)]
         state.quotas = [n_best if c.required else k for c in constraints]
     return state, cache
 

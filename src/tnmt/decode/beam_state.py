@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 from torch import Tensor
 
-from tnmt.decode.constraints import Constraints, Progress
+from tnmt.decode.constraints import Progress, ProgressTable
 from tnmt.decode.hypothesis import Hypothesis
 
 
@@ -22,7 +22,7 @@ class BeamState:
     finished: list[list[Hypothesis]]  # per input sentence, best first
     first_rows: Tensor  # (Ba, 1) cache row of each sentence's first beam: 0, K, 2K, ...
     row_sentences: Tensor  # (Ba * K,) each beam's sentence in the input batch
-    constraints: list[Constraints]  # (Ba) each searched sentence's
+    tables: list[ProgressTable]  # (Ba) each searched sentence's constraints, with this search's memo of them
     progress: list[Progress] | None  # (Ba * K) each beam's progress on its constraints; None: no sentence has any
     focus: list[int] | None = None  # (Ba * K) the source token each beam's aligning attention peaks on, when needed
     relevant: Tensor | None = None  # (Ba, V) True on the tokens of each sentence's forms (decode/allocation.py)
@@ -55,7 +55,7 @@ class BeamState:
         indices = keep.tolist()
         self.sentences = [self.sentences[i] for i in indices]
         self.limits = [self.limits[i] for i in indices]
-        self.constraints = [self.constraints[i] for i in indices]
+        self.tables = [self.tables[i] for i in indices]
         self.row_sentences = self.row_sentences.view(ba, k)[keep].view(-1)
         if self.progress is not None:
             self.progress = [self.progress[i * k + j] for i in indices for j in range(k)]

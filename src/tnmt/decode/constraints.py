@@ -19,7 +19,6 @@ subwords does not meet it (the Translator checks the text as well).
 """
 
 from dataclasses import dataclass, field
-from functools import cached_property
 
 from torch import Tensor
 
@@ -39,7 +38,7 @@ class Constraints:
         right after a form is met, so "Haus" is not met inside "Hauses" (None: no such rule).
     sources: per required phrase, the source tokens [start, end) it translates (a glossary term's), None for
         one that belongs nowhere in particular; empty: none does. A constraint with a source is offered to a
-        hypothesis only at a step whose aligning cross-attention looks at those tokens (`wants`).
+        hypothesis only at a step whose aligning cross-attention looks at those tokens (`Progress.wants`).
     """
 
     required: tuple[tuple[Phrase, ...], ...] = ()
@@ -58,34 +57,29 @@ class Constraints:
         if any(not phrase for phrase in self.avoided):
             raise ValueError("avoided: an empty phrase cannot be avoided")
 
-    @cached_property
-    def width(self) -> int:
-        """Banks per constraint met: the longest form's length, so that meeting one more constraint outranks any
-        progress inside a form."""
-        return max((len(form) for forms in self.required for form in forms), default=0) + 1
-
-    @cached_property
-    def tokens(self) -> frozenset[int]:
-        """Every id of every form: a token outside them cannot advance a constraint."""
-        return frozenset(token for forms in self.required for form in forms for token in form)
-
-    @cached_property
-    def measured(self) -> dict[tuple, tuple[int, int]]:
-        """(unmet constraints, forms under way) -> (tokens needed, bank): `Progress` fills it as searches go."""
-        return {}
-
-    @cached_property
-    def wanted(self) -> dict[tuple, set[int]]:
-        """(unmet constraints, forms under way) -> the tokens that advance them (`Progress.wants`), filled as used."""
-        return {}
-
-    @cached_property
-    def first_tokens(self) -> frozenset[int]:
-        """The ids that start a form."""
-        return frozenset(form[0] for forms in self.required for form in forms)
-
 
 NO_CONSTRAINTS = Constraints()
+
+
+class ProgressTable:
+    """One sentence's `Constraints` as one search reads them, with the memo that `Progress` fills.
+
+    The search's set-up makes one per sentence (decode/beam.py's `_init`) and drops it with the search, so the
+    memo, which grows as the beams go, never lives in the `Constraints` value that callers keep and share. The memo
+    is there for speed: every candidate that starts or continues a form gets a new `Progress`, and its need, bank
+    and wanted tokens depend only on which constraints are unmet and which forms are under way, the same few keys
+    for every beam of the sentence.
+    """
+
+    def __init__(self, constraints: Constraints) -> None:
+        forms = [form for phrase in constraints.required for form in phrase]
+        self.constraints = constraints
+        # banks per constraint met: the longest form's length, so that meeting one more outranks any progress in one
+        self.width = max((len(form) for form in forms), default=0) + 1
+        self.tokens = frozenset(token for form in forms for token in form)  # outside them, a token advances nothing
+        self.first_tokens = frozenset(form[0] for form in forms)
+        self.measured: dict[tuple, tuple[int, int]] = {}  # (unmet, partial) -> (tokens needed, bank)
+        self.wanted: dict[tuple, set[int]] = {}  # (unmet, partial) -> the tokens that advance them, anywhere
 
 
 @dataclass(frozen=True)
@@ -107,29 +101,26 @@ class Progress:
     bank: int = 0
 
     @classmethod
-    def start(cls, constraints: Constraints) -> "Progress":
-        return cls._of(constraints, (None,) * len(constraints.required), ())
+    def start(cls, table: ProgressTable) -> "Progress":
+        return cls._of(table, (None,) * len(table.constraints.required), ())
 
     @classmethod
     def _of(
         cls,
-        constraints: Constraints,
+        table: ProgressTable,
         spans: tuple[tuple[int, int] | None, ...],
         partial: tuple[tuple[int, int, int], ...],
     ) -> "Progress":
         unmet = tuple(span is None for span in spans)
         key = (unmet, partial)  # need and bank depend on which constraints are met, not where
-        if (measured := constraints.measured.get(key)) is None:
-            needed = 0
+        if (measured := table.measured.get(key)) is None:
+            required, needed = table.constraints.required, 0
             for c, waiting in enumerate(unmet):
                 if waiting:
                     begun = {f: n for c2, f, n in partial if c2 == c}
-                    needed += min(len(form) - begun.get(f, 0) for f, form in enumerate(constraints.required[c]))
+                    needed += min(len(form) - begun.get(f, 0) for f, form in enumerate(required[c]))
             met = len(unmet) - sum(unmet)
-            measured = constraints.measured[key] = (
-                needed,
-                met * constraints.width + max((n for *_, n in partial), default=0),
-            )
+            measured = table.measured[key] = (needed, met * table.width + max((n for *_, n in partial), default=0))
         return cls(spans, partial, *measured)
 
     @property
@@ -140,16 +131,17 @@ class Progress:
     def all_met(self) -> bool:
         return all(span is not None for span in self.spans)
 
-    def advance(self, constraints: Constraints, token: int, position: int) -> "Progress":
+    def advance(self, table: ProgressTable, token: int, position: int) -> "Progress":
         """The progress after writing `token` at output position `position`."""
-        if token not in constraints.tokens:  # most tokens: nothing starts, whatever was under way breaks
-            return self if not self.partial else self.broken(constraints)
+        if token not in table.tokens:  # most tokens: nothing starts, whatever was under way breaks
+            return self if not self.partial else self.broken(table)
+        required = table.constraints.required
         spans, partial = list(self.spans), []
         steps = [(c, f, n) for c, f, n in self.partial] + [
-            (c, f, 0) for c, span in enumerate(self.spans) if span is None for f in range(len(constraints.required[c]))
+            (c, f, 0) for c, span in enumerate(self.spans) if span is None for f in range(len(required[c]))
         ]
         for c, f, n in steps:
-            form = constraints.required[c][f]
+            form = required[c][f]
             if spans[c] is not None or form[n] != token:
                 continue
             if n + 1 == len(form):
@@ -157,30 +149,30 @@ class Progress:
             else:
                 partial.append((c, f, n + 1))
         kept = tuple(sorted({p for p in partial if spans[p[0]] is None}))
-        return Progress._of(constraints, tuple(spans), kept)
+        return Progress._of(table, tuple(spans), kept)
 
-    def broken(self, constraints: Constraints) -> "Progress":
+    def broken(self, table: ProgressTable) -> "Progress":
         """This progress with its forms under way broken off: what a token that continues none of them leaves."""
-        return Progress._of(constraints, self.spans, ())
+        return Progress._of(table, self.spans, ())
 
-    def wants(self, constraints: Constraints, focus: int | None = None) -> set[int]:
+    def wants(self, table: ProgressTable, focus: int | None = None) -> set[int]:
         """The tokens that start a form of an unmet constraint or continue one under way. `focus`: the source token
         the step's aligning attention peaks on; a constraint tied to source tokens starts only when the focus is
         on them or next to them (where a translator would write it), else anywhere."""
-        sources = constraints.sources
+        required, sources = table.constraints.required, table.constraints.sources
         anywhere = focus is None or not sources
         key = (tuple(span is None for span in self.spans), self.partial)
-        if anywhere and (cached := constraints.wanted.get(key)) is not None:
+        if anywhere and (cached := table.wanted.get(key)) is not None:
             return cached
         wanted = {
             form[0]
             for c, span in enumerate(self.spans)
             if span is None and (anywhere or _near(sources[c], focus))
-            for form in constraints.required[c]
+            for form in required[c]
         }
-        wanted |= {constraints.required[c][f][n] for c, f, n in self.partial}
+        wanted |= {required[c][f][n] for c, f, n in self.partial}
         if anywhere:
-            constraints.wanted[key] = wanted
+            table.wanted[key] = wanted
         return wanted
 
     def just_met(self, position: int) -> bool:
