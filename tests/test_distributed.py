@@ -23,7 +23,6 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-import tnmt.translate.translator as translator_module
 from tnmt.checkpoint import load_checkpoint, update_link
 from tnmt.config import DecodeConfig, TrainConfig
 from tnmt.data.batching import TokenBatchSampler
@@ -31,6 +30,7 @@ from tnmt.data.prepared import PreparedPairs
 from tnmt.recipe import load_recipe
 from tnmt.train.distributed import PeerLost, World, backend_for, collective, env_world, translate_across
 from tnmt.train.loop import train
+from tnmt.translate.door import ModelDoor
 from tnmt.translate.translator import Translator
 
 REPO = Path(__file__).resolve().parent.parent
@@ -289,14 +289,14 @@ def test_ranks_translating_together_decode_the_batches_of_one_process(tiny_check
     checkpoint = load_checkpoint(tiny_checkpoint)
     translator = Translator(checkpoint.model, checkpoint.tokenizer, DecodeConfig(beam_size=1, batch_size=2))
     texts = ["one", "", "twenty two", "three hundred", "four", "  ", "five thousand and six", "seven", "eight"] * 2
-    decoded, real_batch = [], translator_module.Translator._source_batch
+    decoded, real_batch = [], ModelDoor.source_batch
 
     def recording(self, sources):
         src = real_batch(self, sources)
         decoded.append(src.tolist())
         return src
 
-    monkeypatch.setattr(translator_module.Translator, "_source_batch", recording)
+    monkeypatch.setattr(ModelDoor, "source_batch", recording)
     alone = translator.translate(texts)
     batches_alone, decoded[:] = sorted(decoded), []
     board, barrier, results = [None] * size, threading.Barrier(size, timeout=60), [None] * size  # no hang if one fails

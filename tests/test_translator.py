@@ -217,7 +217,7 @@ def test_a_multilingual_model_translates_a_chosen_pair_and_refuses_an_untrained_
         base.for_pair("en", "fr", zero_shot=True)
     zero_shot = base.for_pair("de", "it", zero_shot=True)
     assert zero_shot.target == "it" and zero_shot.start_id == base.tokenizer.language_id("it")
-    assert zero_shot.model is base.model and zero_shot.decoder is base.decoder  # one model, shared
+    assert zero_shot.model is base.model and zero_shot.door is base.door  # one model, shared
     assert base.start_id is None  # choosing a pair leaves the base untouched
 
 

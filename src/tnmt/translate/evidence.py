@@ -167,11 +167,33 @@ def _surfaces(pieces: Sequence[str]) -> list[str]:
 
 def gather_evidence(sentences: Sequence[Sentence], cross: Tensor, settings: DecodeConfig) -> list[Evidence]:
     """The `Evidence` of a batch of translations, given the aligning layer's cross-attention (B, H, T, S) of a
-    teacher-forced pass over BOS + each output (`Translator.teacher_forced`)."""
+    teacher-forced pass over BOS + each output (`ModelDoor.teacher_forced`)."""
     rows = alignment_rows(cross, settings.alignment_head).float().cpu()  # (B, T, S)
     # coverage reads all heads: one guided head is peaked on single words and leaves the others at ~0
     mean = rows if settings.alignment_head == 0 else cross.mean(dim=1).float().cpu()  # (B, T, S)
     return [_evidence(s, rows[b], settings, coverage=mean[b]) for b, s in enumerate(sentences)]
+
+
+def explain(
+    sentences: Sequence[Sentence],
+    weights: Sequence[tuple[Tensor, Tensor]],
+    settings: DecodeConfig,
+    *,
+    aligning: int,
+    evidence: bool,
+    maps: tuple[Sequence[Tensor], Sequence[tuple[list[str], list[str]]]] | None,
+) -> list[tuple[TokenAttention | None, Evidence | None]]:
+    """A batch of translations' evidence (when asked) and attention maps (when `maps` gives the encoder's weights
+    and each sentence's (source, target) labels), from one teacher-forced pass over them: `weights`, per decoder
+    layer (self, cross), through the aligning layer `aligning` at least."""
+    proofs = gather_evidence(sentences, weights[aligning][1], settings) if evidence else [None] * len(sentences)
+    if maps is None:
+        return [(None, proof) for proof in proofs]
+    encoder, labels = maps
+    return [
+        (token_attention(b, sentence, labels[b], encoder, weights), proof)
+        for b, (sentence, proof) in enumerate(zip(sentences, proofs, strict=True))
+    ]
 
 
 def _evidence(s: Sentence, rows: Tensor, settings: DecodeConfig, *, coverage: Tensor | None = None) -> Evidence:

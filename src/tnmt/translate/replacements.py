@@ -3,7 +3,7 @@ with the best translation that keeps the words before it, uses it, and translate
 
 Most words of a good translation are 98-99% certain: their alternatives are not worth showing, and the ones
 that are unsure are where a user wants a choice. For target word j, one teacher-forced pass gives the model's
-distribution over the token that starts word j after words 0..j-1 (`Translator.teacher_forced`); its k likeliest
+distribution over the token that starts word j after words 0..j-1 (`ModelDoor.teacher_forced`); its k likeliest
 word-starting tokens (the current one excluded) are the replacements. Each then becomes a forced prefix of the
 text's own prepared search (its steering kept: `Prepared.with_prefix`), and the k translations run as one batch:
 each is exactly what a translation asked for with that prefix gives.
@@ -54,9 +54,11 @@ def word_replacements(
     settings: DecodeConfig | None = None,
     *,
     steering: Steering | None = None,
+    prepared: Prepared | None = None,
 ) -> WordReplacements:
     """The `k` likeliest replacements of target word `position` (0-based over `translation.text.split()`) of
-    `text`'s translation, each with the translation it leads to.
+    `text`'s translation, each with the translation it leads to. `prepared`: the text as `Translator.prepare` gave
+    it with `steering`, when the caller has it (a server prepares when a request arrives).
 
     Raises:
         UserError: an empty text, k outside [1, MAX_K], a position outside the translation's words or on a word
@@ -67,7 +69,7 @@ def word_replacements(
     if not 1 <= k <= MAX_K:
         raise UserError(f"k = {k}: must be from 1 to {MAX_K}")
     settings = settings or translator.decode
-    [prepared] = translator.prepare([text], [steering], settings)
+    prepared = prepared or translator.prepare([text], [steering], settings)[0]
     best = translator.translations([text], settings, prepared=[prepared])[0]
     final_words = best.text.split()
     if not 0 <= position < len(final_words):
@@ -109,7 +111,7 @@ def _next_tokens(
     """The k likeliest tokens that start a word after `prefix`, `current` (the translation's own) and the specials
     excluded, with their probabilities: one teacher-forced pass."""
     tokenizer, config = translator.tokenizer, translator.model.config
-    forced = translator.teacher_forced([prepared.source], [prefix], weights=False)
+    forced = translator.door.teacher_forced([prepared.source], [prefix], weights=False)
     probs = forced.logits[0, -1].float().softmax(dim=-1)  # (V,)
     excluded = {current, config.pad_id, config.bos_id, config.eos_id, tokenizer.unk_id, *config.language_ids}
     found = []

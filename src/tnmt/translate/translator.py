@@ -1,51 +1,38 @@
 """Text in, text out: the tokenizer, batching and search around a trained Transformer.
 
-`Translator.translations` keeps the caller's order and line alignment while batching for speed: it
-sorts sentences by length so a batch pads little, decodes batch by batch and puts results back
-where their inputs were. An empty (or all-whitespace) line gives an empty translation without running
-the model. A sentence longer than the model's `max_len` positions is truncated, with a one-line warning, to
-its first `max_len - 1` tokens plus EOS, so one bad line cannot stop a whole file.
+`translations` keeps the caller's order and line alignment while batching for speed: sentences sorted by
+length share batches that pad little, and results go back where their inputs were. An empty line gives an empty
+translation without running the model; a sentence longer than the model's `max_len` is cut to its first
+`max_len - 1` tokens plus EOS, with a one-line warning, so one bad line cannot stop a whole file.
 
-A text is prepared once (`prepare`: its steering planned, what the model reads tokenised) and every feature
-reads the model through two doors: `_search`, the one caller of the searches, and `teacher_forced`, one decoder
-pass over given outputs (the evidence, the attention maps, word replacements, a look inside). Both start each
-sentence from its own start token and run the bound decoder that translates (a frozen model's weight copies).
-
-Every result is a `Translation`: the text with its ids and scores, the alternatives when an n-best list
-was asked for, and the attention behind it when that was asked for. The same type travels through the
-server's batcher to the HTTP answer, and the CTranslate2 engine returns it too. Decoding follows a
-`DecodeConfig`: the checkpoint's (what validation measured) unless a call passes its own.
-
-A multilingual model (tnmt/directions.py) translates once a pair is chosen: `for_pair` gives a translator
-for one of its directions, which shares this one's model. Each `Source` carries the token its decoder starts
-from (BOS, or the target language's tag), so one batch may mix directions (the server's batcher does).
+A text is prepared once (translate/prepared.py: its steering planned, what the model reads tokenised), and every
+feature reads the model through one door (translate/door.py): its search, and one teacher-forced pass over given
+outputs (the evidence, the attention maps, word replacements, a look inside), each sentence from its own start
+token (BOS, or a multilingual model's target-language tag: `for_pair`), so one batch may mix directions.
+Decoding follows a `DecodeConfig`: the checkpoint's (what validation measured) unless a call passes its own.
 """
 
 import copy
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from typing import NamedTuple, Protocol
+from dataclasses import replace
+from typing import Protocol
 
 import torch
 
 from tnmt.aligning_head import alignment_layer_index
-from tnmt.blocks.record import Recorder
 from tnmt.checkpoint import load_checkpoint
 from tnmt.config import DecodeConfig
 from tnmt.decode.hypothesis import Hypothesis
-from tnmt.decode.rules import fit_source
-from tnmt.decode.search import search
 from tnmt.decode.trace import SearchRecorder, Trace
 from tnmt.directions import Direction, all_directions, check_direction, direction_name
 from tnmt.errors import UserError
-from tnmt.model import BoundDecoder, EncodedSource, Transformer
-from tnmt.translate.evidence import Evidence, Sentence, TokenAttention, gather_evidence, token_attention
-from tnmt.translate.frozen import OutputProjection, transposed_linear
-from tnmt.translate.quantize import quantize_int8
-from tnmt.translate.steering import ConstraintReport, Plan, Planner, Steering, finish
-
-QUANTIZE = ("none", "int8")
+from tnmt.model import EncodedSource, Transformer
+from tnmt.translate.door import QUANTIZE, ModelDoor
+from tnmt.translate.evidence import Evidence, Sentence, TokenAttention, explain
+from tnmt.translate.prepared import Prepared, Source, given_ids, length_batches, prepare
+from tnmt.translate.steering import Plan, Planner, Steering, finish
+from tnmt.translate.translation import EMPTY, Translation
 
 
 class TextTokenizer(Protocol):
@@ -62,75 +49,6 @@ class TextTokenizer(Protocol):
     def encode_source_pieces(self, text: str) -> tuple[list[int], list[str]]: ...
     def decode_target(self, ids: Sequence[int]) -> str: ...
     def target_pieces(self, ids: Sequence[int]) -> list[str]: ...
-
-
-@dataclass(frozen=True)
-class Source:
-    """What the model reads of a text, tokenised once: the ids decoded, and the pieces of the whole text, which
-    label its attention and map its subwords onto words for the evidence."""
-
-    ids: list[int]  # without EOS, cut to the model's max_len - 1 positions
-    pieces: list[str] | None  # every piece of the text (more than `ids` when it was cut); None: ids given alone,
-    # by a caller that asks for neither attention nor evidence (validation during training)
-    start: int  # the decoder's first input: BOS, or the target language's tag (a multilingual model)
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """One text as a translator searches it (`Translator.prepare`): its steering planned and what the model reads
-    of it tokenised, once, whatever features then read it."""
-
-    text: str  # as the caller gave it
-    plan: Plan | None  # what the model reads and the search obeys; None: ids given alone (`prepare_ids`)
-    source: Source | None  # the ids of what the model reads; None: nothing is decoded (empty, or all kept)
-
-    @property
-    def read(self) -> str:
-        """The text the model reads: the caller's less its kept spans."""
-        return self.text if self.plan is None else self.plan.text
-
-    def with_prefix(self, prefix: tuple[int, ...]) -> "Prepared":
-        """This text with its output forced to start with `prefix` (target ids), its other steering kept."""
-        plan = replace(self.plan, constraints=replace(self.plan.constraints, prefix=prefix))
-        return replace(self, plan=plan)
-
-
-class ForcedPass(NamedTuple):
-    """One decoder pass over given outputs (`Translator.teacher_forced`)."""
-
-    encoded: EncodedSource
-    fed: torch.Tensor  # (B, T) each sentence's start token, its output, padding
-    logits: torch.Tensor | None  # (B, T, V); None when the pass stopped at a middle layer
-    weights: list[tuple[torch.Tensor, torch.Tensor]] | None  # per layer: self (B, H, T, T), cross (B, H, T, S)
-
-
-@dataclass(frozen=True)
-class Translation:
-    """One source's translation: text, ids (no BOS/EOS), length-penalised score and log-probability.
-
-    `alternatives` holds the next best translations (best first) when an n-best list was asked for,
-    `attention` the weights that explain this translation and `evidence` its word alignment, confidence and
-    warnings (translate/evidence.py), each when asked for; `constraints` how it met each positive constraint of
-    its `Steering` (translate/steering.py); `token_log_probs` each token's log-probability as the search chose it.
-    """
-
-    text: str
-    tokens: list[int]
-    score: float
-    log_prob: float
-    alternatives: tuple["Translation", ...] = ()
-    attention: TokenAttention | None = field(default=None, compare=False)
-    evidence: Evidence | None = field(default=None, compare=False)
-    constraints: tuple[ConstraintReport, ...] = ()
-    token_log_probs: tuple[float, ...] = field(default=(), compare=False)
-
-    @property
-    def nbest(self) -> list["Translation"]:
-        """This translation and its alternatives, best first."""
-        return [self, *self.alternatives]
-
-
-EMPTY = Translation(text="", tokens=[], score=0.0, log_prob=0.0, evidence=Evidence([], [], 1.0, []))
 
 
 class Translator:
@@ -153,14 +71,9 @@ class Translator:
         laid out for the step's products (translate/frozen.py). A quantised model is a copy of the translator's
         own, so it is frozen too. `directions`: the (source, target) pairs the model was trained on (a
         checkpoint's), () when not known; a multilingual model translates through `for_pair`."""
-        if quantize not in QUANTIZE:
-            raise ValueError(f"quantize must be one of {QUANTIZE}, got {quantize!r}")
         self.decode = decode or DecodeConfig()
-        self.device = next(model.parameters()).device
-        if quantize == "int8" and self.device.type != "cpu":
-            raise ValueError(f"quantize='int8' runs on the CPU only, not on {self.device}")
-        self.quantize = quantize
-        self.model = quantize_int8(model) if quantize == "int8" else model.eval()
+        self.door = ModelDoor(model, eos_id=tokenizer.eos_id, quantize=quantize, frozen=frozen)
+        self.model, self.device, self.quantize = self.door.model, self.door.device, quantize
         self.tokenizer = tokenizer
         self.directions = tuple(directions)
         self.target: str | None = None  # the language written: chosen by `for_pair`
@@ -168,12 +81,6 @@ class Translator:
         self.start_id: int | None = None if tokenizer.languages else tokenizer.bos_id
         self.steering: Steering | None = None  # every text's steering when a call gives none (--glossary)
         self.planner = Planner(tokenizer, target_vocab_size=self.model.config.tgt_vocab_size, device=self.device)
-        self._frozen = frozen or quantize == "int8"
-        self._projection = None
-        if self._frozen and OutputProjection.usable(self.model):
-            self._projection = OutputProjection(self.model)
-        # bound once when the weights are frozen (on copies laid out for the products), else per search
-        self.decoder = self.bind() if self._frozen else None
 
     @classmethod
     def from_checkpoint(
@@ -213,13 +120,6 @@ class Translator:
         chosen.target, chosen.start_id = target, self.tokenizer.language_id(target)
         return chosen
 
-    def bind(self, record: Recorder | None = None) -> BoundDecoder:
-        """The model's decoder as this translator runs it (`Transformer.incremental_decoder`): on the frozen
-        weights' copies when it owns them; with `record`, its layers report what flows through them."""
-        if not self._frozen:
-            return self.model.incremental_decoder(record=record)
-        return self.model.incremental_decoder(project=self._projection, linear=transposed_linear, record=record)
-
     def translate(
         self, texts: Sequence[str], settings: DecodeConfig | None = None, *, first_line: int = 1
     ) -> list[str]:
@@ -234,37 +134,29 @@ class Translator:
         *,
         first_line: int = 1,
     ) -> list[Prepared]:
-        """Each text as the search will read it: its steering planned (default: this translator's `steering`),
-        what the model reads tokenised (spans it cannot read, URLs, emoji, kept as written: translate/steering.py).
+        """Each text as the search will read it (translate/prepared.py), its steering default this translator's.
 
         Raises:
             UserError: a steering entry that cannot be met, not one steering per text, or a multilingual model
                 with no pair chosen (`for_pair`).
         """
         start, model_cap = self._start_id(), self.model.config.max_len - 1
-        cap = min((settings or self.decode).max_len or model_cap, model_cap)  # the most output tokens
-        plans = self.planner.plans(texts, steering or [self.steering] * len(texts), max_tokens=cap)
-        prepared = []
-        for i, (text, plan) in enumerate(zip(texts, plans, strict=True)):
-            source = None
-            if plan.text.strip():
-                ids, pieces = self.tokenizer.encode_source_pieces(plan.text)
-                max_len = self.model.config.max_len
-                source = Source(fit_source(ids, model_max_len=max_len, line=first_line + i), pieces, start)
-            prepared.append(Prepared(text, plan, source))
-        return prepared
+        return prepare(
+            texts,
+            steering or [self.steering] * len(texts),
+            planner=self.planner,
+            tokenizer=self.tokenizer,
+            start=start,
+            model_max_len=self.model.config.max_len,
+            max_tokens=min((settings or self.decode).max_len or model_cap, model_cap),
+            first_line=first_line,
+        )
 
     def prepare_ids(
         self, texts: Sequence[str], ids: Sequence[list[int]], starts: Sequence[int] | None = None
     ) -> list[Prepared]:
-        """Texts given with their source ids (fitted to the model, no EOS), read as they are: nothing planned,
-        kept or reported (validation during training, which tokenised them already). `starts`: each text's first
-        decoder input (default: this translator's)."""
-        starts = starts or [self._start_id()] * len(texts)
-        return [
-            Prepared(text, None, Source(row, None, start) if text.strip() else None)
-            for text, row, start in zip(texts, ids, starts, strict=True)
-        ]
+        """Texts with their source ids, read as they are (`prepared.given_ids`); `starts` default this one's."""
+        return given_ids(texts, ids, starts or [self._start_id()] * len(texts))
 
     def translations(
         self,
@@ -310,9 +202,13 @@ class Translator:
         results: list[Translation] = [EMPTY] * len(prepared)
         for chunk in self.batches(prepared, settings.batch_size):
             batch = [prepared[i] for i in chunk]
-            steered = any(p.plan is not None and p.plan.steers for p in batch)
+            steered = any(p.steers for p in batch)
             kept = any(p.plan is not None and p.plan.kept for p in batch)
-            encoded, found = self._search(batch, settings, n_best=n_best, steered=steered, encoder_attention=attention)
+            constraints = [p.plan.constraints for p in batch] if steered else None
+            sources = [p.source for p in batch]
+            encoded, found = self.door.search(
+                sources, settings, n_best=n_best, constraints=constraints, encoder_attention=attention
+            )
             extras = self._explain(batch, encoded, found, settings, attention=attention, evidence=evidence or kept)
             for p, i, hypotheses, (maps, proof) in zip(batch, chunk, found, extras, strict=True):
                 results[i] = replace(self._translation(hypotheses), attention=maps, evidence=proof)
@@ -359,81 +255,20 @@ class Translator:
         if prepared.source is None:
             raise UserError("nothing of this text is translated: it is all kept as written")
         recorder = SearchRecorder(top_k=top_k, length_penalty=settings.length_penalty, eos_id=self.tokenizer.eos_id)
-        steered = prepared.plan is not None and prepared.plan.steers
-        encoded, found = self._search([prepared], settings, recorder=recorder, steered=steered)
+        constraints = [prepared.plan.constraints] if prepared.steers else None
+        encoded, found = self.door.search([prepared.source], settings, constraints=constraints, recorder=recorder)
         encoder = torch.stack([layer[0] for layer in encoded.encoder_attention]).float().cpu()  # (L, H, S, S)
         text_out = self.tokenizer.decode_target(found[0][0].tokens)
         return Trace(text_out, self._labels(prepared.source, [])[0], encoder, recorder.steps)
 
     def batches(self, prepared: Sequence[Prepared], batch_size: int) -> list[list[int]]:
-        """The indices of `prepared` in the batches `translations` decodes, in its order: by source length, longest
-        first, `batch_size` per batch (texts without a source in none).
+        """The indices of `prepared` in the batches `translations` decodes, in its order (`length_batches`).
 
         Translating some of these batches with the others' sources set to None decodes exactly those batches
-        again (the sort is stable and every batch but the last is full): several processes can share the
-        work, and each sentence is computed as one process would compute it (train/distributed.py).
+        again: several processes can share the work, and each sentence is computed as one process would compute
+        it (train/distributed.py).
         """
-        lengths = {i: len(p.source.ids) for i, p in enumerate(prepared) if p.source is not None}
-        order = sorted(lengths, key=lambda i: -lengths[i])
-        return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
-
-    def teacher_forced(
-        self,
-        sources: Sequence[Source],
-        outputs: Sequence[Sequence[int]],
-        *,
-        encoded: EncodedSource | None = None,
-        layers: int | None = None,
-        weights: bool = True,
-        record: Recorder | None = None,
-    ) -> ForcedPass:
-        """One pass of the decoder that translates over each output after its source's start token (right-padded
-        to T), on a fresh KV cache over `encoded` (the search's, so the encoder does not run again; default: the
-        sources encoded now, with the encoder's self-attention): the same body as a search's step, all T
-        positions at once. `layers` stops after that many decoder layers (the aligning one: no logits then);
-        `weights` returns every layer's attention; `record` has the blocks report what flows through them."""
-        pad = self.model.config.pad_id
-        width = max(len(ids) for ids in outputs) + 1
-        rows = [[s.start, *ids] + [pad] * (width - 1 - len(ids)) for s, ids in zip(sources, outputs, strict=True)]
-        with torch.inference_mode():
-            if encoded is None:
-                src = self._source_batch(sources)
-                encoded = self.model.encode_for_decoding(src, need_weights=True, record=record)
-            fed = torch.tensor(rows, device=self.device)  # (B, T)
-            decoder = self.decoder if record is None and self.decoder is not None else self.bind(record)
-            features, found = decoder.features(fed, encoded.cache(width), need_weights=weights, layers=layers)
-            logits = None if layers is not None else decoder.project(features).view(*fed.shape, -1)
-        return ForcedPass(encoded, fed, logits, found if weights else None)
-
-    def _search(
-        self,
-        batch: Sequence[Prepared],
-        settings: DecodeConfig,
-        *,
-        n_best: int = 1,
-        steered: bool = False,
-        recorder: SearchRecorder | None = None,
-        encoder_attention: bool = False,
-    ) -> tuple[EncodedSource, list[list[Hypothesis]]]:
-        """The one door to the searches: encode the batch's sources (with the encoder's self-attention for a
-        `recorder` or `encoder_attention`), search from each one's start token, with its plan's constraints when
-        `steered`."""
-        sources = [p.source for p in batch]
-        constraints = [p.plan.constraints for p in batch] if steered else None
-        with torch.inference_mode():
-            src = self._source_batch(sources)
-            encoded = self.model.encode_for_decoding(src, need_weights=encoder_attention or recorder is not None)
-            found = search(
-                self.model,
-                encoded,
-                settings,
-                n_best=n_best,
-                decoder=self.decoder,
-                constraints=constraints,
-                starts=torch.tensor([s.start for s in sources], device=self.device),
-                recorder=recorder,
-            )
-        return encoded, found
+        return length_batches(prepared, batch_size)
 
     def _explain(
         self,
@@ -445,25 +280,20 @@ class Translator:
         attention: bool,
         evidence: bool,
     ) -> list[tuple[TokenAttention | None, Evidence | None]]:
-        """The attention maps and the evidence of one batch's best translations, from one teacher-forced pass over
-        them on the search's encoded sources: through every layer when the maps are wanted, else only through
-        the aligning layer (translate/evidence.py)."""
+        """The attention maps and the evidence of one batch's best translations (translate/evidence.py), from one
+        teacher-forced pass over them on the search's encoded sources: through every layer when the maps are
+        wanted, else only through the aligning layer."""
         if not (attention or evidence):
             return [(None, None)] * len(batch)
         best = [hypotheses[0] for hypotheses in found]
         aligning = alignment_layer_index(settings.alignment_layer, self.model.config.n_decoder_layers)
-        sources = [p.source for p in batch]
         layers = None if attention else aligning + 1
-        weights = self.teacher_forced(sources, [h.tokens for h in best], encoded=encoded, layers=layers).weights
+        sources, outputs = [p.source for p in batch], [h.tokens for h in best]
+        forced = self.door.teacher_forced(sources, outputs, encoded=encoded, layers=layers)
+        labels = [self._labels(p.source, h.tokens) for p, h in zip(batch, best, strict=True)]
         sentences = [self._sentence(p, h) for p, h in zip(batch, best, strict=True)]
-        proofs = gather_evidence(sentences, weights[aligning][1], settings) if evidence else [None] * len(batch)
-        if not attention:
-            return [(None, proof) for proof in proofs]
-        maps = [
-            token_attention(b, s, self._labels(p.source, h.tokens), encoded.encoder_attention or [], weights)
-            for b, (p, s, h) in enumerate(zip(batch, sentences, best, strict=True))
-        ]
-        return list(zip(maps, proofs, strict=True))
+        maps = (encoded.encoder_attention or [], labels) if attention else None
+        return explain(sentences, forced.weights, settings, aligning=aligning, evidence=evidence, maps=maps)
 
     def _sentence(self, prepared: Prepared, best: Hypothesis) -> Sentence:
         """A translated sentence as the evidence reads it: what the model read and wrote, with their pieces."""
@@ -511,13 +341,6 @@ class Translator:
         return replace(
             result, text=text, constraints=reports, evidence=proof if evidence else None, alternatives=others
         )
-
-    def _source_batch(self, sources: Sequence[Source]) -> torch.Tensor:
-        """Right-padded source ids (B, S) on the model's device, each sentence ending with EOS."""
-        width = max(len(source.ids) for source in sources) + 1
-        pad_id, eos_id = self.model.config.pad_id, self.tokenizer.eos_id
-        rows = [[*source.ids, eos_id] + [pad_id] * (width - 1 - len(source.ids)) for source in sources]
-        return torch.tensor(rows, device=self.device)
 
     def _start_id(self) -> int:
         """The token every decoder of this translator starts from.

@@ -1,0 +1,125 @@
+"""The one door from text to the model: a loaded model bound for decoding, its search and its teacher-forced pass.
+
+Everything a `Translator` asks of the model goes through a `ModelDoor`: `search` is the one caller of the searches
+(tnmt.decode), `teacher_forced` the one pass over given outputs (the evidence, attention maps, word replacements,
+a look inside). Both read sources as prepared (translate/prepared.py), start each sentence's decoder from its own
+start token (BOS, or a multilingual model's target-language tag), and run the decoder that translates: bound to
+the model once when its weights are frozen, on copies laid out for the step's products (translate/frozen.py), so
+what a feature shows is the pass that translated.
+"""
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import torch
+
+from tnmt.blocks.record import Recorder
+from tnmt.config import DecodeConfig
+from tnmt.decode.constraints import Constraints
+from tnmt.decode.hypothesis import Hypothesis
+from tnmt.decode.search import search
+from tnmt.decode.trace import SearchRecorder
+from tnmt.model import BoundDecoder, EncodedSource, Transformer
+from tnmt.translate.frozen import OutputProjection, transposed_linear
+from tnmt.translate.prepared import Source
+from tnmt.translate.quantize import quantize_int8
+
+QUANTIZE = ("none", "int8")
+
+
+class ForcedPass(NamedTuple):
+    """One decoder pass over given outputs (`ModelDoor.teacher_forced`)."""
+
+    encoded: EncodedSource
+    fed: torch.Tensor  # (B, T) each sentence's start token, its output, padding
+    logits: torch.Tensor | None  # (B, T, V); None when the pass stopped at a middle layer
+    weights: list[tuple[torch.Tensor, torch.Tensor]] | None  # per layer: self (B, H, T, T), cross (B, H, T, S)
+
+
+class ModelDoor:
+    """A model (put in eval mode) bound for decoding; see the module docstring."""
+
+    def __init__(self, model: Transformer, *, eos_id: int, quantize: str = "none", frozen: bool = False) -> None:
+        """`quantize="int8"` quantises the model now (translate/quantize.py): a copy of its own, so frozen too.
+        `frozen=True` promises that the model's weights do not change while the door is used (its owner loaded
+        them): the decoder is then bound once, on copies of its weights laid out for the products."""
+        if quantize not in QUANTIZE:
+            raise ValueError(f"quantize must be one of {QUANTIZE}, got {quantize!r}")
+        self.device = next(model.parameters()).device
+        if quantize == "int8" and self.device.type != "cpu":
+            raise ValueError(f"quantize='int8' runs on the CPU only, not on {self.device}")
+        self.model = quantize_int8(model) if quantize == "int8" else model.eval()
+        self.eos_id = eos_id
+        self.frozen = frozen or quantize == "int8"
+        usable = self.frozen and OutputProjection.usable(self.model)
+        self._projection = OutputProjection(self.model) if usable else None
+        self.decoder = self.bind() if self.frozen else None  # else bound per search, as the weights may change
+
+    def bind(self, record: Recorder | None = None) -> BoundDecoder:
+        """The decoder as this door runs it (`Transformer.incremental_decoder`): on the frozen weights' copies
+        when it owns them; with `record`, its layers report what flows through them (blocks/record.py)."""
+        if not self.frozen:
+            return self.model.incremental_decoder(record=record)
+        return self.model.incremental_decoder(project=self._projection, linear=transposed_linear, record=record)
+
+    def search(
+        self,
+        sources: Sequence[Source],
+        settings: DecodeConfig,
+        *,
+        n_best: int = 1,
+        constraints: Sequence[Constraints] | None = None,
+        recorder: SearchRecorder | None = None,
+        encoder_attention: bool = False,
+    ) -> tuple[EncodedSource, list[list[Hypothesis]]]:
+        """Encode the sources (with the encoder's self-attention for a `recorder` or `encoder_attention`) and
+        search from each one's start token (tnmt.decode.search), under each one's `constraints` if given."""
+        with torch.inference_mode():
+            src = self.source_batch(sources)
+            encoded = self.model.encode_for_decoding(src, need_weights=encoder_attention or recorder is not None)
+            found = search(
+                self.model,
+                encoded,
+                settings,
+                n_best=n_best,
+                decoder=self.decoder,
+                constraints=constraints,
+                starts=torch.tensor([s.start for s in sources], device=self.device),
+                recorder=recorder,
+            )
+        return encoded, found
+
+    def teacher_forced(
+        self,
+        sources: Sequence[Source],
+        outputs: Sequence[Sequence[int]],
+        *,
+        encoded: EncodedSource | None = None,
+        layers: int | None = None,
+        weights: bool = True,
+        record: Recorder | None = None,
+    ) -> ForcedPass:
+        """One pass of the decoder over each output after its source's start token (right-padded to T), on a
+        fresh KV cache over `encoded` (a search's, so the encoder does not run again; default: the sources encoded
+        now, with the encoder's self-attention): the body of a search's step, all T positions at once. `layers`
+        stops after that many decoder layers (the aligning one: no logits then); `weights` returns every layer's
+        attention; `record` has the blocks report what flows through them."""
+        pad = self.model.config.pad_id
+        width = max(len(ids) for ids in outputs) + 1
+        rows = [[s.start, *ids] + [pad] * (width - 1 - len(ids)) for s, ids in zip(sources, outputs, strict=True)]
+        with torch.inference_mode():
+            if encoded is None:
+                src = self.source_batch(sources)
+                encoded = self.model.encode_for_decoding(src, need_weights=True, record=record)
+            fed = torch.tensor(rows, device=self.device)  # (B, T)
+            decoder = self.decoder if record is None and self.decoder is not None else self.bind(record)
+            features, found = decoder.features(fed, encoded.cache(width), need_weights=weights, layers=layers)
+            logits = None if layers is not None else decoder.project(features).view(*fed.shape, -1)
+        return ForcedPass(encoded, fed, logits, found if weights else None)
+
+    def source_batch(self, sources: Sequence[Source]) -> torch.Tensor:
+        """Right-padded source ids (B, S) on the model's device, each sentence ending with EOS."""
+        width = max(len(source.ids) for source in sources) + 1
+        pad_id = self.model.config.pad_id
+        rows = [[*source.ids, self.eos_id] + [pad_id] * (width - 1 - len(source.ids)) for source in sources]
+        return torch.tensor(rows, device=self.device)

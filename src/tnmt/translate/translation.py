@@ -1,0 +1,36 @@
+"""What a translation returns: `Translation`, the type that travels from the search to the HTTP answer."""
+
+from dataclasses import dataclass, field
+
+from tnmt.translate.evidence import Evidence, TokenAttention
+from tnmt.translate.steering import ConstraintReport
+
+
+@dataclass(frozen=True)
+class Translation:
+    """One source's translation: text, ids (no BOS/EOS), length-penalised score and log-probability.
+
+    `alternatives` holds the next best translations (best first) when an n-best list was asked for,
+    `attention` the weights that explain this translation and `evidence` its word alignment, confidence and
+    warnings (translate/evidence.py), each when asked for; `constraints` how it met each positive constraint of
+    its `Steering` (translate/steering.py); `token_log_probs` each token's log-probability as the search chose it.
+    The server's batcher hands it to the HTTP answer, and the CTranslate2 engine returns it too.
+    """
+
+    text: str
+    tokens: list[int]
+    score: float
+    log_prob: float
+    alternatives: tuple["Translation", ...] = ()
+    attention: TokenAttention | None = field(default=None, compare=False)
+    evidence: Evidence | None = field(default=None, compare=False)
+    constraints: tuple[ConstraintReport, ...] = ()
+    token_log_probs: tuple[float, ...] = field(default=(), compare=False)
+
+    @property
+    def nbest(self) -> list["Translation"]:
+        """This translation and its alternatives, best first."""
+        return [self, *self.alternatives]
+
+
+EMPTY = Translation(text="", tokens=[], score=0.0, log_prob=0.0, evidence=Evidence([], [], 1.0, []))
