@@ -90,6 +90,11 @@ def test_length_penalty_is_gnmt():
     assert gnmt_length_penalty(7, 0.0) == 1.0
 
 
+def test_a_scored_hypothesis_counts_eos_in_its_length_only_when_it_ended():
+    assert Hypothesis.scored([A, B], -1.5, ended=True, alpha=0.6).score == -1.5 / gnmt_length_penalty(3, 0.6)
+    assert Hypothesis.scored([A, B], -1.5, ended=False, alpha=0.6).score == -1.5 / gnmt_length_penalty(2, 0.6)
+
+
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
 def test_beam_beats_the_greedy_choice_and_finishes_early(alpha):
     model = ScriptedModel({3: SCRIPT}, DEFAULT)

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from tnmt.decode.beam_state import BeamState
 from tnmt.decode.constraints import Progress
-from tnmt.decode.hypothesis import Hypothesis, gnmt_length_penalty
+from tnmt.decode.hypothesis import Hypothesis
 from tnmt.decode.top_k import top_k
 from tnmt.decode.trace import SearchRecorder
 
@@ -82,11 +82,15 @@ def beam_step(
             row = int(rows[i, m])
             log_prob = float(values[i, m])
             own = log_prob - float(state.log_probs.view(-1)[row])
-            token_log_probs = (*state.token_log_probs[row].tolist(), own)
-            score = log_prob / gnmt_length_penalty(t + 1, alpha)
-            state.add(
-                i, Hypothesis(state.tokens[row].tolist(), score, log_prob, True, token_log_probs, progress[row].spans)
+            hypothesis = Hypothesis.scored(
+                state.tokens[row].tolist(),
+                log_prob,
+                ended=True,
+                alpha=alpha,
+                token_log_probs=(*state.token_log_probs[row].tolist(), own),
+                constraints=progress[row].spans,
             )
+            state.add(i, hypothesis)
     pick = (ordered_tokens == eos_id).to(torch.uint8).argsort(dim=1, stable=True)[:, :k]  # (Ba, K) best non-EOS
     kept_values = ordered_values.gather(1, pick)
     best_first = kept_values.argsort(dim=1, descending=True, stable=True)  # `_finalize` reads beam 0 as the best
@@ -130,11 +134,13 @@ def _restrict(state: BeamState, log_probs: Tensor, limits: list[int], *, eos_id:
         alive = state.log_probs.view(-1)[waiting].tolist()
         for row, eos, so_far in zip(waiting, ending, alive, strict=True):
             if eos >= LOG_SURE_END and so_far > NEG_INF and not state.progress[row].partial:  # not inside a form
-                log_prob = so_far + eos
-                token_log_probs = (*state.token_log_probs[row].tolist(), eos)
-                score = log_prob / gnmt_length_penalty(t + 1, alpha)
-                hypothesis = Hypothesis(
-                    state.tokens[row].tolist(), score, log_prob, True, token_log_probs, state.progress[row].spans
+                hypothesis = Hypothesis.scored(
+                    state.tokens[row].tolist(),
+                    so_far + eos,
+                    ended=True,
+                    alpha=alpha,
+                    token_log_probs=(*state.token_log_probs[row].tolist(), eos),
+                    constraints=state.progress[row].spans,
                 )
                 state.add(row // k, hypothesis, counts=False)
                 log_probs[row] = NEG_INF  # ended: not extended

@@ -167,13 +167,13 @@ def _step(state: BeamState, log_probs: Tensor, *, eos_id: int, alpha: float, rec
     own = top - state.log_probs.gather(1, index // vocab)
     ended = is_eos[:, :k] & (top[:, :k] > float("-inf"))  # EOS among the K best: a finished hypothesis
     if bool(ended.any()):
-        length = state.tokens.size(1) + 1  # the words and EOS
         for i, j in ended.nonzero().tolist():
-            log_prob = float(top[i, j])
-            ids = state.tokens[rows[i, j]].tolist()
-            token_log_probs = (*state.token_log_probs[rows[i, j]].tolist(), float(own[i, j]))
-            score = log_prob / gnmt_length_penalty(length, alpha)
-            state.add(i, Hypothesis(ids, score, log_prob, True, token_log_probs))
+            row = int(rows[i, j])
+            token_log_probs = (*state.token_log_probs[row].tolist(), float(own[i, j]))
+            hypothesis = Hypothesis.scored(
+                state.tokens[row].tolist(), float(top[i, j]), ended=True, alpha=alpha, token_log_probs=token_log_probs
+            )
+            state.add(i, hypothesis)
     pick = is_eos.to(torch.uint8).argsort(dim=1, stable=True)[:, :k]  # (Ba, K): best non-EOS candidates
     if recorder is not None:
         recorder.beam_step(top[0], index[0] // vocab, tokens[0], ended[0], pick[0])
@@ -194,10 +194,16 @@ def _finalize(state: BeamState, *, alpha: float, recorder: SearchRecorder | None
     for i in at_limit:
         for j, log_prob in enumerate(state.log_probs[i].tolist()):
             if log_prob > float("-inf"):
-                ids = state.tokens[i * k + j].tolist()
-                token_log_probs = tuple(state.token_log_probs[i * k + j].tolist())
-                score = log_prob / gnmt_length_penalty(length, alpha)
-                state.add(i, Hypothesis(ids, score, log_prob, False, token_log_probs, state.spans(i * k + j)))
+                row = i * k + j
+                hypothesis = Hypothesis.scored(
+                    state.tokens[row].tolist(),
+                    log_prob,
+                    ended=False,
+                    alpha=alpha,
+                    token_log_probs=tuple(state.token_log_probs[row].tolist()),
+                    constraints=state.spans(row),
+                )
+                state.add(i, hypothesis)
     best_open = state.log_probs[:, 0] / gnmt_length_penalty(length, alpha)  # (Ba,) if it ended now
     done = best_open <= state.worst_kept
     if at_limit:

@@ -13,7 +13,7 @@ from torch import Tensor
 from tnmt.config import DecodeConfig
 from tnmt.decode.bans import Bans
 from tnmt.decode.constraints import NO_CONSTRAINTS, Constraints
-from tnmt.decode.hypothesis import Hypothesis, gnmt_length_penalty
+from tnmt.decode.hypothesis import Hypothesis
 from tnmt.decode.rules import TokenRules, output_limits, start_tokens
 from tnmt.decode.top_k import top_k
 from tnmt.decode.trace import SearchRecorder
@@ -57,7 +57,7 @@ def greedy_hypotheses(
 
     Returns:
         Per sentence a `Hypothesis`: the output ids (without BOS and EOS), the sum of their log-probabilities
-        (EOS's included when it was generated) and that sum over `gnmt_length_penalty`. A sentence that hits
+        (EOS's included when it was generated) and its score (`Hypothesis.scored`). A sentence that hits
         its length limit ends without EOS.
     """
     decode = decode or DecodeConfig()
@@ -119,9 +119,10 @@ def _hypotheses(
             log_probs[row].append(log_prob)
     hypotheses = []
     for ids, token_log_probs in zip(outputs, log_probs, strict=True):
-        length = len(ids)  # the words and EOS if it was generated
         ended = bool(ids) and ids[-1] == eos_id
-        log_prob = sum(token_log_probs)
-        score = log_prob / gnmt_length_penalty(length, alpha)
-        hypotheses.append(Hypothesis(ids[:-1] if ended else ids, score, log_prob, ended, tuple(token_log_probs)))
+        words = ids[:-1] if ended else ids
+        found = Hypothesis.scored(
+            words, sum(token_log_probs), ended=ended, alpha=alpha, token_log_probs=tuple(token_log_probs)
+        )
+        hypotheses.append(found)
     return hypotheses
