@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from tnmt.checkpoint import load_checkpoint
-from tnmt.cli import _parser, main
+from tnmt.cli import build_parser, main
 from tnmt.quickstart import next_steps
 
 
@@ -435,7 +435,7 @@ WRITERS = {
 
 def test_every_subcommand_says_what_it_writes():
     """A new subcommand fails here until it is classified above, and, if it writes a directory, tested below."""
-    (subcommands,) = [a.choices for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    (subcommands,) = [a.choices for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
     assert sorted(subcommands) == sorted(WRITERS)
 
 

@@ -8,7 +8,7 @@ import argparse
 import pytest
 
 from benchmarks.robustness import cli_campaign as campaign
-from tnmt.cli import _parser
+from tnmt.cli import build_parser
 
 CASES = campaign.sample(campaign.all_cases(), per_field=2)
 
@@ -26,7 +26,7 @@ def test_a_generated_case_answers_in_one_line_or_as_accepted(case, fixtures, tmp
 
 def test_every_option_of_every_subcommand_is_tried():
     """The cases come from the parsers: a new subcommand or option is in the campaign the day it is added."""
-    (subparsers,) = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    (subparsers,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
     options = {(name, a.dest) for name, p in subparsers.choices.items() for a in p._actions if a.nargs != 0}
     tried = {(case.command, case.field.split(".", 1)[1]) for case in campaign.cli_cases()}
     assert tried == options

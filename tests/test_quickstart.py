@@ -3,7 +3,7 @@ import shlex
 import pytest
 
 from tnmt import quickstart
-from tnmt.cli import _parser
+from tnmt.cli import build_parser
 from tnmt.config import TrainConfig
 from tnmt.quickstart import budget, next_steps, numbers_task
 
@@ -57,7 +57,7 @@ def test_the_demo_ends_with_commands_on_its_checkpoint(tmp_path):
         ["tnmt", "inspect", "--checkpoint", str(checkpoint), sentence],
         ["tnmt", "serve", "--checkpoint", str(checkpoint)],
     ]
-    explain, inspect, serve = (_parser().parse_args(command[1:]) for command in commands)
+    explain, inspect, serve = (build_parser().parse_args(command[1:]) for command in commands)
     for parsed, name in ((explain, "explain"), (inspect, "inspect")):
         assert (parsed.command, parsed.checkpoint, parsed.sentence) == (name, checkpoint, sentence)
     assert (serve.command, serve.checkpoint) == ("serve", [checkpoint])

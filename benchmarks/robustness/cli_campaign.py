@@ -2,7 +2,7 @@
 
     python -m benchmarks.robustness.cli_campaign [--per-option N] [--results PATH]
 
-Cases are generated from the parsers themselves (`tnmt.cli._parser()`), so an option is tried the day it
+Cases are generated from the parsers themselves (`tnmt.cli.build_parser()`), so an option is tried the day it
 is added: a typed option gets negative, zero, huge, NaN/inf, wrong-type and empty values; a path option a
 missing path, one under a missing directory, an empty directory, a file, a read-only place, a user's
 non-empty directory and ""; a free-text option "", blanks and 10,000 characters; a choice an unknown word.
@@ -44,7 +44,7 @@ from typing import Any, Literal, get_origin
 from unittest import mock
 
 from benchmarks.common.host import describe
-from tnmt.cli import _parser, _path, _path_text
+from tnmt.cli import _path, _path_text, build_parser
 from tnmt.cli import main as tnmt_main
 from tnmt.config import DecodeConfig, ServeConfig
 from tnmt.errors import UserError
@@ -293,7 +293,7 @@ BASE: dict[str, dict[str, list[str]]] = {
 
 def cli_cases() -> list[Case]:
     """Every subcommand x every option taking a value x every kind of value for its type."""
-    (subparsers,) = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    (subparsers,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
     cases = []
     for command, parser in subparsers.choices.items():
         for action in parser._actions:

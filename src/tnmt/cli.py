@@ -27,7 +27,7 @@ C = TypeVar("C")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
+    parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra and args.command not in ("train", "prepare"):
         print(f"tnmt {args.command}: error: unrecognized arguments: {' '.join(extra)}", file=sys.stderr)
@@ -64,7 +64,13 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The `tnmt` command's whole argument parser, every subcommand with its options.
+
+    Public for code that reads the command's surface rather than running it: the tests that parse a
+    documented command line and the robustness campaign (`benchmarks/robustness/cli_campaign.py`) that
+    generates its cases from each subcommand's options, so a new option is tried the day it is added.
+    """
     parser = _Parser(prog="tnmt", description="Transformer neural machine translation")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_training_commands(sub)

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
-from tnmt.errors import UserError
+from tnmt.errors import UserError, reading_file
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:
@@ -32,11 +32,8 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         UserError: the file is missing, a directory, not UTF-8 or not JSON (with the line of the error).
     """
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a directory, not a JSON file") from None
+        with reading_file(path, directory="not a JSON file"):
+            text = Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise UserError(f"{path}: invalid UTF-8") from None
     try:

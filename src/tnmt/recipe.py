@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tnmt.config import PRESETS, Architecture, DataConfig, DecodeConfig, ModelConfig, TrainConfig, parse
-from tnmt.errors import UserError
+from tnmt.errors import UserError, reading_file
 
 if TYPE_CHECKING:  # not at run time: reading a recipe needs no sentencepiece
     from tnmt.data.tokenizer import Tokenizer
@@ -99,12 +99,8 @@ def load_recipe(path: str | None, overrides: Sequence[str] = ()) -> Recipe:
 def _read(path: Path, *, chain: tuple[Path, ...]) -> dict[str, Any]:
     """The tables of the recipe file at `path`, merged key by key over those of the recipe it `extends`."""
     try:
-        with open(path, "rb") as f:
+        with reading_file(path, what="recipe file", directory="not a recipe file"), open(path, "rb") as f:
             data = tomllib.load(f)
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such recipe file") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a directory, not a recipe file") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise UserError(f"{path}: invalid TOML ({e})") from None
     if "extends" not in data:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, TypeVar
 
-from tnmt.errors import UserError
+from tnmt.errors import UserError, reading_file
 
 T = TypeVar("T")
 
@@ -58,15 +58,12 @@ def iter_lines(path: str | Path) -> Iterator[str]:
     """
     path = Path(path)
     empty = True
+    opener = gzip.open if path.suffix == ".gz" else open
     try:
-        with gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb") as f:
+        with reading_file(path), opener(path, "rb") as f:
             for line in iter_stream(f, name=str(path)):
                 empty = False
                 yield line
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a directory, expected a file") from None
     except (gzip.BadGzipFile, EOFError, zlib.error) as err:
         raise UserError(f"{path}: not a valid gzip file ({err})") from None
     if empty:

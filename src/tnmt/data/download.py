@@ -55,6 +55,23 @@ def file_digest(path: Path, algorithm: str) -> str:
     return hasher.hexdigest()
 
 
+def is_url(source: str | Path, *, name: str) -> bool:
+    """Whether a data set's `source` (`--from`) is a base URL to download from, rather than a local directory.
+
+    Args:
+        source: A directory, or a URL ("scheme://...").
+        name: The data set's name, for the message ("Multi30k").
+
+    Raises:
+        UserError: A URL whose scheme is not http(s) (ftp://, file://): `download` speaks HTTP only.
+    """
+    if not (isinstance(source, str) and "://" in source):
+        return False
+    if not source.startswith(("http://", "https://")):
+        raise UserError(f"cannot download {name} from {source}: only http(s) URLs are supported")
+    return True
+
+
 def download(url: str, dest: Path, checksum: Checksum, *, name: str, hint: str) -> Path:
     """Download `url` to `dest`, resuming `dest.part` if an earlier run left one, and verify it.
 

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tnmt.data.download import Checksum, download
+from tnmt.data.download import Checksum, download, is_url
 from tnmt.errors import UserError
 from tnmt.io import atomic_write_bytes, check_output_directory
 
@@ -118,16 +118,14 @@ def fetch_multi30k(
     check_output_directory(out_dir)
     todo = [f for f in _files(langs, splits, tok=tok) if _problem(out_dir / f.local, f) is not None]
     source = UPSTREAM_URL if source is None else source
-    is_url = isinstance(source, str) and "://" in source
-    if is_url and not source.startswith(("http://", "https://")):
-        raise UserError(f"cannot download Multi30k from {source}: only http(s) URLs are supported")
-    if is_url and todo:  # never download silently: say what, from where, to where, how much
+    remote = is_url(source, name="Multi30k")
+    if remote and todo:  # never download silently: say what, from where, to where, how much
         size = sum(MB_PER_LANG["tok" if f.of_content else "raw"] / len(SPLITS) for f in todo)
         logger.info(f"downloading {len(todo)} Multi30k files (about {size:.0f} MB) from {source} into {out_dir}")
     for f in todo:
         dest = out_dir / f.local
         dest.parent.mkdir(parents=True, exist_ok=True)
-        if is_url:
+        if remote:
             data = _download(f"{source.rstrip('/')}/{f.remote}", f)
         else:
             data = _copy(Path(source) / f.local, f)

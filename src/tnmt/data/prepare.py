@@ -46,7 +46,7 @@ from tnmt.data.corpus import ParallelCorpus, chunked, filter_pairs
 from tnmt.data.dataset import corpus_files, train_tokenizer, training_pairs
 from tnmt.data.prepared import A_PREPARED_CORPUS, MANIFEST, SIDES, TOKENIZER_DIR, PreparedPairs, file_stem, is_prepared
 from tnmt.data.tokenizer import Tokenizer
-from tnmt.errors import UserError
+from tnmt.errors import UserError, reading_file
 from tnmt.io import atomic_directory, atomic_write_text, check_output_directory, read_json
 
 FORMAT_VERSION = 1
@@ -191,14 +191,10 @@ def _key(data: DataConfig, max_len: int) -> dict[str, Any]:
 
 def describe_source(path: Path) -> dict[str, Any]:
     """Size, modification time and a hash of the first MB: cheap, and changed by any real edit."""
-    try:
+    with reading_file(path):
         stat = path.stat()
         with path.open("rb") as f:
             head = hashlib.sha256(f.read(2**20)).hexdigest()
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a directory, expected a file") from None
     return {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256_first_mb": head}
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from tnmt.data.download import CHUNK, Checksum, download
+from tnmt.data.download import CHUNK, Checksum, download, is_url
 from tnmt.errors import UserError
 from tnmt.io import atomic_open, check_output_directory
 
@@ -103,17 +103,15 @@ def fetch_wmt14(out_dir: str | Path, *, source: str | Path | None = None) -> Pat
     check_output_directory(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     source = UPSTREAM_URL if source is None else source
-    is_url = isinstance(source, str) and "://" in source
-    if is_url and not source.startswith(("http://", "https://")):
-        raise UserError(f"cannot download WMT14 from {source}: only http(s) URLs are supported")
+    remote = is_url(source, name="WMT14")
     todo = {"train": TRAIN, **{name: (archive,) for name, archive in TEST_SETS.items()}}
     todo = {name: archives for name, archives in todo.items() if not _outputs_exist(out_dir, name)}
     needed = [archive for archives in todo.values() for archive in archives]
-    if is_url:
+    if remote:
         _announce([a for a in needed if not (out_dir / "downloads" / a.name).exists()], source, out_dir)
 
     def tarball(archive: Archive) -> Path:
-        if is_url:
+        if remote:
             return _downloaded(archive, source, out_dir / "downloads")
         path = Path(source) / archive.name
         if problem := archive.checksum.problem(path):
