@@ -18,13 +18,19 @@ the page marks so (`translate="no"`, `class="notranslate"`, as DeepL and Google 
 - Markup sent as plain text (a client that sends HTML without `format: "html"`): tags, comments and character
   references ("&amp;", "&#x1F436;") stay as written; the words between them are translated.
 - Spans that overlap or touch merge into one: "🐶🐶" is one span, "🐶 🚲" two.
+
+The model reads the text without them (`take_out`), and they go back into its translation as written
+(`put_back`), beside the target word the alignment links to their neighbour (translate/evidence.py).
 """
 
 import os
 import re
 import unicodedata
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 
+from tnmt.translate.evidence import Evidence
 from tnmt.translate.terms import clean_term, find_terms, read_list
 
 CODE_ELEMENTS = frozenset(("code", "kbd", "samp", "var"))  # HTML's computer code, input, output, variables
@@ -45,6 +51,18 @@ _EMOJI = re.compile(f"{_ELEMENT}{_MODIFIER}*(?:\u200d{_ELEMENT}{_MODIFIER}*)*")
 _MARKUP = re.compile(
     r"<!--.*?-->|</?[A-Za-z][\w:-]*(?:\s[^<>]*)?/?>|&(?:#\d+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);", re.DOTALL
 )
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A span of the text the model does not read: its text, the word of the read text it stands before, whether
+    it touches the character before it and after it (no space: "<b>red"), and its words in the full text."""
+
+    text: str
+    word: int
+    glue_left: bool = False
+    glue_right: bool = False
+    source_words: tuple[int, ...] = ()
 
 
 def load_terms(path: str | os.PathLike[str]) -> list[str]:
@@ -136,3 +154,122 @@ def merge_spans(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             merged.append((start, end))
     return merged
+
+
+def take_out(text: str, spans: Sequence[tuple[int, int]]) -> tuple[str, list[Kept], tuple[int, ...]]:
+    """The text without `spans` (whitespace runs made one space), each span as a `Kept`, and the index in the
+    full text's words of each word of the result."""
+    masked = list(text)
+    for start, end in spans:
+        masked[start:end] = " " * (end - start)
+    full = [m.start() for m in re.finditer(r"\S+", text)]  # where the full text's words start
+    read = list(re.finditer(r"\S+", "".join(masked)))
+    source_words = tuple(bisect_right(full, m.start()) - 1 for m in read)
+    kept = []
+    for start, end in spans:
+        before = sum(m.start() < start for m in read)
+        glue_left = start > 0 and not text[start - 1].isspace()
+        glue_right = end < len(text) and not text[end].isspace()
+        words = tuple(sorted({bisect_right(full, i) - 1 for i in range(start, end) if not text[i].isspace()}))
+        kept.append(Kept(text[start:end], before, glue_left, glue_right, words))
+    return " ".join(m.group() for m in read), kept, source_words
+
+
+def put_back(
+    translation: str,
+    read: str,
+    kept: Sequence[Kept],
+    evidence: Evidence | None,
+    source_words: Sequence[int],
+) -> tuple[str, list[int], Evidence | None]:
+    """The `translation` of the `read` text with its kept spans put back, each beside the target word aligned to
+    its neighbour (`evidence`'s alignment; without one, at the ends); each translation word's index in the result;
+    and the evidence over the full source and target (`source_words`: each read word's index in the full text)."""
+    out_words = translation.split()
+    alignment = evidence.alignment if evidence is not None else []
+    gaps = [_anchor(k.word, alignment, len(out_words)) for k in kept]
+    # a span sticks only to a word it touched that has letters or digits (an aligned ":" says little)
+    read_words = read.split()
+    worded = {(i, j) for i, j in alignment if i < len(read_words) and any(c.isalnum() for c in read_words[i])}
+    final, word_at, kept_at = _render(out_words, kept, gaps, worded)
+    return final, word_at, _full_evidence(evidence, kept, source_words, word_at, kept_at, len(final.split()))
+
+
+def _render(
+    out_words: list[str], kept: Sequence[Kept], gaps: list[int], alignment: set[tuple[int, int]]
+) -> tuple[str, list[int], list[list[int]]]:
+    """The translation's words with each kept span put in its gap, glued to its neighbour when that word is aligned
+    to the source word the span touched ("<b>red</b>" -> "<b>rote</b>", but "Jonas: A man" -> "Jonas Ein Mann":
+    the ":" it touched was not translated); and where things went: each translation word's index in the result,
+    and the result's words each kept span is part of."""
+    owners: list[int] = []  # translation word j >= 0, kept span n as -1 - n, in output order
+    for j in range(len(out_words) + 1):
+        owners += [-1 - n for n, gap in enumerate(gaps) if gap == j]
+        owners += [j] if j < len(out_words) else []
+    text, starts = "", []
+    for i, owner in enumerate(owners):
+        previous = owners[i - 1] if i else None
+        glued = previous is not None and (
+            (
+                previous < 0 <= owner
+                and kept[-1 - previous].glue_right
+                and (kept[-1 - previous].word, owner) in alignment
+            )
+            or (
+                owner < 0 <= previous
+                and kept[-1 - owner].glue_left
+                and (kept[-1 - owner].word - 1, previous) in alignment
+            )
+        )
+        text += " " if text and not glued else ""
+        starts.append(len(text))
+        text += out_words[owner] if owner >= 0 else kept[-1 - owner].text
+
+    def word_of(offset: int) -> int:  # the index of the word holding the character at `offset`
+        return len(text[: offset + 1].split()) - 1
+
+    word_at = [0] * len(out_words)
+    kept_at: list[list[int]] = [[] for _ in kept]
+    for owner, start in zip(owners, starts, strict=True):
+        if owner >= 0:
+            word_at[owner] = word_of(start)
+        else:
+            piece = kept[-1 - owner].text
+            kept_at[-1 - owner] = sorted({word_of(start + i) for i, char in enumerate(piece) if not char.isspace()})
+    return text, word_at, kept_at
+
+
+def _full_evidence(
+    evidence: Evidence | None,
+    kept: Sequence[Kept],
+    source_words: Sequence[int],
+    word_at: list[int],
+    kept_at: list[list[int]],
+    n_target: int,
+) -> Evidence | None:
+    """The evidence over the full source and target: kept words aligned to themselves, probability 1 (a word
+    that a kept span is glued to keeps its own)."""
+    if evidence is None:
+        return None
+    alignment = [(source_words[i], word_at[j]) for i, j in evidence.alignment]
+    probs: list[float] = [1.0] * n_target
+    for j, p in enumerate(evidence.word_probs):
+        probs[word_at[j]] = p
+    for k, targets in zip(kept, kept_at, strict=True):
+        alignment += list(zip(k.source_words, targets, strict=False))
+    return replace(evidence, alignment=sorted(set(alignment)), word_probs=probs)
+
+
+def _anchor(word: int, alignment: Sequence[tuple[int, int]], n_target: int) -> int:
+    """The target gap [0, n_target] for a span standing before read source word `word`: after the target of the
+    nearest aligned source word before it, else before that of the nearest one after it, else pro rata."""
+    by_source: dict[int, list[int]] = {}
+    for i, j in alignment:
+        by_source.setdefault(i, []).append(j)
+    before = [i for i in by_source if i < word]
+    if before:
+        return max(by_source[max(before)]) + 1
+    after = [i for i in by_source if i >= word]
+    if after:
+        return min(by_source[min(after)])
+    return n_target if word > 0 else 0

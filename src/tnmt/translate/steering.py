@@ -17,8 +17,6 @@ reads and the search obeys, and `finish` puts the result back into the user's te
 Every check names the entry it refuses (`glossary[2]`, `include[0]`, ...), so a server can answer 4xx.
 """
 
-import re
-from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
@@ -32,7 +30,7 @@ from tnmt.decode.constraints import Constraints
 from tnmt.errors import UserError
 from tnmt.translate.evidence import Evidence, piece_words
 from tnmt.translate.glossary import GlossaryEntry, match_glossary
-from tnmt.translate.kept import find_verbatim, merge_spans
+from tnmt.translate.kept import Kept, find_verbatim, merge_spans, put_back, take_out
 
 KNOWN_CHARS = 65536  # characters whose readability a planner remembers
 WORD_ENDS = frozenset(".,;:!?)]}\"'»«“”„…/")  # what may follow a met constraint without a space
@@ -72,18 +70,6 @@ class Steering:
     avoid: tuple[str, ...] = ()
     prefix: str = ""
     keep_unreadable: bool = True
-
-
-@dataclass(frozen=True)
-class Kept:
-    """A span of the text the model does not read: its text, the word of the read text it stands before, whether
-    it touches the character before it and after it (no space: "<b>red"), and its words in the full text."""
-
-    text: str
-    word: int
-    glue_left: bool = False
-    glue_right: bool = False
-    source_words: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -184,7 +170,7 @@ def plan(
     steering = steering or Steering()
     auto = find_verbatim(text, (), readable=readable) if steering.keep_unreadable else []
     listed = find_verbatim(text, steering.do_not_translate) if steering.do_not_translate else []
-    read, kept, source_words_full = _take_out(text, merge_spans([*auto, *listed]))
+    read, kept, source_words_full = take_out(text, merge_spans([*auto, *listed]))
     glossed = bool(steering.glossary) and bool(read)  # the source tokens of its terms: only a glossary needs them
     source_words = piece_words(tokenizer.encode_source_pieces(read)[1], read) if glossed else []
     include: list[tuple[tuple[int, ...], ...]] = []
@@ -242,75 +228,9 @@ def finish(
         reports.append(ConstraintReport(label, bool(words), words, source))
     if not plan_.kept:
         return text, tuple(reports), evidence
-    out_words = text.split()
-    alignment = evidence.alignment if evidence is not None else []
-    gaps = [_anchor(k.word, alignment, len(out_words)) for k in plan_.kept]
-    # a span sticks only to a word it touched that has letters or digits (an aligned ":" says little)
-    read_words = plan_.text.split()
-    worded = {(i, j) for i, j in alignment if i < len(read_words) and any(c.isalnum() for c in read_words[i])}
-    final, word_at, kept_at = _render(out_words, plan_.kept, gaps, worded)
+    final, word_at, proof = put_back(text, plan_.text, plan_.kept, evidence, plan_.source_words)
     reports = [replace(r, words=tuple(word_at[j] for j in r.words)) for r in reports]
-    return final, tuple(reports), _full_evidence(evidence, plan_, word_at, kept_at, len(final.split()))
-
-
-def _render(
-    out_words: list[str], kept: Sequence[Kept], gaps: list[int], alignment: set[tuple[int, int]]
-) -> tuple[str, list[int], list[list[int]]]:
-    """The translation's words with each kept span put in its gap, glued to its neighbour when that word is aligned
-    to the source word the span touched ("<b>red</b>" -> "<b>rote</b>", but "Jonas: A man" -> "Jonas Ein Mann":
-    the ":" it touched was not translated); and where things went: each translation word's index in the result,
-    and the result's words each kept span is part of."""
-    owners: list[int] = []  # translation word j >= 0, kept span n as -1 - n, in output order
-    for j in range(len(out_words) + 1):
-        owners += [-1 - n for n, gap in enumerate(gaps) if gap == j]
-        owners += [j] if j < len(out_words) else []
-    text, starts = "", []
-    for i, owner in enumerate(owners):
-        previous = owners[i - 1] if i else None
-        glued = previous is not None and (
-            (
-                previous < 0 <= owner
-                and kept[-1 - previous].glue_right
-                and (kept[-1 - previous].word, owner) in alignment
-            )
-            or (
-                owner < 0 <= previous
-                and kept[-1 - owner].glue_left
-                and (kept[-1 - owner].word - 1, previous) in alignment
-            )
-        )
-        text += " " if text and not glued else ""
-        starts.append(len(text))
-        text += out_words[owner] if owner >= 0 else kept[-1 - owner].text
-
-    def word_of(offset: int) -> int:  # the index of the word holding the character at `offset`
-        return len(text[: offset + 1].split()) - 1
-
-    word_at = [0] * len(out_words)
-    kept_at: list[list[int]] = [[] for _ in kept]
-    for owner, start in zip(owners, starts, strict=True):
-        if owner >= 0:
-            word_at[owner] = word_of(start)
-        else:
-            piece = kept[-1 - owner].text
-            kept_at[-1 - owner] = sorted({word_of(start + i) for i, char in enumerate(piece) if not char.isspace()})
-    return text, word_at, kept_at
-
-
-def _full_evidence(
-    evidence: Evidence | None, plan_: Plan, word_at: list[int], kept_at: list[list[int]], n_target: int
-) -> Evidence | None:
-    """The evidence over the full source and target: kept words aligned to themselves, probability 1 (a word
-    that a kept span is glued to keeps its own)."""
-    if evidence is None:
-        return None
-    alignment = [(plan_.source_words[i], word_at[j]) for i, j in evidence.alignment]
-    probs: list[float] = [1.0] * n_target
-    for j, p in enumerate(evidence.word_probs):
-        probs[word_at[j]] = p
-    for k, targets in zip(plan_.kept, kept_at, strict=True):
-        alignment += list(zip(k.source_words, targets, strict=False))
-    return replace(evidence, alignment=sorted(set(alignment)), word_probs=probs)
+    return final, tuple(reports), proof
 
 
 def _source_tokens(text: str, start: int, end: int, piece_word: Sequence[int]) -> tuple[int, int] | None:
@@ -319,40 +239,6 @@ def _source_tokens(text: str, start: int, end: int, piece_word: Sequence[int]) -
     first, last = len(text[:start].split()), len(text[:end].split()) - 1
     tokens = [t for t, word in enumerate(piece_word) if first <= word <= last]
     return (tokens[0], tokens[-1] + 1) if tokens else None
-
-
-def _anchor(word: int, alignment: Sequence[tuple[int, int]], n_target: int) -> int:
-    """The target gap [0, n_target] for a span standing before read source word `word`: after the target of the
-    nearest aligned source word before it, else before that of the nearest one after it, else pro rata."""
-    by_source: dict[int, list[int]] = {}
-    for i, j in alignment:
-        by_source.setdefault(i, []).append(j)
-    before = [i for i in by_source if i < word]
-    if before:
-        return max(by_source[max(before)]) + 1
-    after = [i for i in by_source if i >= word]
-    if after:
-        return min(by_source[min(after)])
-    return n_target if word > 0 else 0
-
-
-def _take_out(text: str, spans: Sequence[tuple[int, int]]) -> tuple[str, list[Kept], tuple[int, ...]]:
-    """The text without `spans` (whitespace runs made one space), each span as a `Kept`, and the index in the
-    full text's words of each word of the result."""
-    masked = list(text)
-    for start, end in spans:
-        masked[start:end] = " " * (end - start)
-    full = [m.start() for m in re.finditer(r"\S+", text)]  # where the full text's words start
-    read = list(re.finditer(r"\S+", "".join(masked)))
-    source_words = tuple(bisect_right(full, m.start()) - 1 for m in read)
-    kept = []
-    for start, end in spans:
-        before = sum(m.start() < start for m in read)
-        glue_left = start > 0 and not text[start - 1].isspace()
-        glue_right = end < len(text) and not text[end].isspace()
-        words = tuple(sorted({bisect_right(full, i) - 1 for i in range(start, end) if not text[i].isspace()}))
-        kept.append(Kept(text[start:end], before, glue_left, glue_right, words))
-    return " ".join(m.group() for m in read), kept, source_words
 
 
 def _forms(
