@@ -5,8 +5,9 @@
 bottom-up: `hypothesis.py` (the result type and its score), `rules.py` (what enters and leaves a search),
 `top_k.py`, `constraints.py` (what a sentence's search must and must not write, as ids), `bans.py` (what a
 hypothesis may not write next, the loop rule included), `allocation.py` (the constrained beam step), the searches
-(greedy.py, beam.py with beam_state.py, search.py, all on `Transformer.incremental_decoder`), and `trace.py` (what
-a search reports step by step). Text in, text out is `tnmt.translate`.
+(setup.py, what both prepare; greedy.py; beam.py with beam_state.py; search.py; all on
+`Transformer.incremental_decoder`), and `trace.py` (what a search reports step by step). Text in, text out is
+`tnmt.translate`.
 
 `tnmt.decode.Translator`, `Translation` and `TokenAttention` still import from here for one release: their home is
 `tnmt.translate`.

@@ -25,14 +25,12 @@ import torch
 from torch import Tensor
 
 from tnmt.aligning_head import alignment_layer_index, alignment_rows
-from tnmt.blocks.kv_cache import KVCache
 from tnmt.config import DecodeConfig
 from tnmt.decode.allocation import beam_step as constrained_step
-from tnmt.decode.bans import Bans
 from tnmt.decode.beam_state import BeamState
-from tnmt.decode.constraints import NO_CONSTRAINTS, Constraints, Progress, ProgressTable
+from tnmt.decode.constraints import Constraints, Progress, ProgressTable
 from tnmt.decode.hypothesis import Hypothesis, gnmt_length_penalty
-from tnmt.decode.rules import TokenRules, output_limits, start_tokens
+from tnmt.decode.setup import SearchSetup, set_up
 from tnmt.decode.top_k import top_k
 from tnmt.decode.trace import SearchRecorder
 from tnmt.model import BoundDecoder, EncodedSource, Transformer
@@ -74,20 +72,11 @@ def beam_search_nbest(
     if not 1 <= n_best <= beam_size:
         raise ValueError(f"need 1 <= n_best <= beam_size, got n_best {n_best} and beam_size {beam_size}")
     c, k = model.config, beam_size
-    source = src if isinstance(src, EncodedSource) else model.encode_for_decoding(src)
-    device, batch = source.lengths.device, source.batch_size
-    if recorder is not None and batch != 1:
-        raise ValueError(f"a recorder follows one sentence, got a batch of {batch}")
-    limits = output_limits(source.lengths, model_max_len=c.max_len, decode=decode)  # (B,)
-    rules = TokenRules.of(c, min_len=decode.min_len, device=device)
-    constraints = list(constraints) if constraints is not None else [NO_CONSTRAINTS] * batch
-    if len(constraints) != batch:
-        raise ValueError(f"need one Constraints per sentence: {len(constraints)} for {batch} sentences")
-    bans = Bans(constraints, block_loops=decode.block_loops, device=device)
-    state, cache = _init(source, limits.tolist(), beam_size=k, constraints=constraints, n_best=n_best)
-    inputs = start_tokens(starts, batch, c.bos_id, device).repeat_interleave(k)  # (Ba * K,)
-    decoder = decoder or model.incremental_decoder()
-    aligned = any(span is not None for one in constraints for span in one.sources)  # constraints wait for attention
+    setup = set_up(model, src, decode, recorder=recorder, decoder=decoder, constraints=constraints, starts=starts)
+    rules, bans, decoder, cache = setup.rules, setup.bans, setup.decoder, setup.cache
+    state = _init(setup, beam_size=k, n_best=n_best)
+    inputs = setup.inputs.repeat_interleave(k)  # (Ba * K,)
+    aligned = any(span is not None for one in setup.constraints for span in one.sources)  # phrases wait for attention
     aligning = alignment_layer_index(decode.alignment_layer, c.n_decoder_layers) if aligned else 0
     while True:
         logits, weights = decoder.step(inputs[:, None], cache, need_weights=recorder is not None or aligned)
@@ -121,22 +110,20 @@ def beam_search(model: Transformer, src: Tensor | EncodedSource, decode: DecodeC
     return [hyps[0].tokens for hyps in beam_search_nbest(model, src, decode)]
 
 
-def _init(
-    source: EncodedSource, limits: list[int], *, beam_size: int, constraints: list[Constraints], n_best: int
-) -> tuple[BeamState, KVCache]:
-    """Start K beams per sentence, of which only the first is alive, on a cache over the sources.
+def _init(setup: SearchSetup, *, beam_size: int, n_best: int) -> BeamState:
+    """Start K beams per sentence, of which only the first is alive, on the set-up's cache (its rows become K each).
 
     A sentence with required phrases stops by the stopping rule once it has `n_best` finished hypotheses,
     not K: every finished one met its constraints (or could not), and waiting for K of them kept beams that
     cannot meet them searching to the length limit (twice the steps on Multi30k with two terms a sentence)."""
-    batch, k, device = source.batch_size, beam_size, source.lengths.device
-    cache = source.cache(max(limits))
-    cache.start_beams(k)  # (B * K) rows
+    batch, k, device = setup.source.batch_size, beam_size, setup.limits.device
+    constraints = setup.constraints
+    setup.cache.start_beams(k)  # (B * K) rows
     log_probs = torch.full((batch, k), float("-inf"), device=device)
     log_probs[:, 0] = 0.0  # so the first step expands one beam per sentence, not K copies of it
     state = BeamState(
         sentences=list(range(batch)),
-        limits=limits,
+        limits=setup.limits.tolist(),
         log_probs=log_probs,
         tokens=torch.empty(batch * k, 0, dtype=torch.long, device=device),
         token_log_probs=torch.empty(batch * k, 0, device=device),
@@ -151,7 +138,7 @@ def _init(
     if any(c.required for c in constraints):
         state.progress = [Progress.start(table) for table in state.tables for _ in range(k)]
         state.quotas = [n_best if c.required else k for c in constraints]
-    return state, cache
+    return state
 
 
 def _step(state: BeamState, log_probs: Tensor, *, eos_id: int, alpha: float, recorder: SearchRecorder | None) -> Tensor:

@@ -11,10 +11,9 @@ import torch
 from torch import Tensor
 
 from tnmt.config import DecodeConfig
-from tnmt.decode.bans import Bans
-from tnmt.decode.constraints import NO_CONSTRAINTS, Constraints
+from tnmt.decode.constraints import Constraints
 from tnmt.decode.hypothesis import Hypothesis
-from tnmt.decode.rules import TokenRules, output_limits, start_tokens
+from tnmt.decode.setup import set_up
 from tnmt.decode.top_k import top_k
 from tnmt.decode.trace import SearchRecorder
 from tnmt.model import BoundDecoder, EncodedSource, Transformer
@@ -61,25 +60,16 @@ def greedy_hypotheses(
         its length limit ends without EOS.
     """
     decode = decode or DecodeConfig()
-    c = model.config
-    source = src if isinstance(src, EncodedSource) else model.encode_for_decoding(src)
-    device, batch = source.lengths.device, source.batch_size
-    if recorder is not None and batch != 1:
-        raise ValueError(f"a recorder follows one sentence, got a batch of {batch}")
-    limits = output_limits(source.lengths, model_max_len=c.max_len, decode=decode)  # (B,)
-    rules = TokenRules.of(c, min_len=decode.min_len, device=device)
-    constraints = list(constraints) if constraints is not None else [NO_CONSTRAINTS] * batch
-    if len(constraints) != batch or any(c.required for c in constraints):
-        raise ValueError("greedy search takes one Constraints per sentence, without required phrases")
-    bans = Bans(constraints, block_loops=decode.block_loops, device=device)
-    longest = int(limits.max())
-    cache = source.cache(longest)
+    if constraints is not None and any(c.required for c in constraints):
+        raise ValueError("greedy search takes no required phrases: they need beam search's allocation")
+    setup = set_up(model, src, decode, recorder=recorder, decoder=decoder, constraints=constraints, starts=starts)
+    rules, bans, decoder, cache, limits = setup.rules, setup.bans, setup.decoder, setup.cache, setup.limits
+    batch, device, eos_id = setup.source.batch_size, limits.device, model.config.eos_id
     rows = torch.arange(batch, device=device)  # (N,) sentence of each open cache row
-    tokens = start_tokens(starts, batch, c.bos_id, device)  # (N,)
+    tokens = setup.inputs  # (N,)
     written = torch.empty(batch, 0, dtype=torch.long, device=device)  # (N, t) each row's output, for the bans
     history = []  # (rows, tokens, log-probs) of every step; read once at the end, so a step costs no copy
-    decoder = decoder or model.incremental_decoder()
-    for step in range(longest):
+    for step in range(int(limits.max())):
         logits, weights = decoder.step(tokens[:, None], cache, need_weights=recorder is not None)
         log_probs = logits[:, 0].log_softmax(dim=1)  # (N, V), normalised over every token, banned ones included
         if recorder is not None:
@@ -94,7 +84,7 @@ def greedy_hypotheses(
         if recorder is not None:
             recorder.greedy_step(log_probs, int(tokens[0]), at_limit=bool(limits[0] == step + 1))
         history.append((rows, tokens, best[:, 0]))
-        ended = (tokens == c.eos_id) | (limits == step + 1)  # (N,)
+        ended = (tokens == eos_id) | (limits == step + 1)  # (N,)
         if not bool(ended.any()):
             continue
         keep = (~ended).nonzero().view(-1)  # (N',)
@@ -104,7 +94,7 @@ def greedy_hypotheses(
         if bans.active:
             written = written[keep]
         cache.reorder(keep)
-    return _hypotheses(history, batch, eos_id=c.eos_id, alpha=decode.length_penalty)
+    return _hypotheses(history, batch, eos_id=eos_id, alpha=decode.length_penalty)
 
 
 def _hypotheses(
