@@ -153,7 +153,11 @@ def tnmt_model(*, quantize: bool):
     import torch
 
     from tnmt import ModelConfig, Transformer
-    from tnmt.translate.quantize import quantize_int8
+
+    try:
+        from tnmt.translate.quantize import quantize_int8
+    except ImportError:  # a --baseline checkout from before issue 63
+        from tnmt.decode.quantize import quantize_int8
 
     torch.manual_seed(0)
     config = ModelConfig(
@@ -239,14 +243,15 @@ def random_runner(system: str, work: Path, threads: int):
     if system == "textbook":
         return padded, lambda src, beam: textbook_greedy(model, src)
 
-    try:  # what a `Translator` keeps for the frozen model it loaded: the model bound for decoding, with the
-        # copies of its weights laid out for the products (translate/frozen.py)
+    # what a `Translator` keeps for the frozen model it loaded: the model bound for decoding, with the copies of its
+    # weights laid out for the products (translate/frozen.py; decode/frozen.py in a --baseline checkout before 63)
+    try:
         from tnmt.translate.frozen import OutputProjection, transposed_linear
+    except ImportError:
+        from tnmt.decode.frozen import OutputProjection, transposed_linear
 
-        projection = OutputProjection(model) if OutputProjection.usable(model) else None
-        projection = {"decoder": model.incremental_decoder(project=projection, linear=transposed_linear)}
-    except ImportError:  # a --baseline checkout from before it: its fast step made its own copies
-        projection = {}
+    projection = OutputProjection(model) if OutputProjection.usable(model) else None
+    projection = {"decoder": model.incremental_decoder(project=projection, linear=transposed_linear)}
 
     def run_tnmt(src, beam):
         settings = DecodeConfig(beam_size=beam, max_len=STEPS, min_len=STEPS)
@@ -292,7 +297,7 @@ def checkpoint_runner(system: str, work: Path, threads: int, checkpoint: Path):
 
     import torch
 
-    from tnmt.translate.translator import Translator
+    from tnmt import Translator  # the package's export: its home moved in issue 63 (a --baseline may be older)
 
     torch.set_num_threads(threads)
     translator = Translator.from_checkpoint(checkpoint, quantize="int8" if system == "tnmt-int8" else "none")

@@ -1,6 +1,7 @@
 """`tnmt serve` under load on loopback: dynamic batching against one request = one batch.
 
-    python -m benchmarks.speed.serve --checkpoint outputs/m30k_serve/best [--requests 2000] [--threads 1,2]
+    python -m benchmarks.speed.serve --checkpoint outputs/m30k_serve/best [--requests 2000] [--threads 1,2] \
+        [--baseline ../wt-base]
 
 For each mode (batching on; `--no-batching`, LibreTranslate's behaviour: every request its own decoder
 batch) the script starts `python -m tnmt serve --checkpoint CKPT --port FREE --threads T` as a
@@ -30,6 +31,13 @@ Every mode runs at every thread count of `--threads` (default 1 and 2) in the sa
 summary compares each mode at its best thread count (the most sentences/s at the highest concurrency),
 so neither side is handicapped: the client shares the machine's cores with the server, which can make the
 second torch thread cost more than it gives.
+
+What the server itself costs: each run also translates `--offline-sentences` test sentences one at a time
+offline (`Translator.translations` with the evidence, the checkpoint's settings, the run's torch threads, after a
+warm-up), and `server_cost_ms` is the mean latency at concurrency 1 less that offline mean. `--baseline DIR` runs
+every mode and thread count again with the tnmt of another checkout (DIR/src, e.g. a git worktree of main),
+right after this checkout's, and the summary gives this/base sentences/s at every concurrency and both server
+costs.
 
 Why aiohttp and not httpx: the load generator must not be what is measured. On 2 cores httpx's client
 spent 2.1 ms of CPU per request (aiohttp: 0.24 ms). In 10 of 27 levels at concurrency 64 its event loop
@@ -62,6 +70,7 @@ from benchmarks.common.host import describe
 MODES = {"batching": [], "no-batching": ["--no-batching"]}
 CONCURRENCY = [1, 8, 32, 64]
 TARGETS = {"speedup": 3.0, "p99_s": 1.0, "errors": 0, "rss_growth_pct": 5.0}
+OFFLINE_WARMUP = 20  # sentences translated offline before timing
 
 
 def data_dir() -> Path:
@@ -193,12 +202,22 @@ def batch_totals(port: int) -> tuple[float, float]:
     return values["tnmt_batch_sentences_count"], values["tnmt_batch_sentences_sum"]
 
 
-def start_server(checkpoint: Path, flags: list[str], *, threads: int, log: Path, timeout: float):
-    """`tnmt serve` on a free port, once `/ready` answers 200; (process, port)."""
+def checkout_env(checkout: Path | None) -> dict[str, str]:
+    """The environment that imports tnmt from `checkout`/src (None: this checkout, as installed)."""
+    if checkout is None:
+        return dict(os.environ)
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(checkout / "src"), os.environ.get("PYTHONPATH", "")])}
+
+
+def start_server(
+    checkpoint: Path, flags: list[str], *, threads: int, log: Path, timeout: float, checkout: Path | None = None
+):
+    """`tnmt serve` (of `checkout`, default this one) on a free port, once `/ready` answers 200; (process, port)."""
     port = free_port()
     command = [sys.executable, "-m", "tnmt", "serve", "--checkpoint", str(checkpoint), "--port", str(port)]
     command += ["--threads", str(threads), *flags]
-    server = subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    env = checkout_env(checkout)
+    server = subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if server.poll() is not None:
@@ -221,6 +240,37 @@ def stop_server(server: subprocess.Popen, timeout: float = 90.0) -> int | None:
         server.kill()
         server.wait()
         return None
+
+
+# --- the same sentences offline: what a request costs without the server ---
+
+
+def offline_main(args: argparse.Namespace) -> None:
+    """One sentence at a time through `Translator.translations` with the evidence, as `/v1/translate` answers it
+    (the checkpoint's settings), after a warm-up; the mean and median milliseconds per sentence as JSON."""
+    import torch
+
+    from tnmt import Translator  # the package's export: its module moved in issue 63 (a --baseline may be older)
+
+    torch.set_num_threads(args.threads_offline)
+    translator = Translator.from_checkpoint(args.checkpoint)
+    sentences = read_sentences()
+    times = []
+    for i in range(OFFLINE_WARMUP + args.offline):
+        start = time.perf_counter()
+        translator.translations([sentences[i % len(sentences)]], evidence=True)
+        if i >= OFFLINE_WARMUP:
+            times.append(time.perf_counter() - start)
+    print(json.dumps({"mean_ms": 1000 * statistics.fmean(times), "median_ms": 1000 * statistics.median(times)}))
+
+
+def offline_cost(args: argparse.Namespace, threads: int, checkout: Path | None) -> dict:
+    command = [sys.executable, "-m", __spec__.name, "--checkpoint", str(args.checkpoint)]
+    command += ["--offline", str(args.offline_sentences), "--threads-offline", str(threads)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=checkout_env(checkout))
+    if done.returncode != 0:
+        raise RuntimeError(f"the offline run failed:\n{done.stderr[-3000:]}")
+    return {key: round(value, 3) for key, value in json.loads(done.stdout).items()}
 
 
 # --- one mode: a server, the levels, the summary numbers ---
@@ -260,6 +310,7 @@ def level(server: subprocess.Popen, port: int, concurrency: int, args: argparse.
         "wall_s": round(result["wall_s"], 2),
         "sentences_per_s": round(result["ok"] / result["wall_s"], 2),
         "p50_s": round(statistics.median(latencies), 4) if latencies else None,
+        "mean_s": round(statistics.fmean(latencies), 5) if latencies else None,
         "p99_s": round(p99, 4) if p99 is not None else None,
         "mean_batch_sentences": round((sentences_after - sentences_before) / batches, 2) if batches else None,
         "server_cpu_s": round(cpu_after - cpu_before, 2),  # over the wall time: cores it kept busy
@@ -270,9 +321,12 @@ def level(server: subprocess.Popen, port: int, concurrency: int, args: argparse.
     }
 
 
-def run_mode(mode: str, threads: int, args: argparse.Namespace, work: Path) -> dict:
-    log = work / f"server-{mode}-{threads}.log"
-    server, port = start_server(args.checkpoint, MODES[mode], threads=threads, log=log, timeout=args.start_seconds)
+def run_mode(mode: str, threads: int, args: argparse.Namespace, work: Path, checkout: Path | None = None) -> dict:
+    side = "base" if checkout is not None else "this"
+    log = work / f"server-{mode}-{side}-{threads}.log"
+    server, port = start_server(
+        args.checkpoint, MODES[mode], threads=threads, log=log, timeout=args.start_seconds, checkout=checkout
+    )
     try:
         models = json.loads(get(port, "/v1/models"))["models"]
         model = models[0]
@@ -287,16 +341,23 @@ def run_mode(mode: str, threads: int, args: argparse.Namespace, work: Path) -> d
         levels = {}
         for concurrency in args.concurrency:
             levels[str(concurrency)] = level(server, port, concurrency, args)
-            print(f"{mode} threads={threads} c={concurrency}: {json.dumps(levels[str(concurrency)])}", file=sys.stderr)
+            report = json.dumps(levels[str(concurrency)])
+            print(f"{mode} ({side}) threads={threads} c={concurrency}: {report}", file=sys.stderr)
     except BaseException:
         server.kill()
         print(log.read_text()[-3000:], file=sys.stderr)
         raise
     exit_code = stop_server(server)
     first, last = levels[str(args.concurrency[0])], levels[str(args.concurrency[-1])]
+    offline = offline_cost(args, threads, checkout)
+    single = levels.get("1")
     return {
         "mode": mode,
+        "checkout": side,
         "threads": threads,
+        "offline": offline,
+        # what the server adds to one sentence at concurrency 1: its mean latency less the same translation offline
+        "server_cost_ms": round(1000 * single["mean_s"] - offline["mean_ms"], 2) if single else None,
         "exit_code_after_sigterm": exit_code,
         "rss_mb_ready": round(ready_rss, 1),
         "rss_mb_after_warmup": round(warm_rss, 1),
@@ -339,6 +400,27 @@ def summary(runs: dict, concurrency: int) -> dict:
     return result
 
 
+def against_baseline(runs: dict) -> dict:
+    """Per mode and thread count: this checkout's sentences/s at each concurrency over the baseline's, and the
+    server's own cost per request at concurrency 1 (ms over offline) of both."""
+    compared = {}
+    for key, run in runs.items():
+        base = runs.get(key.replace("/", "-base/", 1))
+        if run["checkout"] != "this" or base is None:
+            continue
+        ratios = {
+            c: round(lv["sentences_per_s"] / base["levels"][c]["sentences_per_s"], 3)
+            for c, lv in run["levels"].items()
+            if base["levels"].get(c, {}).get("sentences_per_s")
+        }
+        compared[key] = {
+            "sentences_per_s_ratio": ratios,
+            "server_cost_ms": {"this": run["server_cost_ms"], "base": base["server_cost_ms"]},
+            "offline_mean_ms": {"this": run["offline"]["mean_ms"], "base": base["offline"]["mean_ms"]},
+        }
+    return compared
+
+
 def table(runs: dict, summary: dict) -> str:
     lines = [
         "| mode | threads | concurrency | sentences/s | p50 (s) | p99 (s) | errors | sentences/batch "
@@ -348,7 +430,8 @@ def table(runs: dict, summary: dict) -> str:
     for run in runs.values():
         for concurrency, lv in run["levels"].items():
             errors = ", ".join(f"{k}: {v}" for k, v in lv["errors"].items()) or "0"
-            cells = [run["mode"], run["threads"], concurrency, lv["sentences_per_s"], lv["p50_s"], lv["p99_s"], errors]
+            mode = run["mode"] + ("" if run.get("checkout", "this") == "this" else " (base)")
+            cells = [mode, run["threads"], concurrency, lv["sentences_per_s"], lv["p50_s"], lv["p99_s"], errors]
             cells += [lv["mean_batch_sentences"], f"{lv['rss_mb_before']} -> {lv['rss_mb_after']}"]
             lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     threads = ", ".join(f"{mode} {n}" for mode, n in summary["best_threads"].items())
@@ -382,9 +465,16 @@ def main() -> None:
     parser.add_argument("--longest-first", action="store_true", help=argparse.SUPPRESS)  # the client's warm-up order
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--pairs", help="comma-separated pairs to cycle through (all: every pair /v1/models lists)")
+    parser.add_argument("--baseline", type=Path, help="another tnmt checkout, its server run beside this one's")
+    parser.add_argument("--offline-sentences", type=int, default=200, help="timed one by one offline per run")
+    parser.add_argument("--offline", type=int, help=argparse.SUPPRESS)  # run as the offline timer, this many
+    parser.add_argument("--threads-offline", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.client:
         client_main(args)
+        return
+    if args.offline:
+        offline_main(args)
         return
     if args.checkpoint is None:
         parser.error("--checkpoint is required")
@@ -392,12 +482,16 @@ def main() -> None:
     args.threads = [int(t) for t in args.threads.split(",")]
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
+        checkouts = [None] if args.baseline is None else [None, args.baseline.resolve()]
         runs = {
-            f"{mode}/{threads}": run_mode(mode, threads, args, Path(tmp))
+            f"{mode}{'' if checkout is None else '-base'}/{threads}": run_mode(mode, threads, args, Path(tmp), checkout)
             for mode in args.modes.split(",")
             for threads in args.threads
+            for checkout in checkouts  # side by side: this checkout's server, then the baseline's
         }
-    result = summary(runs, max(args.concurrency))
+    result = summary({key: run for key, run in runs.items() if run["checkout"] == "this"}, max(args.concurrency))
+    if args.baseline is not None:
+        result["against_baseline"] = against_baseline(runs)
     report = {
         "command": " ".join(sys.argv),
         "checkpoint": str(args.checkpoint.resolve()),
@@ -407,6 +501,7 @@ def main() -> None:
         "machine": machine(args.threads),
         "versions": {name: version(name) for name in ("torch", "fastapi", "uvicorn", "aiohttp")},
         "load_average_before_after": [load_before, os.getloadavg()[0]],
+        "baseline": None if args.baseline is None else str(args.baseline.resolve()),
         "targets": TARGETS,
         "summary": result,
         "runs": runs,
