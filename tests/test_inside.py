@@ -10,8 +10,8 @@ import torch
 from tnmt.blocks.masks import padding_mask, target_mask
 from tnmt.config import ModelConfig
 from tnmt.errors import UserError
-from tnmt.inside import TABLE_ROWS, format_inside, inside, inside_dict, look_inside
 from tnmt.model import Transformer
+from tnmt.views.inside import TABLE_ROWS, format_inside, inside, inside_dict, look_inside
 
 BOS, EOS = 1, 2
 SRC = torch.tensor([[5, 9, 7, 11, EOS]])  # (1, S)

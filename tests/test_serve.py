@@ -27,10 +27,10 @@ from num2words import num2words
 from prometheus_client.parser import text_string_to_metric_families
 from schemathesis.checks import not_a_server_error
 
-from tnmt.inside import inside, inside_dict
 from tnmt.serve.libretranslate.detect import Detector
 from tnmt.serve.libretranslate.markup import parse
 from tnmt.translate.translator import Translator
+from tnmt.views.inside import inside, inside_dict
 
 SRC = str(Path(__file__).resolve().parent.parent / "src")
 LIMITS = {"max_chars": 50, "max_texts": 4, "max_beam_size": 4, "max_n_best": 3}

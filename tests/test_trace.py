@@ -1,5 +1,5 @@
 """The recorded search: a scripted decoder pins every step of a hand-computed case; on a trained tiny model the
-trace's translation is `translate`'s; and the text and JSON views of a trace."""
+trace's translation is `translate`'s (its JSON and text: tests/test_views_trace.py)."""
 
 import math
 
@@ -9,7 +9,7 @@ from test_beam import DEFAULT, EOS, SCRIPT, A, B, C, ScriptedModel
 
 from tnmt.config import DecodeConfig
 from tnmt.decode import beam_search_nbest, greedy_hypotheses
-from tnmt.decode.trace import SearchRecorder, explanation, format_trace
+from tnmt.decode.trace import SearchRecorder
 
 
 class AttendingScriptedModel(ScriptedModel):
@@ -155,20 +155,3 @@ def test_tracing_leaves_translation_unchanged_and_rejects_an_empty_text(tiny_tra
     assert tiny_translator.translate(SENTENCES) == before
     with pytest.raises(ValueError, match="empty"):
         tiny_translator.trace("  ")
-
-
-def test_text_and_json_views(tiny_translator):
-    settings = DecodeConfig(beam_size=2)
-    trace = tiny_translator.trace("two hundred and five", settings, top_k=3)
-    answer = explanation(trace, tiny_translator.tokenizer, settings, 3)
-    assert answer["translation"] == trace.translation and (answer["beam_size"], answer["top_k"]) == (2, 3)
-    first = answer["steps"][0]
-    assert first["hypotheses"][0]["pieces"] == [] and len(first["hypotheses"][0]["top"]) == 3
-    assert {"piece", "parent", "token", "prob", "log_prob", "score", "fate", "reason", "child"} <= set(
-        first["candidates"][0]
-    )
-    layers, heads = tiny_translator.model.config.n_decoder_layers, tiny_translator.model.config.n_heads
-    assert (len(first["cross_attention"]), len(first["cross_attention"][0])) == (layers, heads)
-    text = format_trace(trace, tiny_translator.tokenizer)
-    assert text.startswith("source: ") and text.endswith(f"translation: {trace.translation}")
-    assert text.count("\nstep ") == len(trace.steps)

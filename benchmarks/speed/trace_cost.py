@@ -1,5 +1,5 @@
 """What a step-by-step trace (`Translator.trace`, `/v1/explain`, `tnmt explain`) and a look inside the model
-(`tnmt.inside.inside`, `/v1/inspect`, `tnmt inspect`) cost against translating alone.
+(`tnmt.views.inside.inside`, `/v1/inspect`, `tnmt inspect`) cost against translating alone.
 
     python -m benchmarks.speed.trace_cost [--checkpoint DIR] [--sentences 40] [--runs 3] [--threads 1]
 
@@ -28,9 +28,9 @@ from benchmarks.common.host import describe
 from benchmarks.speed.decode import data_dir, read_gz, tnmt_model
 from tnmt.config import DecodeConfig
 from tnmt.data.tokenizer import Tokenizer
-from tnmt.decode.trace import explanation
-from tnmt.inside import inside, inside_dict
 from tnmt.translate.translator import Translator
+from tnmt.views.inside import inside, inside_dict
+from tnmt.views.trace import explanation
 
 TOP_K = 5
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "trace_cost.json"

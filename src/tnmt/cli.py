@@ -602,7 +602,7 @@ def _quickstart(args: argparse.Namespace, _: list[str]) -> int:
 
 
 def _attention(args: argparse.Namespace, _: list[str]) -> int:
-    from tnmt.visualize import plot_attention
+    from tnmt.views.heatmaps import plot_attention
 
     if not args.sentence.strip():
         raise UserError("the sentence is empty: no attention to draw")
@@ -616,7 +616,7 @@ def _attention(args: argparse.Namespace, _: list[str]) -> int:
 def _explain(args: argparse.Namespace, _: list[str]) -> int:
     import json
 
-    from tnmt.decode.trace import explanation, format_trace
+    from tnmt.views.trace import explanation, format_trace
 
     if args.top_k < 1:
         raise UserError(f"--top-k must be >= 1, got {args.top_k}")
@@ -635,7 +635,7 @@ def _explain(args: argparse.Namespace, _: list[str]) -> int:
 def _inspect(args: argparse.Namespace, _: list[str]) -> int:
     import json
 
-    from tnmt.inside import format_inside, inside, inside_dict
+    from tnmt.views.inside import format_inside, inside, inside_dict
 
     if not args.sentence.strip():
         raise UserError("the sentence is empty: nothing to look inside")

@@ -24,7 +24,7 @@ from tnmt.io import atomic_write_text, check_output_directory
 from tnmt.recipe import Recipe, load_recipe
 from tnmt.train.loop import train
 from tnmt.translate.translator import Translator
-from tnmt.visualize import plot_attention
+from tnmt.views.heatmaps import plot_attention
 
 EXAMPLES = {
     "multi30k": [

@@ -6,7 +6,7 @@ distribution over the vocabulary, feeds its choice back and stops at EOS. A `Sea
 open, what each would say next, which candidates the search kept, finished or pruned and why, and where
 each hypothesis looked in the source (its cross-attention row). It is the search itself that reports: the
 same code translates with or without a recorder, so a trace's translation is the translation, and without
-one the searches pay a `None` check per step.
+one the searches pay a `None` check per step. The trace's JSON and text are drawn by views/trace.py.
 
 A recorder follows one sentence (a batch of one). Fates and reasons of a candidate:
 - "kept": it is one of the hypotheses of the next step (`child` is its index there);
@@ -18,13 +18,11 @@ A recorder follows one sentence (a batch of one). Fates and reasons of a candida
 """
 
 import math
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Protocol
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import Tensor
 
-from tnmt.config import DecodeConfig
 from tnmt.decode.hypothesis import Hypothesis, gnmt_length_penalty
 
 
@@ -181,13 +179,6 @@ class SearchRecorder:
         return Candidate(parent, token, prob, log_prob, score, fate, reason, child)
 
 
-class Pieces(Protocol):
-    """What a trace needs to be read: ids to subword pieces and to text."""
-
-    def target_pieces(self, ids: list[int]) -> list[str]: ...
-    def decode_target(self, ids: list[int]) -> str: ...
-
-
 @dataclass(frozen=True)
 class Trace:
     """A translation and the search that found it, step by step, with the encoder's self-attention."""
@@ -196,79 +187,3 @@ class Trace:
     source_pieces: list[str]  # EOS included
     encoder_attention: Tensor  # (L, H, S, S)
     steps: list[TraceStep]
-
-    def as_dict(self, tokenizer: Pieces) -> dict[str, Any]:
-        """Plain JSON types: ids with their pieces, tensors as nested lists (layer, head, row, source)."""
-        return {
-            "translation": self.translation,
-            "source_pieces": self.source_pieces,
-            "encoder_attention": rounded(self.encoder_attention),
-            "steps": [_step_dict(i, step, tokenizer) for i, step in enumerate(self.steps)],
-        }
-
-
-def explanation(trace: Trace, tokenizer: Pieces, settings: DecodeConfig, top_k: int) -> dict[str, Any]:
-    """A trace with the settings it was made with: the JSON of `POST /v1/explain` and `tnmt explain --json`."""
-    search = {"beam_size": settings.beam_size, "top_k": top_k, "length_penalty": settings.length_penalty}
-    return {**trace.as_dict(tokenizer), **search}
-
-
-def _step_dict(index: int, step: TraceStep, tokenizer: Pieces) -> dict[str, Any]:
-    pieces = tokenizer.target_pieces
-    cross = step.cross_attention
-    return {
-        "step": index,
-        "hypotheses": [
-            {
-                "pieces": pieces(h.tokens),
-                "tokens": h.tokens,
-                "log_prob": h.log_prob,
-                "score": h.score,
-                "top": [{"piece": pieces([t.token])[0], "token": t.token, "prob": t.prob} for t in h.top],
-                "constraints": list(h.constraints),
-            }
-            for h in step.hypotheses
-        ],
-        "candidates": [{"piece": pieces([c.token])[0], **asdict(c)} for c in step.candidates],
-        "finished": [
-            {
-                "pieces": pieces(h.tokens),
-                "text": tokenizer.decode_target(h.tokens),
-                "log_prob": h.log_prob,
-                "score": h.score,
-            }
-            for h in step.finished
-        ],
-        "cross_attention": [] if cross is None else rounded(cross.permute(0, 2, 1, 3)),  # (L, H, N, S)
-    }
-
-
-def rounded(values: Tensor, decimals: int = 4) -> list:
-    """Values as nested lists of floats rounded to `decimals`: a trace's JSON stays small, a heat map loses nothing.
-    Rounded in float64, which prints 0.018 as 0.018 (a float32 0.018 prints as 0.017999999225139618)."""
-    return torch.round(values.double(), decimals=decimals).tolist()
-
-
-def format_trace(trace: Trace, tokenizer: Pieces) -> str:
-    """A trace as compact text tables, one per step, for a terminal (`tnmt explain`)."""
-    pieces = tokenizer.target_pieces
-    lines = [f"source: {' '.join(trace.source_pieces)}"]
-    for index, step in enumerate(trace.steps):
-        n = len(step.hypotheses)
-        lines += ["", f"step {index}: {n} open hypothes{'is' if n == 1 else 'es'}"]
-        for i, h in enumerate(step.hypotheses):
-            prefix = " ".join(["<s>", *pieces(h.tokens)])
-            lines.append(f"  [{i}] {prefix}   log P {h.log_prob:.2f}, score {h.score:.2f}")
-            lines.append("      next: " + " · ".join(f"{pieces([t.token])[0]} {t.prob:.3f}" for t in h.top))
-        lines.append(f"  {'candidate':<24} {'p':>6} {'log P':>7} {'score':>7}  fate")
-        for c in step.candidates:
-            fate = f"kept -> [{c.child}]" if c.fate == "kept" else f"{c.fate} ({c.reason})"
-            extension = f"[{c.parent}] + {pieces([c.token])[0]}"
-            lines.append(f"  {extension:<24} {c.prob:>6.3f} {c.log_prob:>7.2f} {c.score:>7.2f}  {fate}")
-        if step.finished:
-            best = step.finished[0]
-            lines.append(
-                f"  finished: {len(step.finished)}, best {tokenizer.decode_target(best.tokens)!r} ({best.score:.2f})"
-            )
-    lines += ["", f"translation: {trace.translation}"]
-    return "\n".join(lines)

@@ -31,10 +31,10 @@ import torch
 
 from tnmt.config import DecodeConfig
 from tnmt.decode.trace import Trace
-from tnmt.inside import Inside, inside
 from tnmt.translate.replacements import WordAlternatives, word_alternatives
 from tnmt.translate.steering import Plan, Steering
 from tnmt.translate.translator import Source, Translation, Translator
+from tnmt.views.inside import Inside, inside
 
 # One element of `Translator.encode`: tokenised once when the request arrives and handed back to the translator
 # as it is; only `_tokens` looks into it.

@@ -26,11 +26,11 @@ from tnmt.config import DecodeConfig, ServeConfig
 from tnmt.decode.trace import Trace
 from tnmt.directions import all_directions
 from tnmt.errors import UserError
-from tnmt.inside import Inside
 from tnmt.serve.batcher import Batcher, QueueFull
 from tnmt.translate.replacements import WordAlternatives
 from tnmt.translate.steering import Steering
 from tnmt.translate.translator import Translation, Translator
+from tnmt.views.inside import Inside
 
 CLIENT_GONE = 499  # nginx's "client closed request": nobody reads it, the metrics count it
 Result = TypeVar("Result")

@@ -11,9 +11,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from tnmt.config import DecodeConfig, ServeConfig
-from tnmt.decode.trace import explanation
 from tnmt.errors import UserError
-from tnmt.inside import inside_dict
 from tnmt.serve.models import (
     ApiError,
     ServedModel,
@@ -28,6 +26,8 @@ from tnmt.translate.glossary import glossary_entry
 from tnmt.translate.replacements import MAX_K
 from tnmt.translate.steering import Steering
 from tnmt.translate.translator import Translation
+from tnmt.views.inside import inside_dict
+from tnmt.views.trace import explanation
 
 
 class GlossaryItem(BaseModel):
@@ -217,7 +217,7 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
 
     @api.post("/v1/inspect")
     async def inspect(request: InspectRequest, http: Request) -> dict[str, Any]:
-        """Inside the model (tnmt/inside.py): one teacher-forced forward pass over `text` and its translation (the
+        """Inside the model (views/inside.py): one teacher-forced forward pass over `text` and its translation (the
         model's own, /v1/translate's text for the same settings, or `translation` as given), every stage of it:
         pieces and ids, embeddings and positions, masks, each layer's attention per head, add & norm, the
         feed-forward units, and the softmax's `top_k` pieces at each position. Limits as /v1/explain's."""

@@ -48,7 +48,7 @@ from tnmt.train.schedule import inverse_sqrt_lr
 from tnmt.train.start import Run, TrainState, start_run
 from tnmt.train.stop import Stopped, StopRequest
 from tnmt.translate.translator import Translator
-from tnmt.visualize import plot_curves
+from tnmt.views.curves import plot_curves
 
 log = logging.getLogger("tnmt")
 

@@ -7,7 +7,7 @@ norm around every sub-layer, the feed-forward network, and the final linear laye
 each next word while teacher forcing feeds in the right one. `look_inside` records all of it for one source
 and a translation (the model's own, or one the caller gives) from the pass that translates: the blocks report
 what flows through them (blocks/record.py); nothing here computes a layer again. `tnmt inspect`,
-`POST /v1/inspect` and the page's "Inside the model" view show it.
+`POST /v1/inspect` and the page's "Inside the model" view show it: `inside_dict` their JSON, `format_inside` text.
 
 Numbering, as everywhere a person reads it: layers 1..N from the input side, heads 1..H; the lists below are
 0-indexed (layer 1 is `encoder_layers[0]`). Positions count from 0, as the positional formula does.
@@ -24,10 +24,10 @@ from torch import Tensor, nn
 
 from tnmt.blocks.masks import causal_mask, padding_mask
 from tnmt.config import DecodeConfig
-from tnmt.decode.trace import rounded
 from tnmt.errors import UserError
 from tnmt.model import Transformer
 from tnmt.translate.translator import Translator
+from tnmt.views.plain import plain, rounded
 
 log = logging.getLogger("tnmt")
 
@@ -314,8 +314,8 @@ def inside_dict(found: Inside, piece: Callable[[int], str], *, config: Any, top_
             "positional": config.positional,
             "layout": config.positional_layout,
             "table": rounded(f.table, 3),
-            "source": _plain(f.source),
-            "target": _plain(f.target),
+            "source": plain(f.source),
+            "target": plain(f.target),
         },
         "masks": {"source_padding": f.source_mask.tolist(), "causal": f.target_mask.tolist()},
         "attention": {
@@ -326,30 +326,21 @@ def inside_dict(found: Inside, piece: Callable[[int], str], *, config: Any, top_
         "layers": {
             "norm_first": config.norm_first,
             "activation": config.activation,
-            "encoder": [_plain(layer) for layer in f.encoder_layers],
-            "decoder": [_plain(layer) for layer in f.decoder_layers],
+            "encoder": [plain(layer) for layer in f.encoder_layers],
+            "decoder": [plain(layer) for layer in f.decoder_layers],
         },
         "output": [
             {
                 "fed": piece(p.fed),
                 "next": piece(p.next),
-                "prob": round(p.prob, 4),
+                "prob": rounded(p.prob),
                 "rank": p.rank,
-                "top": [{"piece": piece(token), "token": token, "prob": round(prob, 4)} for token, prob in p.top],
+                "top": [{"piece": piece(token), "token": token, "prob": rounded(prob)} for token, prob in p.top],
             }
             for p in f.predictions
         ],
         "top_k": top_k,
     }
-
-
-def _plain(value: Any) -> Any:
-    """Dataclasses as dicts, tuples as lists: JSON's types."""
-    if hasattr(value, "__dataclass_fields__"):
-        return {name: _plain(getattr(value, name)) for name in value.__dataclass_fields__}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
 
 
 def format_inside(found: Inside, piece: Callable[[int], str]) -> str:
