@@ -1,5 +1,5 @@
 """Inside the model: every stage `look_inside` records is pinned against the model that computed it (the
-lesson's positional formula, blocks/masks.py, a plain forward pass), and the hooks leave that pass unchanged."""
+lesson's positional formula, blocks/masks.py, a plain forward pass), and recording leaves that pass unchanged."""
 
 import math
 from dataclasses import replace
@@ -7,10 +7,13 @@ from dataclasses import replace
 import pytest
 import torch
 
+from tnmt.blocks.attention import BoundAttention
 from tnmt.blocks.masks import padding_mask, target_mask
 from tnmt.config import ModelConfig
 from tnmt.errors import UserError
 from tnmt.model import Transformer
+from tnmt.translate.door import ModelDoor
+from tnmt.translate.prepared import Source
 from tnmt.views.inside import TABLE_ROWS, format_inside, inside, inside_dict, look_inside
 
 BOS, EOS = 1, 2
@@ -25,8 +28,13 @@ def model_of(**changes) -> Transformer:
     return Transformer(config).eval()
 
 
+SOURCE = Source(SRC[0, :-1].tolist(), None, BOS)  # SRC less its EOS, starting the decoder from BOS
+OUTPUT = FED[0, 1:].tolist()
+
+
 def forward_of(model: Transformer, top_k: int = 3):
-    return look_inside(model, SRC, FED, eos_id=EOS, top_k=top_k)
+    """The pass over SRC and FED through a door of the model, as a translator's would run it."""
+    return look_inside(ModelDoor(model, eos_id=EOS), SOURCE, OUTPUT, top_k=top_k)
 
 
 def lesson_formula(pos: int, dim: int, d_model: int) -> float:
@@ -149,15 +157,19 @@ def test_a_decoder_without_layers_is_looked_inside_too():
 
 
 def test_looking_inside_needs_eval_mode():
+    model = model_of()
+    door = ModelDoor(model, eos_id=EOS)
+    model.train()  # after the door put it in eval mode: a model being trained
     with pytest.raises(ValueError, match="eval mode"):
-        forward_of(model_of().train())
+        look_inside(door, SOURCE, OUTPUT, top_k=3)
 
 
 def test_inside_a_translator_uses_its_translation_or_the_one_given(tiny_translator, caplog):
     text = "three hundred and twelve"
     found = inside(tiny_translator, text, top_k=2)
     assert (found.translation, found.given) == (tiny_translator.translate([text])[0], False)
-    [source] = tiny_translator.encode([text])
+    [prepared] = tiny_translator.prepare([text])
+    source = prepared.source
     assert found.forward.source_ids == [*source.ids, tiny_translator.tokenizer.eos_id]
     assert found.source_pieces == [*source.pieces, "</s>"] and found.fed_pieces[0] == "<s>"
     given = inside(tiny_translator, text, translation="dodici")
@@ -189,3 +201,30 @@ def test_the_json_and_the_summary_carry_every_stage(tiny_translator):
     assert headings == [f"{n}." for n in range(1, 10)]
     assert "   decoder causal: position i sees 0..i" in summary
     assert sum(line.strip().endswith("#" * t) for line in summary) == 1  # the causal grid's last row
+
+
+def test_inspecting_a_text_with_a_url_and_an_emoji_shows_what_the_search_saw(tiny_translator):
+    """The pass reads the text the search read (the URL and the emoji kept out), so each next token's probability
+    is the one the search chose it with."""
+    text = "three https://example.com/a hundred 🐶 and twelve"
+    settings = replace(tiny_translator.decode, beam_size=1, max_len=8)
+    found = inside(tiny_translator, text, settings, top_k=2)
+    [prepared] = tiny_translator.prepare([text], None, settings)
+    assert prepared.read == "three hundred and twelve"
+    assert found.forward.source_ids == [*prepared.source.ids, tiny_translator.tokenizer.eos_id]
+    searched = tiny_translator.translations([text], settings)[0]
+    assert found.translation == searched.text and "🐶" in searched.text  # the kept spans are put back
+    probs = [p.prob for p in found.forward.predictions][: len(searched.token_log_probs)]
+    assert probs == pytest.approx([math.exp(x) for x in searched.token_log_probs], abs=1e-5)
+
+
+def test_inspect_runs_the_one_attention_body_that_translates(tiny_translator, monkeypatch):
+    calls = []
+    cross_attention = BoundAttention.cross_attention
+    monkeypatch.setattr(
+        BoundAttention,
+        "cross_attention",
+        lambda self, x, cache=None, **k: calls.append(cache is not None) or cross_attention(self, x, cache, **k),
+    )
+    inside(tiny_translator, "forty-two", translation="quarantadue")
+    assert calls == [True]  # the decoder's one layer, on a KV cache, as a search runs it

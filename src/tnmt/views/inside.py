@@ -15,7 +15,7 @@ Numbering, as everywhere a person reads it: layers 1..N from the input side, hea
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,8 @@ from tnmt.blocks.masks import causal_mask, padding_mask
 from tnmt.config import DecodeConfig
 from tnmt.errors import UserError
 from tnmt.model import Transformer
+from tnmt.translate.door import ModelDoor
+from tnmt.translate.prepared import Prepared, Source
 from tnmt.translate.translator import Translator
 from tnmt.views.plain import plain, rounded
 
@@ -136,21 +138,26 @@ def inside(
     *,
     translation: str | None = None,
     top_k: int = 5,
+    prepared: Prepared | None = None,
 ) -> Inside:
-    """The forward pass over `text` and its translation: the model's own for `settings` (the text
-    `Translator.translations` gives), or `translation` as given, teacher-forced either way.
+    """The pass over `text` and its translation, as the translator reads them: the text it searched (its kept
+    spans, URLs and emoji, taken out: translate/prepared.py) and the model's own translation for `settings` (the
+    text `Translator.translations` gives), or `translation` as given, teacher-forced either way. `prepared`: the
+    text as `Translator.prepare` gave it, when the caller has it (a server prepares when a request arrives).
 
     Raises:
-        UserError: an empty text, or top_k outside [1, MAX_TOP_K].
+        UserError: an empty text, one the model reads nothing of, or top_k outside [1, MAX_TOP_K].
     """
     if not text.strip():
         raise UserError("the text is empty: nothing to look inside")
     if not 1 <= top_k <= MAX_TOP_K:
         raise UserError(f"top_k = {top_k}: must be from 1 to {MAX_TOP_K}")
     tokenizer, max_len = translator.tokenizer, translator.model.config.max_len
-    [source] = translator.encode([text])
+    prepared = prepared or translator.prepare([text], None, settings)[0]
+    if prepared.source is None:
+        raise UserError("nothing of this text is translated: it is all kept as written")
     if translation is None:
-        found = translator.translations([text], settings)[0]
+        found = translator.translations([text], settings, prepared=[prepared])[0]
         output, translation, given = found.tokens, found.text, False
     else:
         output, given = tokenizer.encode_target(translation), True
@@ -158,9 +165,8 @@ def inside(
             n = len(output)
             log.warning(f"the translation's {n} tokens exceed the model's max_len; feeding the first {max_len - 1}")
             output = output[: max_len - 1]
-    src = translator.source_batch([source])  # (1, S)
-    fed = torch.tensor([[source.start, *output]], device=src.device)  # (1, T): BOS, or the target language's tag
-    forward = look_inside(translator.model, src, fed, eos_id=tokenizer.eos_id, top_k=top_k)
+    source = prepared.source
+    forward = look_inside(translator.door, source, output, top_k=top_k)
     return Inside(
         text=text,
         translation=translation,
@@ -173,21 +179,23 @@ def inside(
 
 
 @torch.inference_mode()
-def look_inside(model: Transformer, src_ids: Tensor, fed_ids: Tensor, *, eos_id: int, top_k: int) -> ForwardPass:
-    """Run the model on one source (1, S) and decoder input (1, T) as a translation runs it, and record every stage:
-    the encoder as a search encodes, the decoder on a fresh KV cache, all T positions in one block (the evidence
-    pass's way: the same body as a step, causal), its blocks reporting what flows through them (blocks/record.py).
+def look_inside(door: ModelDoor, source: Source, output: Sequence[int], *, top_k: int) -> ForwardPass:
+    """Run the model on one source and an output after the source's start token as a translation runs it, and
+    record every stage: the door's teacher-forced pass (translate/door.py), the encoder as a search encodes and the
+    decoder that translates on a fresh KV cache, all positions in one block (the body of a search's step, causal),
+    its blocks reporting what flows through them (blocks/record.py).
 
     The model must be in eval mode: with dropout, the pass would not be the one that translates.
     """
+    model = door.model
     if model.training:
         raise ValueError("look inside a model in eval mode: dropout would change the pass")
     recorded = _Recorded()
-    source = model.encode_for_decoding(src_ids, need_weights=True, record=recorded)
+    forced = door.teacher_forced([source], [output], record=recorded)
+    src_ids, fed_ids = door.source_batch([source]), forced.fed  # (1, S), (1, T)
     t, s = fed_ids.size(1), src_ids.size(1)
-    logits, weights = model.incremental_decoder(record=recorded).step(fed_ids, source.cache(t), need_weights=True)
     fed = fed_ids[0].tolist()
-    next_ids = [*fed[1:], eos_id]
+    next_ids = [*fed[1:], door.eos_id]
     table = model.positions.rows(0, min(model.config.max_len, max(TABLE_ROWS, s, t)))
     return ForwardPass(
         source_ids=src_ids[0].tolist(),
@@ -199,12 +207,12 @@ def look_inside(model: Transformer, src_ids: Tensor, fed_ids: Tensor, *, eos_id:
         target=_embedded(model, model.tgt_embed, fed_ids[0], recorded.input("decoder")),
         source_mask=padding_mask(src_ids, model.config.pad_id).reshape(s).cpu(),
         target_mask=causal_mask(t)[0, 0].cpu(),  # what self-attention on a cache applies to a block of T
-        encoder_attention=_stacked(source.encoder_attention or []),
-        decoder_attention=_stacked([w[0] for w in weights]),
-        cross_attention=_stacked([w[1] for w in weights]),
+        encoder_attention=_stacked(forced.encoded.encoder_attention or []),
+        decoder_attention=_stacked([w[0] for w in forced.weights]),
+        cross_attention=_stacked([w[1] for w in forced.weights]),
         encoder_layers=recorded.layers("encoder", model.config.n_encoder_layers),
         decoder_layers=recorded.layers("decoder", model.config.n_decoder_layers),
-        predictions=_predictions(logits[0], fed, next_ids, top_k),
+        predictions=_predictions(forced.logits[0], fed, next_ids, top_k),
     )
 
 
