@@ -11,8 +11,9 @@ from tnmt.config import DecodeConfig
 from tnmt.decode.constraints import NO_CONSTRAINTS
 from tnmt.serve.batcher import Batcher, QueueFull
 from tnmt.translate.evidence import Evidence
+from tnmt.translate.replacements import word_replacements
 from tnmt.translate.steering import Plan
-from tnmt.translate.translator import EMPTY, Source, TokenAttention, Translation
+from tnmt.translate.translator import EMPTY, Prepared, Source, TokenAttention, Translation
 
 WAIT = 10  # seconds: generous bounds on waits that should end at once
 SETTINGS = DecodeConfig(beam_size=1, max_len=5)
@@ -21,32 +22,33 @@ SETTINGS = DecodeConfig(beam_size=1, max_len=5)
 class ScriptedTranslator:
     """Translates a text to its upper case; a text costs one token per word (+ EOS in the batcher).
 
-    Records every call as (texts, settings, n_best, attention, sources), and every trace as (text, settings, top_k,
-    source); a trace is a tuple saying what it traced. With `hold=True` its first call blocks until `release` is
-    set (`busy` tells that the worker is inside it), so the test can queue requests meanwhile. Texts listed in
-    `fail_on` make their call or trace raise.
+    Records every text it prepares (`prepared`, per call), every call as (texts, settings, n_best, attention,
+    prepared), and every trace as (text, settings, top_k, prepared); a trace is a tuple saying what it traced. With
+    `hold=True` its first call blocks until `release` is set (`busy` tells that the worker is inside it), so the test
+    can queue requests meanwhile. Texts listed in `fail_on` make their call or trace raise.
     """
 
     def __init__(self, *, hold: bool = False, fail_on: tuple[str, ...] = ()) -> None:
         self.decode = SETTINGS
-        self.encoded: list[list[str]] = []
-        self.calls: list[tuple[list[str], DecodeConfig, int, bool, list]] = []
+        self.prepared: list[list[str]] = []
+        self.calls: list[tuple[list[str], DecodeConfig, int, bool, list[Prepared]]] = []
         self.busy, self.release = threading.Event(), threading.Event()
         self.hold, self.fail_on = hold, fail_on
         self.evidence_asked: list[bool] = []
-        self.traced: list[tuple[str, DecodeConfig, int, list]] = []
+        self.traced: list[tuple[str, DecodeConfig, int, Prepared]] = []
 
-    def plans(self, texts, steering, settings) -> list[Plan]:
-        return [Plan(text, NO_CONSTRAINTS) for text in texts]  # read as sent, nothing to constrain
-
-    def encode(self, texts: list[str]) -> list[Source | None]:
-        self.encoded.append(list(texts))
-        return [Source(text.split(), text.split(), 1) if text.strip() else None for text in texts]
+    def prepare(self, texts, steering=None, settings=None) -> list[Prepared]:
+        """Each text read as sent, nothing to constrain; a word is a token."""
+        self.prepared.append(list(texts))
+        return [
+            Prepared(text, Plan(text, NO_CONSTRAINTS), Source(text.split(), text.split(), 1) if text.strip() else None)
+            for text in texts
+        ]
 
     def translations(
-        self, texts, settings, *, n_best=1, attention=False, evidence=False, sources=None, plans=None
+        self, texts, settings, *, n_best=1, attention=False, evidence=False, prepared
     ) -> list[Translation]:
-        self.calls.append((list(texts), settings, n_best, attention, list(sources)))
+        self.calls.append((list(texts), settings, n_best, attention, list(prepared)))
         self.evidence_asked.append(evidence)
         if self.hold:
             self.hold = False
@@ -57,8 +59,8 @@ class ScriptedTranslator:
         proof = Evidence([], [], 0.5, ["copy"]) if evidence else None
         return [replace(self._translation(text, n_best, attention), evidence=proof) for text in texts]
 
-    def trace(self, text, settings, *, top_k, source, steering=None) -> tuple:
-        self.traced.append((text, settings, top_k, source))
+    def trace(self, text, settings, *, top_k, prepared) -> tuple:
+        self.traced.append((text, settings, top_k, prepared))
         if text in self.fail_on:
             raise RuntimeError(f"scripted failure on {text}")
         return ("trace of", text)
@@ -86,9 +88,20 @@ def make_batcher(fake: ScriptedTranslator, **options) -> tuple[Batcher, list[int
     return batcher, sizes
 
 
+def submit(batcher: Batcher, texts: list[str], settings: DecodeConfig, **options) -> list:
+    """Queue texts as the server does (serve/models.py): prepared on arrival by the translator, then submitted."""
+    return batcher.submit(batcher.translator.prepare(texts, None, settings), settings, **options)
+
+
+def trace(batcher: Batcher, text: str, settings: DecodeConfig, *, top_k: int):
+    """Queue a trace as the server does: the text prepared on arrival, the trace solo work that reads it."""
+    [prepared] = batcher.translator.prepare([text], [None], settings)
+    return batcher.solo(prepared, lambda: batcher.translator.trace(text, settings, top_k=top_k, prepared=prepared))
+
+
 def hold_worker(batcher: Batcher, fake: ScriptedTranslator):
     """Submit a request the fake blocks on, and return its futures once the worker is inside the fake."""
-    futures = batcher.submit(["hold"], SETTINGS)
+    futures = submit(batcher, ["hold"], SETTINGS)
     assert fake.busy.wait(WAIT)
     return futures
 
@@ -105,9 +118,9 @@ def test_requests_queued_while_the_worker_is_busy_share_one_batch():
     fake = ScriptedTranslator(hold=True)
     batcher, sizes = make_batcher(fake)
     held = hold_worker(batcher, fake)
-    a = batcher.submit(["a"], SETTINGS)
-    b = batcher.submit(["b one", "b two"], SETTINGS)
-    c = batcher.submit(["c"], SETTINGS)
+    a = submit(batcher, ["a"], SETTINGS)
+    b = submit(batcher, ["b one", "b two"], SETTINGS)
+    c = submit(batcher, ["c"], SETTINGS)
     assert batcher.depth == 4
     fake.release.set()
 
@@ -128,7 +141,7 @@ def test_a_batch_closes_when_its_token_budget_is_reached():
     fake = ScriptedTranslator(hold=True)
     batcher, sizes = make_batcher(fake, max_batch_tokens=6)
     hold_worker(batcher, fake)
-    futures = [batcher.submit([f"w{i} x"], SETTINGS)[0] for i in range(5)]
+    futures = [submit(batcher, [f"w{i} x"], SETTINGS)[0] for i in range(5)]
     fake.release.set()
 
     assert texts(futures) == [f"W{i} X" for i in range(5)]
@@ -143,7 +156,7 @@ def test_a_batch_never_exceeds_its_token_budget():
     fake = ScriptedTranslator(hold=True)
     batcher, _ = make_batcher(fake, max_batch_tokens=5)
     hold_worker(batcher, fake)
-    futures = [batcher.submit([f"w{i} x"], SETTINGS)[0] for i in range(3)]  # 3 tokens each
+    futures = [submit(batcher, [f"w{i} x"], SETTINGS)[0] for i in range(3)]  # 3 tokens each
     fake.release.set()
 
     results(futures)
@@ -155,8 +168,8 @@ def test_a_batch_waits_for_more_within_max_wait_and_closes_at_the_budget():
     # max_wait of a minute: the batch must close because the second request fills the budget, not by timeout.
     fake = ScriptedTranslator()
     batcher, sizes = make_batcher(fake, max_batch_tokens=4, max_wait_ms=60_000)
-    first = batcher.submit(["a"], SETTINGS)  # 2 tokens: the worker takes it and waits for more
-    second = batcher.submit(["b"], SETTINGS)
+    first = submit(batcher, ["a"], SETTINGS)  # 2 tokens: the worker takes it and waits for more
+    second = submit(batcher, ["b"], SETTINGS)
     assert texts(first + second) == ["A", "B"]
     assert fake.batches() == [["a", "b"]]
     assert sizes == [2]
@@ -166,7 +179,7 @@ def test_a_batch_waits_for_more_within_max_wait_and_closes_at_the_budget():
 def test_a_batch_does_not_wait_for_a_request_that_never_comes():
     fake = ScriptedTranslator()
     batcher, sizes = make_batcher(fake, max_wait_ms=50)
-    assert texts(batcher.submit(["alone"], SETTINGS)) == ["ALONE"]
+    assert texts(submit(batcher, ["alone"], SETTINGS)) == ["ALONE"]
     assert sizes == [1]
     batcher.stop()
 
@@ -175,8 +188,8 @@ def test_without_batching_each_request_is_its_own_batch():
     fake = ScriptedTranslator(hold=True)
     batcher, sizes = make_batcher(fake, batching=False, max_wait_ms=60_000)
     hold_worker(batcher, fake)
-    futures = [batcher.submit(["a"], SETTINGS), batcher.submit(["b one", "b two"], SETTINGS)]
-    futures.append(batcher.submit(["c"], SETTINGS))
+    futures = [submit(batcher, ["a"], SETTINGS), submit(batcher, ["b one", "b two"], SETTINGS)]
+    futures.append(submit(batcher, ["c"], SETTINGS))
     fake.release.set()
 
     assert [texts(f) for f in futures] == [["A"], ["B ONE", "B TWO"], ["C"]]
@@ -189,13 +202,13 @@ def test_a_full_queue_refuses_the_whole_request_and_queues_nothing():
     fake = ScriptedTranslator(hold=True)
     batcher, _ = make_batcher(fake, max_queue=3)
     hold_worker(batcher, fake)  # taken off the queue: it no longer counts
-    accepted = batcher.submit(["a", "b"], SETTINGS)
+    accepted = submit(batcher, ["a", "b"], SETTINGS)
     with pytest.raises(QueueFull):
-        batcher.submit(["refused one", "refused two"], SETTINGS)
+        submit(batcher, ["refused one", "refused two"], SETTINGS)
     assert batcher.depth == 2
-    accepted += batcher.submit(["c"], SETTINGS)  # exactly fills the queue
+    accepted += submit(batcher, ["c"], SETTINGS)  # exactly fills the queue
     with pytest.raises(QueueFull):
-        batcher.submit(["refused three"], SETTINGS)
+        submit(batcher, ["refused three"], SETTINGS)
     fake.release.set()
 
     assert texts(accepted) == ["A", "B", "C"]
@@ -207,8 +220,8 @@ def test_a_cancelled_job_is_skipped():
     fake = ScriptedTranslator(hold=True)
     batcher, sizes = make_batcher(fake)
     hold_worker(batcher, fake)
-    kept = batcher.submit(["kept"], SETTINGS)
-    given_up = batcher.submit(["given up", "also given up"], SETTINGS)
+    kept = submit(batcher, ["kept"], SETTINGS)
+    given_up = submit(batcher, ["given up", "also given up"], SETTINGS)
     assert all(future.cancel() for future in given_up)  # what the app does at a request's deadline
     fake.release.set()
 
@@ -227,7 +240,7 @@ def test_stop_finishes_every_accepted_job_then_ends_the_worker(batching):
     fake = ScriptedTranslator(hold=True)
     batcher, _ = make_batcher(fake, batching=batching)
     held = hold_worker(batcher, fake)
-    accepted = batcher.submit(["a"], SETTINGS) + batcher.submit(["b"], SETTINGS)
+    accepted = submit(batcher, ["a"], SETTINGS) + submit(batcher, ["b"], SETTINGS)
     stopper = threading.Thread(target=batcher.stop)
     stopper.start()
     fake.release.set()
@@ -243,16 +256,16 @@ def test_an_error_reaches_the_futures_of_its_group_and_the_worker_keeps_serving(
     fake = ScriptedTranslator(hold=True, fail_on=("boom",))
     batcher, _ = make_batcher(fake)
     hold_worker(batcher, fake)
-    boom = batcher.submit(["boom"], SETTINGS)
-    same_group = batcher.submit(["fine"], SETTINGS)
-    other_group = batcher.submit(["other"], replace(SETTINGS, beam_size=3))
+    boom = submit(batcher, ["boom"], SETTINGS)
+    same_group = submit(batcher, ["fine"], SETTINGS)
+    other_group = submit(batcher, ["other"], replace(SETTINGS, beam_size=3))
     fake.release.set()
 
     for future in boom + same_group:
         with pytest.raises(RuntimeError, match="scripted failure"):
             future.result(timeout=WAIT)
     assert texts(other_group) == ["OTHER"]
-    assert texts(batcher.submit(["later"], SETTINGS)) == ["LATER"]
+    assert texts(submit(batcher, ["later"], SETTINGS)) == ["LATER"]
     batcher.stop()
 
 
@@ -261,11 +274,11 @@ def test_groups_with_different_settings_are_decoded_separately():
     batcher, sizes = make_batcher(fake)
     hold_worker(batcher, fake)
     beam3 = replace(SETTINGS, beam_size=3)
-    greedy_a = batcher.submit(["a"], SETTINGS)
-    beam_b = batcher.submit(["b"], beam3)
-    greedy_c = batcher.submit(["c one", "c two"], SETTINGS)
-    nbest_d = batcher.submit(["d"], beam3, n_best=2)
-    attention_e = batcher.submit(["e"], SETTINGS, attention=True)
+    greedy_a = submit(batcher, ["a"], SETTINGS)
+    beam_b = submit(batcher, ["b"], beam3)
+    greedy_c = submit(batcher, ["c one", "c two"], SETTINGS)
+    nbest_d = submit(batcher, ["d"], beam3, n_best=2)
+    attention_e = submit(batcher, ["e"], SETTINGS, attention=True)
     fake.release.set()
 
     assert texts(greedy_a + greedy_c) == ["A", "C ONE", "C TWO"]
@@ -286,32 +299,34 @@ def test_groups_with_different_settings_are_decoded_separately():
     batcher.stop()
 
 
-def test_each_text_is_tokenised_once_when_it_arrives_and_its_ids_travel_to_the_search():
+def test_texts_prepared_on_arrival_travel_to_the_search_as_they_are():
     fake = ScriptedTranslator()
     batcher, _ = make_batcher(fake)
-    assert texts(batcher.submit(["a b", "", "c"], SETTINGS)) == ["A B", "", "C"]
+    prepared = fake.prepare(["a b", "", "c"], None, SETTINGS)
+    assert texts(batcher.submit(prepared, SETTINGS)) == ["A B", "", "C"]
     batcher.stop()
-    assert fake.encoded == [["a b", "", "c"]]
-    assert fake.calls[0][4] == [Source(["a", "b"], ["a", "b"], 1), None, Source(["c"], ["c"], 1)]
+    assert fake.prepared == [["a b", "", "c"]]  # once, on arrival: the batcher never prepares again
+    [(_, _, _, _, searched)] = fake.calls
+    assert len(searched) == 3 and all(got is sent for got, sent in zip(searched, prepared, strict=True))
 
 
 def test_a_trace_waits_in_the_queue_with_the_translations_and_resolves_to_its_trace():
     fake = ScriptedTranslator(hold=True)
     batcher, sizes = make_batcher(fake)
     hold_worker(batcher, fake)
-    a = batcher.submit(["a"], SETTINGS)
-    traced = batcher.trace("b c", replace(SETTINGS, beam_size=2), top_k=3)
-    d = batcher.submit(["d"], SETTINGS)
+    a = submit(batcher, ["a"], SETTINGS)
+    traced = trace(batcher, "b c", replace(SETTINGS, beam_size=2), top_k=3)
+    d = submit(batcher, ["d"], SETTINGS)
     assert batcher.depth == 3
     fake.release.set()
 
     assert traced.result(timeout=WAIT) == ("trace of", "b c")
     assert texts(a + d) == ["A", "D"]
     assert fake.batches() == [["hold"], ["a", "d"]]  # the trace is no part of the translations' batch
-    assert fake.traced == [
-        ("b c", replace(SETTINGS, beam_size=2), 3, Source(["b", "c"], ["b", "c"], 1))
-    ]  # tokenised once, on arrival
-    assert fake.encoded == [["hold"], ["a"], ["b c"], ["d"]]
+    [(text, settings, top_k, prepared)] = fake.traced
+    assert (text, settings, top_k) == ("b c", replace(SETTINGS, beam_size=2), 3)
+    assert prepared.source == Source(["b", "c"], ["b", "c"], 1)  # what it was prepared as, on arrival
+    assert fake.prepared == [["hold"], ["a"], ["b c"], ["d"]]  # each text prepared once
     assert sizes == [1, 2, 1]  # a trace follows one search: a batch of one
     assert batcher.depth == 0
     batcher.stop()
@@ -321,10 +336,10 @@ def test_a_trace_is_refused_by_a_full_queue_and_its_error_reaches_only_its_futur
     fake = ScriptedTranslator(hold=True, fail_on=("boom",))
     batcher, _ = make_batcher(fake, max_queue=2)
     hold_worker(batcher, fake)
-    boom = batcher.trace("boom", SETTINGS, top_k=1)
-    fine = batcher.submit(["fine"], SETTINGS)
+    boom = trace(batcher, "boom", SETTINGS, top_k=1)
+    fine = submit(batcher, ["fine"], SETTINGS)
     with pytest.raises(QueueFull):
-        batcher.trace("refused", SETTINGS, top_k=1)
+        trace(batcher, "refused", SETTINGS, top_k=1)
     fake.release.set()
 
     with pytest.raises(RuntimeError, match="scripted failure"):
@@ -350,8 +365,8 @@ def test_batched_outputs_equal_translating_each_sentence_alone(tiny_translator, 
     sizes: list[int] = []
     batcher = Batcher(tiny_translator, max_queue=100, max_batch_tokens=10_000, max_wait_ms=20, on_batch=sizes.append)
     settings = replace(tiny_translator.decode, beam_size=beam_size)
-    futures = [batcher.submit([text], settings)[0] for text in SENTENCES]  # queued before the worker starts
-    nbest = [batcher.submit([text], settings, n_best=beam_size)[0] for text in SENTENCES]
+    futures = [submit(batcher, [text], settings)[0] for text in SENTENCES]  # queued before the worker starts
+    nbest = [submit(batcher, [text], settings, n_best=beam_size)[0] for text in SENTENCES]
     batcher.start()
     batcher.stop()
 
@@ -366,6 +381,27 @@ def test_batched_outputs_equal_translating_each_sentence_alone(tiny_translator, 
             assert [t.score for t in future.result().nbest] == pytest.approx([r.score for r in alone], abs=1e-5)
 
 
+def test_solo_work_queued_among_translations_gives_what_it_gives_alone(tiny_translator):
+    """A solo feature reads the text prepared on arrival; sharing the worker with a batch changes nothing."""
+    batcher = Batcher(tiny_translator, max_queue=100, max_batch_tokens=10_000, max_wait_ms=20)
+    settings = replace(tiny_translator.decode, beam_size=2)
+    text = SENTENCES[1]
+    translated = submit(batcher, SENTENCES, settings)
+    traced = trace(batcher, text, settings, top_k=3)
+    [prepared] = tiny_translator.prepare([text], None, settings)
+    replaced = batcher.solo(
+        prepared, lambda: word_replacements(tiny_translator, text, 0, 2, settings, prepared=prepared)
+    )
+    batcher.start()
+    batcher.stop()
+
+    alone = tiny_translator.trace(text, settings, top_k=3)
+    assert (traced.result().translation, traced.result().source_pieces) == (alone.translation, alone.source_pieces)
+    assert len(traced.result().steps) == len(alone.steps)
+    assert replaced.result() == word_replacements(tiny_translator, text, 0, 2, settings)
+    assert [future.result().text for future in translated] == tiny_translator.translate(SENTENCES, settings)
+
+
 def test_the_worker_decodes_with_its_own_torch_threads_and_leaves_the_callers_alone():
     """The worker sets `threads` in its own thread: the thread that built the model keeps one (see Batcher._run)."""
     import torch
@@ -377,7 +413,7 @@ def test_the_worker_decodes_with_its_own_torch_threads_and_leaves_the_callers_al
         seen = []
         fake.translations = lambda texts, *args, **options: seen.append(torch.get_num_threads()) or [EMPTY] * len(texts)
         batcher, _ = make_batcher(fake, threads=3)  # neither 1 nor the default
-        batcher.submit(["one"], SETTINGS)[0].result(WAIT)
+        submit(batcher, ["one"], SETTINGS)[0].result(WAIT)
         batcher.stop()
         assert seen == [3] and torch.get_num_threads() == 1
     finally:

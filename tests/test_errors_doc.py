@@ -353,7 +353,8 @@ def client(tiny_checkpoint, serve_config):
 
 
 def queue_full(client, models) -> object:
-    models[0].batcher.submit(["one", "two"], models[0].translator.decode, n_best=1, attention=False)
+    translator = models[0].translator
+    models[0].batcher.submit(translator.prepare(["one", "two"]), translator.decode)
     return client.post("/v1/translate", json={"text": "three"})
 
 

@@ -1,5 +1,6 @@
-"""serve/models.py's passage to a model on a scripted batcher: translations and traces share its queue refusal,
-deadline and hang-up handling, and pick and check_limits say what was wrong."""
+"""serve/models.py's passage to a model on a scripted batcher: translations and solo features (a trace, a word's
+replacements, a look inside) share its queue refusal, deadline and hang-up handling, and pick and check_limits say
+what was wrong."""
 
 import asyncio
 import json
@@ -15,13 +16,13 @@ from tnmt.serve.models import (
     CLIENT_GONE,
     ApiError,
     ServedModel,
-    alternatives,
     check_limits,
     load_models,
     pick,
-    trace,
+    solo,
     translations,
 )
+from tnmt.translate.translator import Prepared
 
 SETTINGS = DecodeConfig(beam_size=1, max_len=5)
 
@@ -32,6 +33,7 @@ class ScriptedBatcher:
     def __init__(self, *, full: bool = False) -> None:
         self.full = full
         self.futures: list[Future] = []
+        self.queued: list = []  # what each call queued: a request's prepared texts, or a solo's (prepared, work)
 
     def _queue(self, n: int) -> list[Future]:
         if self.full:
@@ -39,16 +41,24 @@ class ScriptedBatcher:
         self.futures += [Future() for _ in range(n)]
         return self.futures[-n:]
 
-    def submit(self, texts, settings, *, n_best=1, attention=False, steering=None, translator=None) -> list[Future]:
-        return self._queue(len(texts))
+    def submit(self, prepared, settings, *, n_best=1, attention=False) -> list[Future]:
+        futures = self._queue(len(prepared))
+        self.queued.append(prepared)
+        return futures
 
-    def trace(self, text, settings, *, top_k, steering=None, translator=None) -> Future:
+    def solo(self, prepared, work) -> Future:
         [future] = self._queue(1)
+        self.queued.append((prepared, work))
         return future
 
-    def alternatives(self, text, settings, *, position, k, steering=None, translator=None) -> Future:
-        [future] = self._queue(1)
-        return future
+
+class ScriptedTranslator:
+    """Prepares a text as itself; refuses a steering entry that is the string "bad"."""
+
+    def prepare(self, texts, steering=None, settings=None) -> list[Prepared]:
+        if steering is not None and "bad" in steering:
+            raise UserError("glossary[0]: a scripted bad entry")
+        return [Prepared(text, None, None) for text in texts]
 
 
 class Client:
@@ -63,16 +73,15 @@ class Client:
 
 
 def served(batcher: ScriptedBatcher, source: str = "en", target: str = "it") -> ServedModel:
-    return ServedModel(source, target, translator=None, batcher=batcher)
+    return ServedModel(source, target, translator=ScriptedTranslator(), batcher=batcher)
 
 
 PASSAGES = {
     "translations": lambda model, client, timeout: translations(
         model, ["a", "b"], SETTINGS, timeout=timeout, client=client
     ),
-    "trace": lambda model, client, timeout: trace(model, "a", SETTINGS, top_k=3, timeout=timeout, client=client),
-    "alternatives": lambda model, client, timeout: alternatives(
-        model, "a", SETTINGS, position=0, k=3, steering=None, timeout=timeout, client=client
+    "solo": lambda model, client, timeout: solo(
+        model, "a", SETTINGS, lambda translator, prepared: "never run", timeout=timeout, client=client
     ),
 }
 
@@ -85,12 +94,12 @@ def test_each_passage_resolves_to_its_own_result():
         await asyncio.sleep(0)
         for future, text in zip(batcher.futures, ["A", "B"], strict=True):
             future.set_result(text)
-        traced = asyncio.ensure_future(PASSAGES["trace"](model, Client(), 10))
+        traced = asyncio.ensure_future(PASSAGES["solo"](model, Client(), 10))
         await asyncio.sleep(0)
         batcher.futures[-1].set_result("trace of a")
         return await translated, await traced
 
-    assert asyncio.run(run()) == (["A", "B"], "trace of a")  # a list of translations; one trace, not a list
+    assert asyncio.run(run()) == (["A", "B"], "trace of a")  # a list of translations; one solo result, not a list
 
 
 @pytest.mark.parametrize("passage", PASSAGES)
@@ -108,6 +117,50 @@ def test_past_the_deadline_the_sentences_not_started_are_dropped(passage):
         asyncio.run(PASSAGES[passage](served(batcher), Client(), 0.05))
     assert (late.value.status, late.value.message) == (504, "no translation within the deadline of 0.05 s")
     assert batcher.futures and all(future.cancelled() for future in batcher.futures)  # the worker skips them
+
+
+def test_a_solo_feature_reads_the_text_prepared_on_arrival_by_the_pair_s_translator():
+    async def run() -> tuple:
+        batcher = ScriptedBatcher()
+        model = served(batcher)
+        waiting = asyncio.ensure_future(solo(model, "a b", SETTINGS, lambda *given: given, timeout=10, client=Client()))
+        await asyncio.sleep(0)
+        [(prepared, work)] = batcher.queued
+        batcher.futures[-1].set_result(work())  # what the worker's thread does
+        return model.translator, prepared, await waiting
+
+    translator, prepared, (fed_translator, fed_prepared) = asyncio.run(run())
+    assert fed_translator is translator and fed_prepared is prepared and prepared.text == "a b"
+
+
+def test_a_steering_entry_that_cannot_be_met_is_refused_before_anything_is_queued():
+    batcher = ScriptedBatcher()
+    model = served(batcher)
+    refusals = [
+        (422, translations(model, ["a"], SETTINGS, timeout=10, steering=["bad"])),
+        (400, translations(model, ["a"], SETTINGS, timeout=10, steering=["bad"], refused=400)),  # LibreTranslate's
+        (422, solo(model, "a", SETTINGS, lambda *given: given, timeout=10, client=Client(), steering="bad")),
+    ]
+    for status, passage in refusals:
+        with pytest.raises(ApiError) as refused:
+            asyncio.run(passage)
+        assert (refused.value.status, refused.value.message) == (status, "glossary[0]: a scripted bad entry")
+    assert batcher.queued == []
+
+
+def test_a_solo_feature_s_user_error_is_a_422_and_any_other_error_passes_through():
+    async def run(error: Exception) -> None:
+        batcher = ScriptedBatcher()
+        waiting = asyncio.ensure_future(PASSAGES["solo"](served(batcher), Client(), 10))
+        await asyncio.sleep(0)
+        batcher.futures[-1].set_exception(error)
+        await waiting
+
+    with pytest.raises(ApiError) as refused:
+        asyncio.run(run(UserError("position 9: the translation has 2 words (0 to 1)")))
+    assert (refused.value.status, refused.value.message) == (422, "position 9: the translation has 2 words (0 to 1)")
+    with pytest.raises(RuntimeError, match="^scripted$"):
+        asyncio.run(run(RuntimeError("scripted")))
 
 
 def test_ready_answers_503_past_its_deadline():

@@ -6,18 +6,21 @@ one worker thread per model (the only thread that runs it) takes the oldest requ
 requests until `max_batch_tokens` source tokens are gathered or `max_wait_ms` has passed, decodes them
 together and hands each result back through its future.
 
+A sentence arrives prepared (`Translator.prepare`: its steering planned, what the model reads tokenised) by its
+pair's translator (`Translator.for_pair`) when its request arrives, so a bad steering entry is refused before
+anything is queued; the batch budget counts its ids, and the search reads it as it is.
+
 Promises:
 - Batching never changes an output: each sentence's translation is what `Translator.translate` gives
   it alone (the searches are batch-invariant; tests/test_batcher.py and tests/test_serve.py check it).
 - A full queue refuses at once (`QueueFull`) instead of blocking; a job whose request gave up (its
   future was cancelled at the deadline) is skipped, not decoded.
-- A translation's future resolves to a `Translation`; a trace's (`Batcher.trace`), a word's alternatives' and a
-  look inside (`Batcher.inside`) to what they make: these queue with the translations because only the
-  worker's thread runs the model, and run one at a time.
+- A translation's future resolves to a `Translation`. Every other feature (a traced search, a word's
+  replacements, a look inside) is solo work (`Batcher.solo`): it queues with the translations, because only the
+  worker's thread runs the model, runs alone, and its future resolves to what it returns.
 - `stop()` lets the worker finish everything already accepted, then ends it.
-- A multilingual model has one batcher for all its directions: each request is planned and tokenised by its
-  pair's translator (`Translator.for_pair`), whose sources carry their decoder's start token, so one decoder
-  batch may mix directions and each sentence still gets what it would get alone.
+- A multilingual model has one batcher for all its directions: each source carries its decoder's start token,
+  so one decoder batch may mix directions and each sentence still gets what it would get alone.
 """
 
 import queue
@@ -26,18 +29,14 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import torch
 
 from tnmt.config import DecodeConfig
-from tnmt.decode.trace import Trace
-from tnmt.translate.replacements import WordAlternatives, word_alternatives
-from tnmt.translate.steering import Plan, Steering
-from tnmt.translate.translator import Source, Translation, Translator
-from tnmt.views.inside import Inside, inside
+from tnmt.translate.translator import Prepared, Translation, Translator
 
-# One element of `Translator.encode`: tokenised once when the request arrives and handed back to the translator
-# as it is; only `_tokens` looks into it.
+Result = TypeVar("Result")
 
 
 class QueueFull(Exception):
@@ -48,21 +47,19 @@ class QueueFull(Exception):
 class Job:
     """One sentence to translate, and where its translation goes."""
 
-    text: str
-    source: Source | None  # tokenised once when the request arrives (ids and pieces); None: an empty text
+    prepared: Prepared  # planned and tokenised once, when its request arrived
     settings: DecodeConfig  # complete: the request's choices over the model's defaults
     n_best: int
     attention: bool
     future: Future[Translation]
-    plan: Plan  # what the model reads of the text and how its search is steered (translate/steering.py)
 
 
 @dataclass(frozen=True)
 class SoloJob:
-    """One sentence whose request needs the model alone (a traced search, a word's alternatives, a look inside):
+    """One sentence whose request needs the model alone (a traced search, a word's replacements, a look inside):
     `work` runs it on the worker's thread, and its result goes to `future`."""
 
-    source: Source | None  # what the model reads of the text: counted in the batch budget
+    prepared: Prepared  # what the model reads of the text: counted in the batch budget
     work: Callable[[], object]
     future: Future
 
@@ -105,104 +102,29 @@ class Batcher:
         self._worker.join()
 
     def submit(
-        self,
-        texts: Sequence[str],
-        settings: DecodeConfig,
-        *,
-        n_best: int = 1,
-        attention: bool = False,
-        steering: Sequence[Steering | None] | None = None,
-        translator: Translator | None = None,
+        self, prepared: Sequence[Prepared], settings: DecodeConfig, *, n_best: int = 1, attention: bool = False
     ) -> list[Future[Translation]]:
-        """Queue a request's texts for translation, each with its `steering` (translate/steering.py); one future per
-        text, in order. `translator`: the pair's (`Translator.for_pair` of this batcher's), default this one's.
+        """Queue a request's texts for translation, as `Translator.prepare` gave them with `settings`; one future per
+        text, in order.
 
         Raises:
             QueueFull: the queue has no room for all of them (none is queued then).
-            UserError: a steering entry that cannot be met (planned here, before anything is queued).
         """
-        translator = translator or self.translator
-        plans = translator.plans(texts, steering or [None] * len(texts), settings)
-        sources = translator.encode([p.text for p in plans])
-        jobs = [
-            Job(text, source, settings, n_best, attention, Future(), plan)
-            for text, source, plan in zip(texts, sources, plans, strict=True)
-        ]
+        jobs = [Job(p, settings, n_best, attention, Future()) for p in prepared]
         self._enqueue(jobs)
         return [job.future for job in jobs]
 
-    def trace(
-        self,
-        text: str,
-        settings: DecodeConfig,
-        *,
-        top_k: int,
-        steering: Steering | None = None,
-        translator: Translator | None = None,
-    ) -> Future[Trace]:
-        """Queue one text whose search is traced (`Translator.trace`) with `top_k` next tokens per hypothesis
-        (`translator`: as for `submit`).
-
-        Raises:
-            QueueFull: the queue is full.
-            UserError: a steering entry that cannot be met.
-        """
-        translator = translator or self.translator
-        source = self._source(translator, text, settings, steering)
-        trace = translator.trace
-        return self._solo(source, lambda: trace(text, settings, top_k=top_k, source=source, steering=steering))
-
-    def alternatives(
-        self,
-        text: str,
-        settings: DecodeConfig,
-        *,
-        position: int,
-        k: int,
-        steering: Steering | None = None,
-        translator: Translator | None = None,
-    ) -> Future[WordAlternatives]:
-        """Queue one text whose word `position` gets its `k` likeliest replacements (translate/replacements.py;
-        `translator`: as for `submit`).
-
-        Raises:
-            QueueFull: the queue is full.
-            UserError: a steering entry that cannot be met.
-        """
-        translator = translator or self.translator
-        source = self._source(translator, text, settings, steering)
-        return self._solo(source, lambda: word_alternatives(translator, text, position, k, settings, steering=steering))
-
-    def inside(
-        self,
-        text: str,
-        settings: DecodeConfig,
-        *,
-        translation: str | None,
-        top_k: int,
-        translator: Translator | None = None,
-    ) -> Future[Inside]:
-        """Queue one text whose forward pass is recorded (tnmt/inside.py), over its translation for `settings` or
-        over `translation` as given (`translator`: as for `submit`).
+    def solo(self, prepared: Prepared, work: Callable[[], Result]) -> Future[Result]:
+        """Queue one text's solo work (a traced search, a word's replacements, a look inside: anything that reads
+        the model other than a plain translation), which `work` runs alone on the worker's thread; the future
+        resolves to what it returns, or holds what it raised. `prepared`: the text `work` reads, for the budget.
 
         Raises:
             QueueFull: the queue is full.
         """
-        translator = translator or self.translator
-        source = self._source(translator, text, settings, None)
-        return self._solo(source, lambda: inside(translator, text, settings, translation=translation, top_k=top_k))
-
-    def _solo(self, source: Source | None, work: Callable[[], object]) -> Future:
-        job = SoloJob(source, work, Future())
+        job = SoloJob(prepared, work, Future())
         self._enqueue([job])
         return job.future
-
-    @staticmethod
-    def _source(translator: Translator, text: str, settings: DecodeConfig, steering: Steering | None) -> Source | None:
-        """What the model will read of one text, tokenised: planned now, so a bad steering entry is refused before
-        anything is queued (and the batch budget counts the right tokens)."""
-        [plan] = translator.plans([text], [steering], settings)
-        return translator.encode([plan.text])[0]
 
     def _enqueue(self, jobs: list[Job | SoloJob]) -> None:
         """Queue one request's jobs together, or none of them when the queue has no room for all."""
@@ -248,7 +170,7 @@ class Batcher:
     def _decode(self, jobs: list[Job | SoloJob]) -> None:
         """Translate the jobs that share settings together, every future getting a `Translation` with its
         evidence (the server answers every translation with its warnings); then the solo jobs, one at a time
-        (a trace follows one search)."""
+        (each reads the model alone: a trace follows one search)."""
         groups: dict[tuple, list[Job]] = {}
         for job in jobs:
             if isinstance(job, Job):
@@ -262,14 +184,14 @@ class Batcher:
     def _translations(self, group: list[Job]) -> list[Translation]:
         """One decoder batch of jobs that share settings, n_best and attention."""
         first = group[0]
+        prepared = [job.prepared for job in group]
         return self.translator.translations(
-            [job.text for job in group],
+            [p.text for p in prepared],
             replace(first.settings, batch_size=len(group)),  # one decoder batch; sorted by length
             n_best=first.n_best,
             attention=first.attention,
             evidence=True,
-            sources=[job.source for job in group],
-            plans=[job.plan for job in group],
+            prepared=prepared,
         )
 
     def _settle(self, jobs: list, decode: Callable[[list], list]) -> None:
@@ -287,5 +209,5 @@ class Batcher:
 
 
 def _tokens(jobs: list[Job | SoloJob]) -> int:
-    """Source tokens with EOS, for the batch budget: the one place that looks into a source."""
-    return sum((0 if job.source is None else len(job.source.ids)) + 1 for job in jobs)
+    """Source tokens with EOS, for the batch budget."""
+    return sum((0 if job.prepared.source is None else len(job.prepared.source.ids)) + 1 for job in jobs)

@@ -6,13 +6,18 @@ waits for its sentences at most `timeout` seconds and only while its client is c
 dropped from the queue. A full queue is a 503 with Retry-After. Errors are `ApiError`s, which the app
 (serve/app.py) answers as JSON `{"error": "..."}`.
 
+Two passages, and each text is prepared once, by its pair's translator, as its request arrives (a bad steering
+entry is refused before anything is queued): `translations` queues texts for the shared decoder batches, and
+`solo` queues one text for any feature that reads the model alone (a traced search, a word's replacements, a look
+inside). A new feature is a route and the function it gives `solo`.
+
 A multilingual checkpoint (tnmt/directions.py) is served as one `ServedModel` per direction it was trained on
 (and, with `zero_shot`, per other pair of its languages), all sharing its one model and one batcher: so the
 sentences of requests for different pairs share decoder batches too.
 """
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,16 +26,12 @@ from typing import TypeVar
 
 from starlette.requests import Request
 
-from tnmt.checkpoint import load_checkpoint
 from tnmt.config import DecodeConfig, ServeConfig
-from tnmt.decode.trace import Trace
 from tnmt.directions import all_directions
 from tnmt.errors import UserError
 from tnmt.serve.batcher import Batcher, QueueFull
-from tnmt.translate.replacements import WordAlternatives
 from tnmt.translate.steering import Steering
-from tnmt.translate.translator import Translation, Translator
-from tnmt.views.inside import Inside
+from tnmt.translate.translator import Prepared, Translation, Translator
 
 CLIENT_GONE = 499  # nginx's "client closed request": nobody reads it, the metrics count it
 Result = TypeVar("Result")
@@ -72,16 +73,12 @@ def load_models(
     """
     models: dict[str, ServedModel] = {}
     for path in paths:
-        checkpoint = load_checkpoint(path, map_location=device, training=False)
-        if not checkpoint.directions:
+        translator = Translator.from_checkpoint(path, device=device)
+        if not translator.directions:
             raise UserError(
                 f'{path}: the checkpoint does not name its languages (config.json has no "languages"); '
                 "tnmt import marian names them, with --source and --target where the model does not"
             )
-        model = checkpoint.model.to(device).requires_grad_(False)  # served, never trained
-        translator = Translator(
-            model, checkpoint.tokenizer, checkpoint.decode, frozen=True, directions=checkpoint.directions
-        )
         batcher = Batcher(
             translator,
             max_queue=config.max_queue,
@@ -172,74 +169,40 @@ async def translations(
     refused: int = 422,
 ) -> list[Translation]:
     """The texts' translations by the model's batcher, within the deadline (`unavailable` past it); a steering
-    entry that cannot be met is refused with `refused` and the entry named."""
-    with _refused_when_full(), _refused_steering(refused):
-        futures = model.batcher.submit(
-            texts, settings, n_best=n_best, attention=attention, steering=steering, translator=model.translator
-        )
+    entry that cannot be met is refused with `refused` and the entry named, before anything is queued."""
+    with _refused_when_full(), _refused_input(refused):
+        prepared = model.translator.prepare(texts, steering, settings)
+        futures = model.batcher.submit(prepared, settings, n_best=n_best, attention=attention)
     return await _wait(futures, timeout=timeout, unavailable=unavailable, client=client)
 
 
-async def alternatives(
+async def solo(
     model: ServedModel,
     text: str,
     settings: DecodeConfig,
+    feature: Callable[[Translator, Prepared], Result],
     *,
-    position: int,
-    k: int,
-    steering: Steering | None,
-    timeout: float,
-    client: Request,
-) -> WordAlternatives:
-    """The replacements of one word of `text`'s translation (translate/replacements.py), within the deadline; a
-    position outside the translation or a bad steering entry is a 422."""
-    with _refused_when_full(), _refused_steering(422):
-        future = model.batcher.alternatives(
-            text, settings, position=position, k=k, steering=steering, translator=model.translator
-        )
-        [found] = await _wait([future], timeout=timeout, unavailable=504, client=client)
-    return found
-
-
-async def trace(
-    model: ServedModel,
-    text: str,
-    settings: DecodeConfig,
-    *,
-    top_k: int,
     timeout: float,
     client: Request,
     steering: Steering | None = None,
-) -> Trace:
-    """The traced search of `text` (decode/trace.py) by the model's batcher, within the deadline; a steering entry
-    that cannot be met, or a text of which nothing is translated, is a 422."""
-    with _refused_when_full(), _refused_steering(422):
-        future = model.batcher.trace(text, settings, top_k=top_k, steering=steering, translator=model.translator)
-        [traced] = await _wait([future], timeout=timeout, unavailable=504, client=client)
-    return traced
-
-
-async def look_inside(
-    model: ServedModel,
-    text: str,
-    settings: DecodeConfig,
-    *,
-    translation: str | None,
-    top_k: int,
-    timeout: float,
-    client: Request,
-) -> Inside:
-    """The forward pass over `text` and its translation (tnmt/inside.py) by the model's batcher, within the
-    deadline."""
-    with _refused_when_full():
-        future = model.batcher.inside(text, settings, translation=translation, top_k=top_k, translator=model.translator)
+) -> Result:
+    """What `feature` makes of one text alone (a traced search, a word's replacements, a look inside) by the
+    model's batcher, within the deadline: the text is prepared now by the pair's translator with `settings` and
+    `steering`, and `feature(translator, prepared)` runs on the batcher's thread. A `UserError`, a steering entry
+    that cannot be met (before anything is queued) or the feature's own (a word position outside the
+    translation, a text of which nothing is translated), is a 422."""
+    translator = model.translator
+    with _refused_when_full(), _refused_input(422):
+        [prepared] = translator.prepare([text], [steering], settings)
+        future = model.batcher.solo(prepared, lambda: feature(translator, prepared))
         [found] = await _wait([future], timeout=timeout, unavailable=504, client=client)
     return found
 
 
 @contextmanager
-def _refused_steering(status: int) -> Iterator[None]:
-    """A steering entry that cannot be met (`UserError` from translate/steering.py) as `status`, naming it."""
+def _refused_input(status: int) -> Iterator[None]:
+    """A `UserError` (a steering entry that cannot be met, named by translate/steering.py; a feature's bad input) as
+    `status`, with its message."""
     try:
         yield
     except UserError as error:

@@ -12,21 +12,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tnmt.config import DecodeConfig, ServeConfig
 from tnmt.errors import UserError
-from tnmt.serve.models import (
-    ApiError,
-    ServedModel,
-    alternatives,
-    check_limits,
-    look_inside,
-    pick,
-    trace,
-    translations,
-)
+from tnmt.serve.models import ApiError, ServedModel, check_limits, pick, solo, translations
 from tnmt.translate.glossary import glossary_entry
-from tnmt.translate.replacements import MAX_K
+from tnmt.translate.replacements import MAX_K, word_replacements
 from tnmt.translate.steering import Steering
 from tnmt.translate.translator import Translation
-from tnmt.views.inside import inside_dict
+from tnmt.views.inside import inside, inside_dict
 from tnmt.views.trace import explanation
 
 
@@ -159,8 +150,7 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
         if request.return_attention and not request.text.strip():
             raise ApiError(422, "return_attention needs a non-empty text")
         model = pick(models, request.source, request.target)
-        changes = {"beam_size": request.beam_size, "max_len": request.max_len}
-        settings = replace(model.translator.decode, **{k: v for k, v in changes.items() if v is not None})
+        settings = _settings(model, beam_size=request.beam_size, max_len=request.max_len)
         check_limits(texts, settings.beam_size, request.n_best, config, size_status=413)
         steering = request.steering(config)
         results = await translations(
@@ -181,26 +171,25 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
         `text`'s translation, each with its probability and the translation that keeps the words before it,
         uses it and translates the rest again (translate/replacements.py); steering fields as /v1/translate's."""
         model = pick(models, request.source, request.target)
-        settings = model.translator.decode
-        if request.beam_size is not None:
-            settings = replace(settings, beam_size=request.beam_size)
+        settings = _settings(model, beam_size=request.beam_size)
         check_limits([request.text], settings.beam_size, 1, config, size_status=413)
-        found = await alternatives(
+        found = await solo(
             model,
             request.text,
             settings,
-            position=request.position,
-            k=request.k,
-            steering=request.steering(config),
+            lambda translator, p: word_replacements(
+                translator, p.text, request.position, request.k, settings, prepared=p
+            ),
             timeout=config.timeout_s,
             client=http,
+            steering=request.steering(config),
         )
         return {
             "model": model.id,
             "translation": found.translation.text,
             "position": found.position,
             "word": found.word,
-            "alternatives": [asdict(a) for a in found.alternatives],
+            "alternatives": [asdict(r) for r in found.replacements],
         }
 
     @api.post("/v1/explain")
@@ -209,9 +198,14 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
         their likeliest next tokens, the candidates kept, finished and pruned, and the cross-attention rows;
         `translation` is /v1/translate's text for the same settings."""
         model, settings = _recorded(request, models, config, doing="trace")
-        steering = request.steering(config)
-        traced = await trace(
-            model, request.text, settings, top_k=request.top_k, timeout=config.timeout_s, client=http, steering=steering
+        traced = await solo(
+            model,
+            request.text,
+            settings,
+            lambda translator, p: translator.trace(p.text, settings, top_k=request.top_k, prepared=p),
+            timeout=config.timeout_s,
+            client=http,
+            steering=request.steering(config),
         )
         return {"model": model.id, **explanation(traced, model.translator.tokenizer, settings, request.top_k)}
 
@@ -225,12 +219,13 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
             n = len(request.translation)
             raise ApiError(413, f"translation has {n} characters: over max_trace_chars={config.max_trace_chars}")
         model, settings = _recorded(request, models, config, doing="look inside")
-        found = await look_inside(
+        found = await solo(
             model,
             request.text,
             settings,
-            translation=request.translation,
-            top_k=request.top_k,
+            lambda translator, p: inside(
+                translator, p.text, settings, translation=request.translation, top_k=request.top_k, prepared=p
+            ),
             timeout=config.timeout_s,
             client=http,
         )
@@ -253,15 +248,19 @@ def _recorded(
     if len(request.text) > config.max_trace_chars:
         raise ApiError(413, f"text has {len(request.text)} characters: over max_trace_chars={config.max_trace_chars}")
     model = pick(models, request.source, request.target)
-    settings = model.translator.decode
-    if request.beam_size is not None:
-        settings = replace(settings, beam_size=request.beam_size)
+    settings = _settings(model, beam_size=request.beam_size)
     if settings.beam_size > config.max_trace_beam:
         raise ApiError(422, f"beam_size {settings.beam_size}: over max_trace_beam={config.max_trace_beam}")
     if request.top_k > config.max_top_k:
         raise ApiError(422, f"top_k {request.top_k}: over max_top_k={config.max_top_k}")
     check_limits([request.text], settings.beam_size, 1, config, size_status=413)
     return model, settings
+
+
+def _settings(model: ServedModel, *, beam_size: int | None, max_len: int | None = None) -> DecodeConfig:
+    """The model's decoding defaults with what a request chose (None: not chosen)."""
+    chosen = {"beam_size": beam_size, "max_len": max_len}
+    return replace(model.translator.decode, **{name: value for name, value in chosen.items() if value is not None})
 
 
 def _translation(result: Translation, request: TranslateRequest) -> dict[str, Any]:
