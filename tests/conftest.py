@@ -259,3 +259,50 @@ def tiny_translator(tiny_checkpoint):
     from tnmt.translate.translator import Translator
 
     return Translator.from_checkpoint(tiny_checkpoint)
+
+
+# Two float32 computations that are equal in exact arithmetic but sum in another order (a doubled batch, other
+# matrix shapes) differ by rounding, and by how much depends on the host's kernels (AVX-512, AVX2, ...). After
+# an Adam step that difference is no longer small: Adam divides by the root of the second moment, so a gradient
+# entry that is rounding noise (the keys' bias, whose true gradient is 0) or near 0 moves its weight by up to a
+# whole learning rate, in the direction of the noise. Weights after Adam steps are therefore compared only
+# between identical computations (a resume: bitwise); two different computations are compared on the loss and
+# the gradients of their first update, from the same weights, where rounding stays rounding.
+# A gradient entry is a sum over the batch's n ~ 400 target tokens: float32 rounding (u = 6e-8) leaves it
+# ~sqrt(n) u = 1e-6 of the tensor's largest entry from the exact value (the worst measured: 1.0e-6, with the
+# AVX-512, AVX2 and default ATen kernels) and n u = 2.4e-5 at worst: the tolerance is 1e-4 of the tensor's
+# largest entry. The loss, a sum over the same tokens: n u rounded up, 1e-5 relative (measured: 1e-7).
+GRADIENT_TOLERANCE = 1e-4  # of each tensor's largest gradient entry
+LOSS_TOLERANCE = 1e-5  # relative
+
+
+def relative_difference(a: torch.Tensor, b: torch.Tensor) -> float:
+    """max |a - b| in units of a's largest entry (0 where a and b are both 0)."""
+    return float((a - b).abs().max() / a.abs().max().clamp_min(torch.finfo(a.dtype).tiny))
+
+
+def assert_same_gradients(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    """Two updates' gradients (by parameter name) equal to float32 rounding (`GRADIENT_TOLERANCE`)."""
+    assert a.keys() == b.keys()
+    for name, gradient in a.items():
+        difference = relative_difference(gradient, b[name])
+        assert difference <= GRADIENT_TOLERANCE, f"{name}: {difference:.1e} of its largest gradient entry"
+
+
+@pytest.fixture
+def gradient_log(monkeypatch) -> list[dict[str, torch.Tensor]]:
+    """A list to which every training run of the test appends, per update, the gradients the optimizer steps
+    with (by parameter name), recorded just before the step."""
+    from tnmt.train import start
+
+    updates, make_optimizer = [], start.make_optimizer
+
+    def making(model, *args, **kwargs):
+        optimizer, scaler = make_optimizer(model, *args, **kwargs)
+        optimizer.register_step_pre_hook(
+            lambda *_: updates.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+        )
+        return optimizer, scaler
+
+    monkeypatch.setattr(start, "make_optimizer", making)
+    return updates

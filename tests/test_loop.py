@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import GRADIENT_TOLERANCE, LOSS_TOLERANCE, assert_same_gradients, relative_difference
 from safetensors.torch import load_file
 
 from tnmt.checkpoint import load_checkpoint
@@ -109,48 +110,12 @@ def test_activation_checkpointing_trains_the_same_model(tiny_recipe, tmp_path):
         torch.testing.assert_close(checkpointed[name], plain[name], atol=1e-6, rtol=1e-5, msg=name)
 
 
-def recorded_gradients(monkeypatch) -> list[dict[str, torch.Tensor]]:
-    """A list to which every later training run appends, per update, the gradients the optimizer steps with
-    (by parameter name), recorded just before the step."""
-    updates, make_optimizer = [], start.make_optimizer
-
-    def making(model, *args, **kwargs):
-        optimizer, scaler = make_optimizer(model, *args, **kwargs)
-        optimizer.register_step_pre_hook(
-            lambda *_: updates.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
-        )
-        return optimizer, scaler
-
-    monkeypatch.setattr(start, "make_optimizer", making)
-    return updates
-
-
-# Two float32 computations that are equal in exact arithmetic but sum in another order (a doubled batch, other
-# matrix shapes) differ by rounding, and by how much depends on the host's kernels (AVX-512, AVX2, ...). After
-# an Adam step that difference is no longer small: Adam divides by the root of the second moment, so a gradient
-# entry that is rounding noise (the keys' bias, whose true gradient is 0) or near 0 moves its weight by up to a
-# whole learning rate, in the direction of the noise. Weights after Adam steps are therefore compared only
-# between identical computations (a resume: bitwise); two different computations are compared on the loss and
-# the gradients of their first update, from the same weights, where rounding stays rounding.
-# A gradient entry is a sum over the batch's n ~ 400 target tokens: float32 rounding (u = 6e-8) leaves it
-# ~sqrt(n) u = 1e-6 of the tensor's largest entry from the exact value (the worst measured: 1.0e-6, with the
-# AVX-512, AVX2 and default ATen kernels) and n u = 2.4e-5 at worst: the tolerance is 1e-4 of the tensor's
-# largest entry. The loss, a sum over the same tokens: n u rounded up, 1e-5 relative (measured: 1e-7).
-GRADIENT_TOLERANCE = 1e-4  # of each tensor's largest gradient entry
-LOSS_TOLERANCE = 1e-5  # relative
-
-
-def relative_difference(a: torch.Tensor, b: torch.Tensor) -> float:
-    """max |a - b| in units of a's largest entry (0 where a and b are both 0)."""
-    return float((a - b).abs().max() / a.abs().max().clamp_min(torch.finfo(a.dtype).tiny))
-
-
-def test_rdrop_without_dropout_is_the_plain_update_and_with_dropout_is_not(tiny_recipe, tmp_path, monkeypatch):
+def test_rdrop_without_dropout_is_the_plain_update_and_with_dropout_is_not(tiny_recipe, tmp_path, gradient_log):
     """Without dropout both passes agree, the consistency term is 0 and the update is the one-pass update;
     with dropout the passes differ and the term moves the weights. Compared on the first update (the loss and
-    the gradients the optimizer gets, from the same initial weights): see GRADIENT_TOLERANCE for why not on
-    the weights after Adam steps."""
-    gradients, first = recorded_gradients(monkeypatch), {}
+    the gradients the optimizer gets, from the same initial weights): conftest.py's GRADIENT_TOLERANCE says why
+    not on the weights after Adam steps."""
+    gradients, first = gradient_log, {}
     for dropout in (0, 0.3):
         for alpha in (0, 5):
             options = [f"--model.dropout={dropout}", f"--train.rdrop_alpha={alpha}", "--train.log_every=1"]
@@ -160,10 +125,7 @@ def test_rdrop_without_dropout_is_the_plain_update_and_with_dropout_is_not(tiny_
             first[dropout, alpha] = record["train_loss"], gradients.pop()  # the first update's loss per token
     (plain_loss, plain), (twice_loss, twice) = first[0, 0], first[0, 5]
     assert twice_loss == pytest.approx(plain_loss, rel=LOSS_TOLERANCE, abs=0)
-    assert twice.keys() == plain.keys()
-    for name, gradient in plain.items():
-        difference = relative_difference(gradient, twice[name])
-        assert difference <= GRADIENT_TOLERANCE, f"{name}: {difference:.1e} of its largest gradient entry"
+    assert_same_gradients(plain, twice)
     with_dropout = (first[0.3, 0][1], first[0.3, 5][1])
     # with dropout the two updates differ by the order of the gradients themselves (measured: 1.4 of the largest
     # entry of some tensor), not by rounding
