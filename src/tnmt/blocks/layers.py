@@ -12,7 +12,7 @@ positions, ordered (sequence, position); a decoder step has T = 1.
 
 from collections.abc import Callable
 from functools import partial
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from torch import Tensor, nn
 
@@ -164,26 +164,11 @@ class DecoderLayer(nn.Module):
         self.ffn_block = Residual(d_model, dropout=dropout, norm_first=norm_first, eps=eps)
 
     def forward(
-        self,
-        x: Tensor,
-        cache: LayerCache | None = None,
-        *,
-        positions: int,
-        memory: Tensor | None = None,
-        self_mask: Tensor | None = None,
-        memory_mask: Tensor | None = None,
-        need_weights: bool = False,
+        self, x: Tensor, cache: LayerCache | None = None, **kwargs: Any
     ) -> tuple[Tensor, tuple[Tensor, Tensor] | None]:
-        """`BoundDecoderLayer` applied (its arguments and results)."""
-        return self.bind()(
-            x,
-            cache,
-            positions=positions,
-            memory=memory,
-            self_mask=self_mask,
-            memory_mask=memory_mask,
-            need_weights=need_weights,
-        )
+        """`BoundDecoderLayer` applied: its arguments (`positions`, `memory`, the masks, `need_weights`) and its
+        results. Training calls it through the module (activation checkpointing and `torch.compile` see modules)."""
+        return self.bind()(x, cache, **kwargs)
 
     def bind(self, linear: LinearBinder = bind_linear, *, record: Recorder | None = None) -> "BoundDecoderLayer":
         """This layer bound to its tensors (blocks/bound.py), its Linear layers by `linear`, its sub-layers
