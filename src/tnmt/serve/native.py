@@ -128,6 +128,13 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
     """`/v1/models`, `/v1/translate`, `/v1/alternatives`, `/v1/explain` and `/v1/inspect` over `models`, within
     `config`'s limits."""
     api = APIRouter()
+    for add in (_translation_routes, _replacement_route, _view_routes):
+        add(api, models, config)
+    return api
+
+
+def _translation_routes(api: APIRouter, models: list[ServedModel], config: ServeConfig) -> None:
+    """`/v1/models` and `/v1/translate`: the batched path."""
 
     @api.get("/v1/models")
     async def list_models() -> dict[str, Any]:
@@ -165,6 +172,10 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
         )
         return {"model": model.id, "translations": [_translation(result, request) for result in results]}
 
+
+def _replacement_route(api: APIRouter, models: list[ServedModel], config: ServeConfig) -> None:
+    """`/v1/alternatives`: another word for one word, queued as solo work."""
+
     @api.post("/v1/alternatives")
     async def replace_word(request: AlternativesRequest, http: Request) -> dict[str, Any]:
         """The `k` likeliest replacements of word `position` (0-based over the translation's whitespace words) of
@@ -191,6 +202,10 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
             "word": found.word,
             "alternatives": [asdict(r) for r in found.replacements],
         }
+
+
+def _view_routes(api: APIRouter, models: list[ServedModel], config: ServeConfig) -> None:
+    """`/v1/explain` and `/v1/inspect`: the search and the model's inside, recorded for one sentence (views/)."""
 
     @api.post("/v1/explain")
     async def explain(request: ExplainRequest, http: Request) -> dict[str, Any]:
@@ -233,8 +248,6 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
         piece = translator.tokenizer.target_pieces
         answer = inside_dict(found, lambda i: piece([i])[0], config=translator.model.config, top_k=request.top_k)
         return {"model": model.id, **answer}
-
-    return api
 
 
 def _recorded(

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request
 from pydantic import ValidationError
 
 from tnmt.config import ServeConfig
+from tnmt.serve.libretranslate.detect import Detector
 from tnmt.serve.libretranslate.translate import answers, languages_of, route_auto, served_detector
 from tnmt.serve.models import ApiError, ServedModel, check_limits, pick
 from tnmt.serve.native import SteeringFields
@@ -24,6 +25,13 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
     """LibreTranslate's endpoints over `models`, within `config`'s limits."""
     api = APIRouter()
     detector = served_detector(models)  # built once; lingua loads its models on the first detection
+    _translate_route(api, models, config, detector)
+    _language_routes(api, models, config, detector)
+    return api
+
+
+def _translate_route(api: APIRouter, models: list[ServedModel], config: ServeConfig, detector: Detector | None) -> None:
+    """`/translate`."""
 
     @api.post("/translate")
     async def libretranslate(request: Request) -> dict[str, Any]:
@@ -56,6 +64,10 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
         if isinstance(q, str):
             return answered[0]
         return {key: [a[key] for a in answered] for key in answered[0]} if answered else {"translatedText": []}
+
+
+def _language_routes(api: APIRouter, models: list[ServedModel], config: ServeConfig, detector: Detector | None) -> None:
+    """`/detect`, `/languages` and `/frontend/settings`: what is served and which language a text is in."""
 
     @api.post("/detect")
     async def detect(request: Request) -> list[dict[str, Any]]:
@@ -109,8 +121,6 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
                 "target": {"code": target, "name": LANGUAGE_NAMES.get(target, target)},
             },
         }
-
-    return api
 
 
 def _alternatives(value: Any, limit: int) -> int:
