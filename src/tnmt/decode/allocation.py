@@ -33,8 +33,7 @@ def beam_step(
     hypotheses; return the new beams' parents (Ba * K,) as cache rows. EOS waits until a beam's constraints are
     met, or can no longer be met before its length limit: such a beam (and candidate) competes in bank 0."""
     ba, k = state.log_probs.shape
-    vocab, t, device = log_probs.size(-1), state.tokens.size(1), log_probs.device
-    progress, tables = state.progress, state.tables
+    vocab, device, tables = log_probs.size(-1), log_probs.device, state.tables
     limits = [state.limits[row // k] for row in range(ba * k)]
     _restrict(state, log_probs, limits, eos_id=eos_id, alpha=alpha)
     scores = log_probs.view(ba, k, vocab).add_(state.log_probs[:, :, None])  # (Ba, K, V), in place
@@ -47,8 +46,44 @@ def beam_step(
     values = flat.gather(1, index).masked_fill_(_repeats(index), NEG_INF)  # (Ba, M) -inf: a repeat or a dead path
     beams, tokens = index // vocab, index % vocab  # (Ba, M)
     rows = beams + state.first_rows  # (Ba, M) each candidate's parent row
-    # A candidate whose token starts no form and continues none of its parent's inherits the parent's progress,
-    # the forms under way broken off; only the others need `advance`.
+    inherited, advanced, banks = _progress(state, tokens, values, rows, limits, eos_id=eos_id)
+    order = _allocation(values, banks)  # (Ba, M) candidates in the order the beam takes them
+    ordered_tokens, ordered_values = tokens.gather(1, order), values.gather(1, order)
+    ended = (ordered_tokens[:, :k] == eos_id) & (ordered_values[:, :k] > NEG_INF)  # (Ba, K) EOS among the first K
+    if bool(ended.any()):
+        _file_ended(state, ended, order, rows, values, alpha=alpha)
+    pick = (ordered_tokens == eos_id).to(torch.uint8).argsort(dim=1, stable=True)[:, :k]  # (Ba, K) best non-EOS
+    kept_values = ordered_values.gather(1, pick)
+    best_first = kept_values.argsort(dim=1, descending=True, stable=True)  # `_finalize` reads beam 0 as the best
+    pick = pick.gather(1, best_first)
+    chosen = order.gather(1, pick)  # (Ba, K) candidate indices
+    if recorder is not None:
+        recorder.beam_step(ordered_values[0], beams.gather(1, order)[0], ordered_tokens[0], ended[0], pick[0])
+    new_values = values.gather(1, chosen)  # (Ba, K)
+    parents = rows.gather(1, chosen).view(-1)  # (Ba * K,)
+    own = (new_values.view(-1) - state.log_probs.view(-1)[parents]).nan_to_num(nan=NEG_INF)  # -inf - -inf: dead
+    state.progress = [
+        advanced.get((i, m), inherited[row]) if value > NEG_INF else Progress.start(tables[i])
+        for i, (ms, rs, vs) in enumerate(
+            zip(chosen.tolist(), parents.view(ba, k).tolist(), new_values.tolist(), strict=True)
+        )
+        for m, row, value in zip(ms, rs, vs, strict=True)
+    ]
+    state.log_probs = new_values
+    state.tokens = torch.cat([state.tokens.index_select(0, parents), tokens.gather(1, chosen).view(-1, 1)], dim=1)
+    state.token_log_probs = torch.cat([state.token_log_probs.index_select(0, parents), own[:, None]], dim=1)
+    return parents
+
+
+def _progress(
+    state: BeamState, tokens: Tensor, values: Tensor, rows: Tensor, limits: list[int], *, eos_id: int
+) -> tuple[list[Progress], dict[tuple[int, int], Progress], Tensor]:
+    """Each candidate's progress on its sentence's constraints and its bank (Ba, M). A candidate whose token starts
+    no form and continues none of its parent's inherits the parent's progress (`inherited`, per parent row), the
+    forms under way broken off; only the others need `advance` (`advanced`, by (sentence, candidate)). A beam
+    that can no longer meet its constraints before its length limit competes in bank 0."""
+    k, t, device = state.log_probs.size(1), state.tokens.size(1), tokens.device
+    progress, tables = state.progress, state.tables
     inherited = [p.broken(tables[row // k]) if p.partial else p for row, p in enumerate(progress)]
     room = torch.tensor([limit - t - 1 for limit in limits], device=device)  # tokens left after this one
     row_bank = torch.tensor([p.bank for p in inherited], device=device)
@@ -73,45 +108,26 @@ def beam_step(
                 after = memo[key] = progress[row].advance(tables[i], token, t)
             advanced[i, m] = after
             banks[i, m] = after.bank if after.needed <= limits[row] - t - 1 else 0
-    order = _allocation(values, banks)  # (Ba, M) candidates in the order the beam takes them
-    ordered_tokens, ordered_values = tokens.gather(1, order), values.gather(1, order)
-    ended = (ordered_tokens[:, :k] == eos_id) & (ordered_values[:, :k] > NEG_INF)  # (Ba, K) EOS among the first K
-    if bool(ended.any()):
-        for i, r in ended.nonzero().tolist():
-            m = int(order[i, r])
-            row = int(rows[i, m])
-            log_prob = float(values[i, m])
-            own = log_prob - float(state.log_probs.view(-1)[row])
-            hypothesis = Hypothesis.scored(
-                state.tokens[row].tolist(),
-                log_prob,
-                ended=True,
-                alpha=alpha,
-                token_log_probs=(*state.token_log_probs[row].tolist(), own),
-                constraints=progress[row].spans,
-            )
-            state.add(i, hypothesis)
-    pick = (ordered_tokens == eos_id).to(torch.uint8).argsort(dim=1, stable=True)[:, :k]  # (Ba, K) best non-EOS
-    kept_values = ordered_values.gather(1, pick)
-    best_first = kept_values.argsort(dim=1, descending=True, stable=True)  # `_finalize` reads beam 0 as the best
-    pick = pick.gather(1, best_first)
-    chosen = order.gather(1, pick)  # (Ba, K) candidate indices
-    if recorder is not None:
-        recorder.beam_step(ordered_values[0], beams.gather(1, order)[0], ordered_tokens[0], ended[0], pick[0])
-    new_values = values.gather(1, chosen)  # (Ba, K)
-    parents = rows.gather(1, chosen).view(-1)  # (Ba * K,)
-    own = (new_values.view(-1) - state.log_probs.view(-1)[parents]).nan_to_num(nan=NEG_INF)  # -inf - -inf: dead
-    state.progress = [
-        advanced.get((i, m), inherited[row]) if value > NEG_INF else Progress.start(tables[i])
-        for i, (ms, rs, vs) in enumerate(
-            zip(chosen.tolist(), parents.view(ba, k).tolist(), new_values.tolist(), strict=True)
+    return inherited, advanced, banks
+
+
+def _file_ended(state: BeamState, ended: Tensor, order: Tensor, rows: Tensor, values: Tensor, *, alpha: float) -> None:
+    """File the hypotheses that end with EOS among each sentence's first K candidates (`ended`, (Ba, K) in
+    allocation `order`), with the constraint spans their parents met."""
+    for i, r in ended.nonzero().tolist():
+        m = int(order[i, r])
+        row = int(rows[i, m])
+        log_prob = float(values[i, m])
+        own = log_prob - float(state.log_probs.view(-1)[row])
+        hypothesis = Hypothesis.scored(
+            state.tokens[row].tolist(),
+            log_prob,
+            ended=True,
+            alpha=alpha,
+            token_log_probs=(*state.token_log_probs[row].tolist(), own),
+            constraints=state.progress[row].spans,
         )
-        for m, row, value in zip(ms, rs, vs, strict=True)
-    ]
-    state.log_probs = new_values
-    state.tokens = torch.cat([state.tokens.index_select(0, parents), tokens.gather(1, chosen).view(-1, 1)], dim=1)
-    state.token_log_probs = torch.cat([state.token_log_probs.index_select(0, parents), own[:, None]], dim=1)
-    return parents
+        state.add(i, hypothesis)
 
 
 def _restrict(state: BeamState, log_probs: Tensor, limits: list[int], *, eos_id: int, alpha: float) -> None:
