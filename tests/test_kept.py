@@ -5,11 +5,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tnmt.errors import UserError
-from tnmt.translate.kept import find_verbatim, load_terms, notranslate_element
+from tnmt.translate.kept import find_kept, load_terms, notranslate_element
 
 
 def kept(text: str, *terms: str, readable=None) -> list[str]:
-    return [text[start:end] for start, end in find_verbatim(text, terms, readable=readable)]
+    return [text[start:end] for start, end in find_kept(text, terms, readable=readable)]
 
 
 def test_terms_are_kept_case_sensitively_as_whole_words():
@@ -20,8 +20,8 @@ def test_terms_are_kept_case_sensitively_as_whole_words():
 
 
 def test_emoji_runs_are_found_with_their_joiners_modifiers_and_flags():
-    assert find_verbatim("🐶🐶 🚲", []) == [(0, 2), (3, 4)]  # touching emoji merge, a space separates
-    assert find_verbatim("The 👩‍👩‍👧 family", []) == [(4, 9)]  # three people joined by two ZWJs: one span
+    assert find_kept("🐶🐶 🚲", []) == [(0, 2), (3, 4)]  # touching emoji merge, a space separates
+    assert find_kept("The 👩‍👩‍👧 family", []) == [(4, 9)]  # three people joined by two ZWJs: one span
     text = html.unescape("Tom &amp; Jerry <3 a 🐶 dog.")
     assert text == "Tom & Jerry <3 a 🐶 dog." and kept(text) == ["🐶"]
     assert kept("ok 👍🏽 🇩🇪 1️⃣ 🏳️‍🌈 ❤️‍🔥 ☀ 🏴\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f!") == [
@@ -118,13 +118,13 @@ ALPHABET = st.sampled_from(
 
 @given(st.lists(ALPHABET, max_size=20).map("".join), st.lists(st.sampled_from(["a", "A a", "x.y", "🐶"]), max_size=3))
 def test_spans_are_sorted_disjoint_nonempty_and_within_the_text(text, terms):
-    spans = find_verbatim(text, terms, readable=lambda ch: ch != "A")
+    spans = find_kept(text, terms, readable=lambda ch: ch != "A")
     assert all(0 <= start < end <= len(text) for start, end in spans)
     assert all(end < next_start for (_, end), (next_start, _) in zip(spans, spans[1:], strict=False))
     assert all(not text[start].isspace() and not text[end - 1].isspace() for start, end in spans)
 
 
 def test_markup_sent_as_text_is_kept():
-    spans = find_verbatim('<p>The <b class="x">red</b> car &amp; Tom &#x1F436;</p> 3 < 4', [])
+    spans = find_kept('<p>The <b class="x">red</b> car &amp; Tom &#x1F436;</p> 3 < 4', [])
     text = '<p>The <b class="x">red</b> car &amp; Tom &#x1F436;</p> 3 < 4'
     assert [text[a:b] for a, b in spans] == ["<p>", '<b class="x">', "</b>", "&amp;", "&#x1F436;</p>"]

@@ -76,10 +76,10 @@ def load_terms(path: str | os.PathLike[str]) -> list[str]:
     return list(dict.fromkeys(clean_term(line, what="term", where=f"{path}:{n}") for n, line in read_list(path)))
 
 
-def find_verbatim(
+def find_kept(
     text: str, terms: Sequence[str], *, readable: Callable[[str], bool] | None = None
 ) -> list[tuple[int, int]]:
-    """The spans of `text` to copy verbatim (the module docstring says which).
+    """The spans of `text` to keep as written (the module docstring says which).
 
     Args:
         text: A sentence, with HTML entities already decoded.

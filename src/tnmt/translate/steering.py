@@ -30,7 +30,7 @@ from tnmt.decode.constraints import Constraints
 from tnmt.errors import UserError
 from tnmt.translate.evidence import Evidence, piece_words
 from tnmt.translate.glossary import GlossaryEntry, match_glossary
-from tnmt.translate.kept import Kept, find_verbatim, merge_spans, put_back, take_out
+from tnmt.translate.kept import Kept, find_kept, merge_spans, put_back, take_out
 
 KNOWN_CHARS = 65536  # characters whose readability a planner remembers
 WORD_ENDS = frozenset(".,;:!?)]}\"'»«“”„…/")  # what may follow a met constraint without a space
@@ -168,8 +168,8 @@ def plan(
             `MAX_CONSTRAINTS`, a required form or the prefix containing an avoided phrase); the message names it.
     """
     steering = steering or Steering()
-    auto = find_verbatim(text, (), readable=readable) if steering.keep_unreadable else []
-    listed = find_verbatim(text, steering.do_not_translate) if steering.do_not_translate else []
+    auto = find_kept(text, (), readable=readable) if steering.keep_unreadable else []
+    listed = find_kept(text, steering.do_not_translate) if steering.do_not_translate else []
     read, kept, source_words_full = take_out(text, merge_spans([*auto, *listed]))
     glossed = bool(steering.glossary) and bool(read)  # the source tokens of its terms: only a glossary needs them
     source_words = piece_words(tokenizer.encode_source_pieces(read)[1], read) if glossed else []

@@ -1,6 +1,6 @@
 """Listed terms found in text as a translator's user means them: whole words, whitespace and accents as typed.
 
-Glossaries (`glossary.py`) and do-not-translate lists (`verbatim.py`) find their terms here, so both follow
+Glossaries (`glossary.py`) and do-not-translate lists (`kept.py`) find their terms here, so both follow
 one set of rules:
 
 - A term matches at word boundaries: a term that starts (ends) with a word character does not match right
