@@ -1,6 +1,7 @@
 """The server's Batcher on a scripted fake translator (which batches it receives, with which settings) and
 on the real tiny Translator (batching never changes an output)."""
 
+import queue
 import threading
 from concurrent.futures import CancelledError
 from dataclasses import replace
@@ -418,3 +419,32 @@ def test_the_worker_decodes_with_its_own_torch_threads_and_leaves_the_callers_al
         assert seen == [3] and torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+class RecordingQueue(queue.Queue):
+    """A queue that records the timeout of every `get` that may wait (None: a blocking get for the next batch)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.timeouts: list[float | None] = []
+
+    def get(self, block=True, timeout=None):
+        self.timeouts.append(timeout)
+        return super().get(block, timeout)
+
+
+def test_a_lone_client_does_not_wait_for_company_after_its_first_request():
+    """A batch that gathered one request (nobody else sent anything meanwhile) makes the next batch take only what
+    is queued already: a lone client would pay `max_wait_ms` on every request for nothing."""
+    fake = ScriptedTranslator()
+    batcher = Batcher(fake, max_queue=100, max_batch_tokens=1000, max_wait_ms=200)
+    batcher._requests = waits = RecordingQueue()
+    batcher.start()
+    assert [t.text for t in results(submit(batcher, ["a"], SETTINGS))] == ["A"]
+    assert [t.text for t in results(submit(batcher, ["b"], SETTINGS))] == ["B"]
+    batcher.stop()
+    # each batch: a blocking get (None) for its first request, then waits for company
+    starts = [i for i, timeout in enumerate(waits.timeouts) if timeout is None]
+    first, second = (waits.timeouts[start + 1] for start in starts[:2])
+    assert first > 0.1  # the first request: up to max_wait_ms
+    assert second == 0  # after a lone batch: only what is queued already

@@ -4,7 +4,9 @@ Decoding one sentence at a time leaves most of each matrix multiply idle; a batc
 more than a batch of one. So every sentence of every request enters one bounded queue per model, and
 one worker thread per model (the only thread that runs it) takes the oldest request, then keeps taking
 requests until `max_batch_tokens` source tokens are gathered or `max_wait_ms` has passed, decodes them
-together and hands each result back through its future.
+together and hands each result back through its future. After a batch of one request (a lone client: nobody
+else sent anything while it was gathered and decoded) the next batch takes only what is queued already, so a
+lone client does not pay `max_wait_ms` on every request; the first batch of several brings the wait back.
 
 A sentence arrives prepared (`Translator.prepare`: its steering planned, what the model reads tokenised) by its
 pair's translator (`Translator.for_pair`) when its request arrives, so a bad steering entry is refused before
@@ -144,13 +146,16 @@ class Batcher:
             torch.set_num_threads(self.threads)
         carried: list[Job | SoloJob] | None = None  # a request that did not fit the last batch: it starts the next
         stopping = False
+        lone = False  # the last batch was one request: no other came while it was gathered and decoded
         while not stopping or carried:
             first = carried if carried is not None else self._requests.get()
             carried = None
             if first is None:
                 return
-            batch, tokens = list(first), _tokens(first)
-            deadline = time.monotonic() + self.max_wait
+            batch, tokens, requests = list(first), _tokens(first), 1
+            # A lone client gains nothing from the wait (nobody else sent anything during its last request) and
+            # would pay it on every request: after a lone batch, a batch takes only what is queued already.
+            deadline = time.monotonic() + (0.0 if lone else self.max_wait)
             while self.batching and not stopping and tokens < self.max_batch_tokens:
                 try:
                     more = self._requests.get(timeout=max(deadline - time.monotonic(), 0))
@@ -162,7 +167,8 @@ class Batcher:
                     carried = more
                     break
                 else:
-                    batch, tokens = batch + more, tokens + _tokens(more)
+                    batch, tokens, requests = batch + more, tokens + _tokens(more), requests + 1
+            lone = requests == 1
             with self._lock:
                 self._depth -= len(batch)
             self._decode([job for job in batch if job.future.set_running_or_notify_cancel()])
