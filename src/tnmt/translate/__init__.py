@@ -1,12 +1,14 @@
 """Text in, text out: the `Translator` around the searches of `tnmt.decode`.
 
-Read in order: `translator.py` (a text prepared once, one door to the search, batching, the `Translation` it
-returns), `steering.py` (glossary terms, phrases to include or avoid, kept spans: a text planned for the search
-and finished in the user's words) with `glossary.py`, `terms.py` and `kept.py`, `evidence.py` (word alignment,
-confidence and warnings of a translation), `replacements.py` (another word for one word, the rest following),
-`stream.py` (files line by line), `frozen.py` and `quantize.py` (a loaded model's weights laid out for decoding).
+Read in order: `prepared.py` (a text prepared once: its steering planned, what the model reads tokenised),
+`door.py` (the one door to the model: its search and its teacher-forced pass, on a frozen model's weights laid out
+by `frozen.py`, or quantised by `quantize.py`), `translation.py` (what a translation returns), `translator.py`
+(batching, pairs of a multilingual model, translations and traces), then what steers and explains a translation:
+`steering.py` with `glossary.py`, `terms.py` and `kept.py`, `evidence.py` (word alignment, confidence, warnings),
+`replacements.py` (another word for one word, the rest following), and `stream.py` (files line by line).
 """
 
-from tnmt.translate.translator import TokenAttention, Translation, Translator
+from tnmt.translate.translation import Translation
+from tnmt.translate.translator import TokenAttention, Translator
 
 __all__ = ["TokenAttention", "Translation", "Translator"]
