@@ -6,6 +6,7 @@ import gzip
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -16,7 +17,7 @@ import pytest
 import torch
 
 from tnmt.checkpoint import load_checkpoint
-from tnmt.cli import build_parser, main
+from tnmt.cli import _listen, build_parser, main
 from tnmt.quickstart import next_steps
 
 
@@ -579,3 +580,15 @@ def test_evaluate_all_directions_scores_each_trained_direction_on_multi30k(compl
     assert refused.returncode == 2 and "--all-directions scores every direction on Multi30k" in refused.stderr
     missing = tnmt("evaluate", "--checkpoint", str(checkpoint))
     assert missing.returncode == 2 and "evaluate needs --src (or --all-directions" in missing.stderr
+
+
+def test_the_servers_connections_turn_nagles_algorithm_off():
+    """asyncio turns Nagle's algorithm off only on a connection whose socket says it is TCP; `tnmt serve`'s socket
+    says so and has TCP_NODELAY itself, or an answer written in two parts waits for the client's delayed ACK
+    (40 ms a request on a keep-alive connection)."""
+    listening = _listen("127.0.0.1", 0)
+    with listening, socket.create_connection(listening.getsockname()):
+        accepted, _ = listening.accept()
+        with accepted:
+            assert listening.proto == accepted.proto == socket.IPPROTO_TCP
+            assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)

@@ -368,10 +368,19 @@ def _serve(args: argparse.Namespace, _: list[str]) -> int:
 
 def _listen(host: str, port: int) -> socket.socket:
     """The server's socket, bound: an unknown host, a port in use or one that needs root is an OSError naming
-    the address (one line, exit 1), before the models load rather than in uvicorn's log after."""
+    the address (one line, exit 1), before the models load rather than in uvicorn's log after.
+
+    It says it is TCP (`proto`), and has TCP_NODELAY, which its connections inherit: asyncio turns Nagle's
+    algorithm off on a connection only when its socket's `proto` is TCP, and `socket.create_server` leaves it 0.
+    With Nagle on, uvicorn's answer (headers, then the body: two writes) waited for the client's delayed ACK:
+    40 ms more on every request of a keep-alive client (44 ms for GET /v1/models, under 1 ms without it).
+    """
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]  # IPv4 or IPv6 (`--host ::1`)
-        return socket.create_server((host, port), family=family)
+        bound = socket.create_server((host, port), family=family)
+        listening = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP, fileno=bound.detach())
+        listening.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return listening
     except OSError as e:
         raise OSError(e.errno, e.strerror, f"{host}:{port}") from None
     except UnicodeError as e:  # not even a name: a label over 63 characters, say
