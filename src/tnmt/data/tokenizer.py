@@ -21,7 +21,6 @@ they are.
 """
 
 import hashlib
-import io
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -31,8 +30,9 @@ from typing import Literal
 import numpy as np
 import sentencepiece as spm
 
+from tnmt.data.subword_model import load_model, train_model
 from tnmt.directions import language_tag
-from tnmt.errors import UserError, reading_file
+from tnmt.errors import UserError
 from tnmt.io import atomic_write_bytes, atomic_write_text, read_json
 
 FORMAT_VERSION = 1
@@ -117,7 +117,7 @@ class Tokenizer:
             UserError: Sentencepiece refused the settings (e.g. a vocabulary too large for the text).
         """
         tags = [language_tag(language) for language in languages]
-        processor = _train_model(texts, vocab_size, model_type, character_coverage, control_symbols=tags)
+        processor = train_model(texts, vocab_size, model_type, character_coverage, control_symbols=tags)
         return cls(processor, processor, pad_id=0, bos_id=1, eos_id=2, unk_id=3, languages=languages)
 
     @classmethod
@@ -136,8 +136,8 @@ class Tokenizer:
         Raises:
             UserError: Sentencepiece refused the settings for either side.
         """
-        source = _train_model(source_texts, vocab_size, model_type, character_coverage)
-        target = _train_model(target_texts, vocab_size, model_type, character_coverage)
+        source = train_model(source_texts, vocab_size, model_type, character_coverage)
+        target = train_model(target_texts, vocab_size, model_type, character_coverage)
         return cls(source, target, pad_id=0, bos_id=1, eos_id=2, unk_id=3)
 
     @classmethod
@@ -157,8 +157,8 @@ class Tokenizer:
         Raises:
             UserError: A file is missing or not a sentencepiece model.
         """
-        source = _load_model(Path(source_spm))
-        target = source if Path(target_spm) == Path(source_spm) else _load_model(Path(target_spm))
+        source = load_model(Path(source_spm))
+        target = source if Path(target_spm) == Path(source_spm) else load_model(Path(target_spm))
         return cls(source, target, vocab=vocab, pad_id=pad_id, bos_id=bos_id, eos_id=eos_id, unk_id=unk_id)
 
     @property
@@ -372,8 +372,8 @@ class Tokenizer:
         languages = config.get("languages", [])
         if not isinstance(languages, list) or not all(isinstance(language, str) for language in languages):
             raise UserError(f"{config_path}: 'languages' must be a list of language codes, found {languages!r}")
-        source = _load_model(directory / SOURCE_FILE)
-        target = _load_model(directory / TARGET_FILE)
+        source = load_model(directory / SOURCE_FILE)
+        target = load_model(directory / TARGET_FILE)
         if target.serialized_model_proto() == source.serialized_model_proto():
             target = source
         try:
@@ -400,48 +400,3 @@ class Tokenizer:
         if self._piece_to_id is None:
             return ids
         return [self._piece_to_id.get(model.id_to_piece(i), self._unk_id) for i in ids]
-
-
-def _train_model(
-    texts: Iterable[str],
-    vocab_size: int,
-    model_type: str,
-    character_coverage: float,
-    *,
-    control_symbols: Sequence[str] = (),
-) -> spm.SentencePieceProcessor:
-    """A sentencepiece model of `texts` with tnmt's settings (see `Tokenizer.train`), in memory."""
-    model = io.BytesIO()
-    try:
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(texts),
-            model_writer=model,
-            vocab_size=vocab_size,
-            model_type=model_type,
-            character_coverage=character_coverage,
-            pad_id=0,
-            bos_id=1,
-            eos_id=2,
-            unk_id=3,
-            normalization_rule_name="identity",
-            byte_fallback=True,
-            control_symbols=list(control_symbols),
-            num_threads=1,
-            minloglevel=2,
-        )
-    except RuntimeError as err:
-        reason = str(err).rsplit("] ", 1)[-1]  # drop sentencepiece's "INTERNAL: file.cc(123) [check]"
-        reason = reason.strip() or str(err).strip()  # the check itself when it has no text
-        raise UserError(f"cannot train the tokenizer (vocab_size={vocab_size}): {reason}") from None
-    return spm.SentencePieceProcessor(model_proto=model.getvalue())
-
-
-def _load_model(path: Path) -> spm.SentencePieceProcessor:
-    with reading_file(path):
-        data = path.read_bytes()
-    if data:  # sentencepiece would accept b"" as a model without pieces
-        try:
-            return spm.SentencePieceProcessor(model_proto=data)
-        except (RuntimeError, ValueError):  # ValueError: a damaged proto's string is not UTF-8
-            pass
-    raise UserError(f"{path}: not a sentencepiece model (corrupt or wrong file)")
