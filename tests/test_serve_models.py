@@ -22,7 +22,7 @@ from tnmt.serve.models import (
     solo,
     translations,
 )
-from tnmt.translate.translator import Prepared
+from tnmt.translate.translator import Prepared, Source
 
 SETTINGS = DecodeConfig(beam_size=1, max_len=5)
 
@@ -53,12 +53,17 @@ class ScriptedBatcher:
 
 
 class ScriptedTranslator:
-    """Prepares a text as itself; refuses a steering entry that is the string "bad"."""
+    """Prepares a text as itself, a word a token, and a text of "🐶" as one the model reads nothing of; refuses a
+    steering entry that is the string "bad"."""
 
     def prepare(self, texts, steering=None, settings=None) -> list[Prepared]:
         if steering is not None and "bad" in steering:
             raise UserError("glossary[0]: a scripted bad entry")
-        return [Prepared(text, None, None) for text in texts]
+        read = [text.replace("🐶", "").strip() for text in texts]
+        return [
+            Prepared(text, None, Source([5] * len(r.split()), None, 1) if r else None)
+            for text, r in zip(texts, read, strict=True)
+        ]
 
 
 class Client:
@@ -145,6 +150,17 @@ def test_a_steering_entry_that_cannot_be_met_is_refused_before_anything_is_queue
         with pytest.raises(ApiError) as refused:
             asyncio.run(passage)
         assert (refused.value.status, refused.value.message) == (status, "glossary[0]: a scripted bad entry")
+    assert batcher.queued == []
+
+
+def test_a_text_the_model_reads_nothing_of_is_refused_before_a_solo_feature_is_queued():
+    batcher = ScriptedBatcher()
+    with pytest.raises(ApiError) as refused:
+        asyncio.run(solo(served(batcher), "🐶", SETTINGS, lambda *given: given, timeout=10, client=Client()))
+    assert (refused.value.status, refused.value.message) == (
+        422,
+        "nothing of this text is translated: it is all kept as written",
+    )
     assert batcher.queued == []
 
 

@@ -190,10 +190,13 @@ async def solo(
     model's batcher, within the deadline: the text is prepared now by the pair's translator with `settings` and
     `steering`, and `feature(translator, prepared)` runs on the batcher's thread. A `UserError`, a steering entry
     that cannot be met (before anything is queued) or the feature's own (a word position outside the
-    translation, a text of which nothing is translated), is a 422."""
+    translation), is a 422; so is a text of which the model reads nothing (all of it kept as written), refused
+    before anything is queued."""
     translator = model.translator
     with _refused_when_full(), _refused_input(422):
         [prepared] = translator.prepare([text], [steering], settings)
+        if prepared.source is None and text.strip():  # refused now: every solo feature reads what the model reads
+            raise UserError("nothing of this text is translated: it is all kept as written")
         future = model.batcher.solo(prepared, lambda: feature(translator, prepared))
         [found] = await _wait([future], timeout=timeout, unavailable=504, client=client)
     return found
