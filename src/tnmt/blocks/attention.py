@@ -75,11 +75,17 @@ class MultiHeadAttention(nn.Module):
         """This attention as self- or cross-attention, bound to its tensors (blocks/bound.py): the step's
         projections by `linear`, the memory's keys/values (computed once per batch) as stored."""
         d = self.out_proj.in_features
-        split = self.q_proj is not None
+        qkv = q = kv = None
+        if not cross:
+            qkv = linear(self.in_proj, None)
+        elif self.q_proj is not None:  # split (an inference copy)
+            q, kv = linear(self.q_proj, None), bind_linear(self.kv_proj)
+        else:
+            q, kv = linear(self.in_proj, slice(0, d)), bind_linear(self.in_proj, slice(d, 3 * d))
         return BoundAttention(
-            qkv=None if cross else linear(self.in_proj, None),
-            q=(linear(self.q_proj, None) if split else linear(self.in_proj, slice(0, d))) if cross else None,
-            kv=(bind_linear(self.kv_proj) if split else bind_linear(self.in_proj, slice(d, 3 * d))) if cross else None,
+            qkv=qkv,
+            q=q,
+            kv=kv,
             out=linear(self.out_proj, None),
             heads=self.n_heads,
             d_head=self.d_head,
