@@ -1,5 +1,8 @@
 """translate/prepared.py: a text prepared once is what the search reads: its kept spans out, its ids cut."""
 
+import pytest
+
+from tnmt.errors import UserError
 from tnmt.translate.prepared import Prepared, Source, given_ids, length_batches
 from tnmt.translate.steering import Steering
 
@@ -11,9 +14,12 @@ def test_the_source_is_the_text_the_model_reads(tiny_translator):
     assert p.source.start == tiny_translator.tokenizer.bos_id
 
 
-def test_an_empty_or_all_kept_text_has_no_source(tiny_translator):
-    empty, kept = tiny_translator.prepare(["  ", "🐶🐶"])
+def test_an_empty_or_all_kept_text_has_no_source_and_a_feature_that_reads_the_model_refuses_it(tiny_translator):
+    empty, kept, read = tiny_translator.prepare(["  ", "🐶🐶", "four"])
     assert empty.source is None and kept.source is None and kept.plan.kept
+    with pytest.raises(UserError, match="^nothing of this text is translated: it is all kept as written$"):
+        kept.searched()
+    assert read.searched() is read.source
 
 
 def test_a_long_text_is_cut_to_the_models_positions(tiny_translator):

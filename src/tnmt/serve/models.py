@@ -195,8 +195,8 @@ async def solo(
     translator = model.translator
     with _refused_when_full(), _refused_input(422):
         [prepared] = translator.prepare([text], [steering], settings)
-        if prepared.source is None and text.strip():  # refused now: every solo feature reads what the model reads
-            raise UserError("nothing of this text is translated: it is all kept as written")
+        if text.strip():  # refused now: every solo feature reads what the model reads
+            prepared.searched()
         future = model.batcher.solo(prepared, lambda: feature(translator, prepared))
         [found] = await _wait([future], timeout=timeout, unavailable=504, client=client)
     return found

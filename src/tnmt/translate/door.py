@@ -101,16 +101,16 @@ class ModelDoor:
     ) -> ForcedPass:
         """One pass of the decoder over each output after its source's start token (right-padded to T), on a
         fresh KV cache over `encoded` (a search's, so the encoder does not run again; default: the sources encoded
-        now, with the encoder's self-attention): the body of a search's step, all T positions at once. `layers`
-        stops after that many decoder layers (the aligning one: no logits then); `weights` returns every layer's
-        attention; `record` has the blocks report what flows through them."""
+        now): the body of a search's step, all T positions at once. `layers` stops after that many decoder layers
+        (the aligning one: no logits then); `weights` returns every layer's attention (and the encoder's, when it
+        encodes); `record` has the blocks report what flows through them."""
         pad = self.model.config.pad_id
         width = max(len(ids) for ids in outputs) + 1
         rows = [[s.start, *ids] + [pad] * (width - 1 - len(ids)) for s, ids in zip(sources, outputs, strict=True)]
         with torch.inference_mode():
             if encoded is None:
                 src = self.source_batch(sources)
-                encoded = self.model.encode_for_decoding(src, need_weights=True, record=record)
+                encoded = self.model.encode_for_decoding(src, need_weights=weights, record=record)
             fed = torch.tensor(rows, device=self.device)  # (B, T)
             decoder = self.decoder if record is None and self.decoder is not None else self.bind(record)
             features, found = decoder.features(fed, encoded.cache(width), need_weights=weights, layers=layers)

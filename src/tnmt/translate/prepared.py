@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from tnmt.decode.rules import fit_source
+from tnmt.errors import UserError
 from tnmt.translate.steering import Plan, Planner, Steering, SteeringTokenizer
 
 
@@ -41,6 +42,16 @@ class Prepared:
     def steers(self) -> bool:
         """Does its search or its answer differ from a plain translation's?"""
         return self.plan is not None and self.plan.steers
+
+    def searched(self) -> Source:
+        """The source, for a feature that reads the model (a trace, a look inside).
+
+        Raises:
+            UserError: the model reads nothing of the text (all of it kept as written).
+        """
+        if self.source is None:
+            raise UserError("nothing of this text is translated: it is all kept as written")
+        return self.source
 
     def with_prefix(self, prefix: tuple[int, ...]) -> "Prepared":
         """This text with its output forced to start with `prefix` (target ids), its other steering kept."""

@@ -76,10 +76,11 @@ def word_replacements(
         raise UserError(
             f"position {position}: the translation has {len(final_words)} words (0 to {len(final_words) - 1})"
         )
-    read_position = _read_position(final_words, translator.tokenizer.decode_target(best.tokens).split(), position)
+    read_text = translator.tokenizer.decode_target(best.tokens)  # the model's own words, kept spans out
+    read_position = _read_position(final_words, read_text.split(), position)
     if read_position is None:
         raise UserError(f"position {position}: {final_words[position]!r} is kept as written, not translated")
-    first = _word_tokens(translator, best.tokens, read_position)[0]
+    first = _word_tokens(translator, best.tokens, read_text, read_position)[0]
     prefix = tuple(best.tokens[:first])
     candidates = _next_tokens(translator, prepared, prefix, best.tokens[first], k)
     forced = [prepared.with_prefix((*prefix, token)) for token, _ in candidates]
@@ -91,16 +92,16 @@ def word_replacements(
 def _replacement(translator: Translator, translation: Translation, read_position: int) -> Replacement:
     """One re-translation as a replacement: its word at the position (the model's own words) and that word's
     probability (all its tokens)."""
-    words = translator.tokenizer.decode_target(translation.tokens).split()
-    in_word = _word_tokens(translator, translation.tokens, read_position)
+    text = translator.tokenizer.decode_target(translation.tokens)
+    words = text.split()
+    in_word = _word_tokens(translator, translation.tokens, text, read_position)
     probability = math.exp(sum(translation.token_log_probs[t] for t in in_word)) if in_word else 0.0
     word = words[read_position] if read_position < len(words) else ""
     return Replacement(word, probability, translation.text)
 
 
-def _word_tokens(translator: Translator, tokens: Sequence[int], word: int) -> list[int]:
-    """The positions of the tokens that spell word `word` of the model's output `tokens`."""
-    text = translator.tokenizer.decode_target(tokens)
+def _word_tokens(translator: Translator, tokens: Sequence[int], text: str, word: int) -> list[int]:
+    """The positions of the tokens that spell word `word` of the model's output `tokens` (decoded: `text`)."""
     words_of = piece_words(translator.tokenizer.target_pieces(list(tokens)), text)
     return [t for t, w in enumerate(words_of) if w == word]
 

@@ -252,11 +252,10 @@ class Translator:
             raise ValueError("cannot trace the translation of an empty text")
         settings = settings or self.decode
         prepared = prepared or self.prepare([text], [steering], settings)[0]
-        if prepared.source is None:
-            raise UserError("nothing of this text is translated: it is all kept as written")
+        source = prepared.searched()
         recorder = SearchRecorder(top_k=top_k, length_penalty=settings.length_penalty, eos_id=self.tokenizer.eos_id)
         constraints = [prepared.plan.constraints] if prepared.steers else None
-        encoded, found = self.door.search([prepared.source], settings, constraints=constraints, recorder=recorder)
+        encoded, found = self.door.search([source], settings, constraints=constraints, recorder=recorder)
         encoder = torch.stack([layer[0] for layer in encoded.encoder_attention]).float().cpu()  # (L, H, S, S)
         text_out = self.tokenizer.decode_target(found[0][0].tokens)
         return Trace(text_out, self._labels(prepared.source, [])[0], encoder, recorder.steps)

@@ -154,8 +154,7 @@ def inside(
         raise UserError(f"top_k = {top_k}: must be from 1 to {MAX_TOP_K}")
     tokenizer, max_len = translator.tokenizer, translator.model.config.max_len
     prepared = prepared or translator.prepare([text], None, settings)[0]
-    if prepared.source is None:
-        raise UserError("nothing of this text is translated: it is all kept as written")
+    source = prepared.searched()
     if translation is None:
         found = translator.translations([text], settings, prepared=[prepared])[0]
         output, translation, given = found.tokens, found.text, False
@@ -165,7 +164,6 @@ def inside(
             n = len(output)
             log.warning(f"the translation's {n} tokens exceed the model's max_len; feeding the first {max_len - 1}")
             output = output[: max_len - 1]
-    source = prepared.source
     forward = look_inside(translator.door, source, output, top_k=top_k)
     return Inside(
         text=text,
