@@ -3,6 +3,7 @@
 on the tiny random checkpoint; every answer is compared with the offline `Translator`."""
 
 from collections.abc import Iterator
+from dataclasses import asdict
 
 import pytest
 from fastapi.testclient import TestClient
@@ -46,9 +47,11 @@ def test_translate_with_a_glossary_reports_each_constraint(app):
     expected = offline.translations(body["text"], settings(offline), steering=[steering] * 3)
     got = answer.json()["translations"]
     assert [t["text"] for t in got] == [e.text for e in expected]
-    assert got[0]["constraints"] == [
-        {"target": "due", "met": True, "words": list(expected[0].constraints[0].words), "source": "glossary"},
-        {"target": "mille", "met": True, "words": list(expected[0].constraints[1].words), "source": "include"},
+    reports = [{**asdict(r), "words": list(r.words), "lost": list(r.lost)} for r in expected[0].constraints]
+    assert got[0]["constraints"] == reports
+    assert [(r["target"], r["met"], r["source"], r["form"]) for r in reports] == [
+        ("due", True, "glossary", "due"),
+        ("mille", True, "include", "mille"),
     ]
     assert got[1]["constraints"][0]["target"] == "cinque | sei" and got[1]["constraints"][0]["met"]
     assert got[2]["text"].count("🐶") == 1  # kept out of what the model read, and put back once
@@ -137,6 +140,7 @@ def test_libretranslate_takes_a_glossary_and_answers_with_its_constraints(app):
     assert body["translatedText"] == [e.text for e in expected]
     assert body["constraints"][0] == [
         {"target": "sei", "met": True, "words": list(expected[0].constraints[0].words), "source": "glossary"}
+        | {"form": "sei", "doubled": False, "lost": []}
     ]
     assert body["constraints"][1] == []
     html = client.post(

@@ -3,6 +3,7 @@
     python -m benchmarks.quality.multi30k --minutes 45 120
     python -m benchmarks.quality.multi30k --minutes 45 && python -m benchmarks.quality.multi30k --minutes 120 --resume
     python -m benchmarks.quality.multi30k --recipe configs/multi30k_de_en.toml --minutes 45   # other directions
+    python -m benchmarks.quality.multi30k --minutes 45 --set data.term_annotations=0.3 --out outputs/terms45
 
 Trains until the first budget, evaluates on test_2016_flickr, resumes (exactly: see train/loop.py)
 until the next budget, evaluates again. `--resume` continues an earlier invocation's run and adds its
@@ -88,6 +89,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="run directory (default: outputs/bench_<recipe>)")
     parser.add_argument("--result", type=Path, help="default: benchmarks/results/<recipe>.json")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out, keep earlier phases")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="a recipe override (data.term_annotations=0.3)"
+    )
     args = parser.parse_args()
     name = Path(args.recipe).stem
     args.out = args.out or REPO / "outputs" / f"bench_{name}"
@@ -95,7 +99,8 @@ def main() -> None:
     root = find_multi30k()
     if root is None:
         raise SystemExit("Multi30k not found: set TNMT_DATA_DIR")
-    shipped = load_recipe(args.recipe)
+    overrides = [f"--{item}" for item in args.set]
+    shipped = load_recipe(args.recipe, overrides)
     data, lang = shipped.data, shipped.data.tgt_lang
     test = read_parallel(*corpus_files(data, "test_2016_flickr"))
     tok_refs, tok_source = tokenized_references(root, test.tgt, lang)
@@ -106,6 +111,7 @@ def main() -> None:
     }
     results = {
         "recipe": args.recipe,
+        "overrides": args.set,
         "direction": f"{data.src_lang}-{lang}",
         "tokenized_references": tok_source,
         "machine": {**describe(), "threads": threads, "matmul_peak_gflops": peaks},
@@ -115,6 +121,7 @@ def main() -> None:
         recipe = load_recipe(
             args.recipe,
             [
+                *overrides,
                 f"--train.max_minutes={minutes}",
                 "--train.max_steps=0",
                 f"--train.out_dir={args.out}",

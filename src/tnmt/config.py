@@ -167,6 +167,10 @@ class DataConfig:
     # Direction d is sampled in proportion to pairs_d^(1/T) per epoch (Arivazhagan et al., 2019): 1 = as the
     # corpus has them, larger evens out unequal directions (Multi30k's are equal: every T gives the same).
     direction_temperature: float = 1.0
+    # Terms the model learns to place (data/annotate.py): this share of the training pairs gets 1-2 of its source
+    # words followed, between two marker tokens, by the target words the corpus's alignment links them to, so a
+    # model given a glossary term that way at inference (translate/steering.py) writes and inflects it. 0 = off.
+    term_annotations: float = 0.0
 
     @property
     def multilingual(self) -> bool:
@@ -185,6 +189,11 @@ class DataConfig:
         for name in ("src_lang", "tgt_lang"):  # they name the corpus files and the served language pair
             _check(self, name, is_language_code(getattr(self, name)), LANGUAGE_CODE)
         _check(self, "direction_temperature", self.direction_temperature > 0, "positive")
+        _check(self, "term_annotations", 0 <= self.term_annotations <= 1, "in [0, 1]")
+        if self.term_annotations:  # target words in the source: one vocabulary, and one segmentation to annotate
+            _check(self, "term_annotations", self.joint_vocabulary, "0 without a joint vocabulary")
+            _check(self, "term_annotations", not self.subword_samples, "0 with subword samples")
+            _check(self, "term_annotations", not self.languages, "0 for a multilingual corpus")
         if self.languages or self.directions:
             self._check_multilingual()
         _check(self, "vocab_size", self.vocab_size >= 16, ">= 16")

@@ -54,6 +54,12 @@ class EncodedSource:
         """A fresh KV cache over these sources, one row per sentence, with room for `capacity` target positions."""
         return KVCache(self.cross, self.mask, capacity=capacity)
 
+    def select(self, index: Tensor) -> "EncodedSource":
+        """The sources at `index` (N,), in that order, a source repeated as often as it is named: a pass over
+        several outputs of one sentence reads it once each, without encoding it again."""
+        mask = None if self.mask is None else self.mask.index_select(0, index)
+        return EncodedSource(self.cross.index_select(2, index), mask, self.lengths.index_select(0, index))
+
 
 class Transformer(nn.Module):
     """Encoder-decoder Transformer for translation; see `ModelConfig` for every option.

@@ -147,7 +147,7 @@ def train_tokenizer(config: DataConfig, corpus: ParallelCorpus) -> Tokenizer:
     """A subword vocabulary learnt on the training text only: joint, or one per language."""
     settings = dict(vocab_size=config.vocab_size, model_type=config.tokenizer_model)
     if config.joint_vocabulary:
-        return Tokenizer.train(corpus.src + corpus.tgt, **settings)
+        return Tokenizer.train(corpus.src + corpus.tgt, **settings, term_markers=config.term_annotations > 0)
     return Tokenizer.train_separate(corpus.src, corpus.tgt, **settings)
 
 

@@ -15,8 +15,9 @@ put sentencepiece in the training loop; here N samples are drawn once, each chun
 the pairs the best segmentation kept; a sampled side longer than the limit keeps the best one.
 
 Guided alignment (`alignments=True`) adds the pairs' word alignments (alignment.py), computed once the ids
-are written. A corpus prepared without them is not current for a run that asks for them and is rebuilt; one
-with them serves a run that does not.
+are written; inline term annotations (`data.term_annotations`, annotate.py) are then built from them. A corpus
+prepared without alignments is not current for a run that asks for them and is rebuilt; one with them serves a
+run that does not.
 """
 
 import fcntl
@@ -42,6 +43,7 @@ import numpy as np
 
 from tnmt.config import DataConfig
 from tnmt.data.alignment import align_prepared, require_eflomal
+from tnmt.data.annotate import annotate_prepared
 from tnmt.data.corpus import ParallelCorpus, chunked, filter_pairs
 from tnmt.data.dataset import corpus_files, train_tokenizer, training_pairs
 from tnmt.data.prepared import A_PREPARED_CORPUS, MANIFEST, SIDES, TOKENIZER_DIR, PreparedPairs, file_stem, is_prepared
@@ -146,6 +148,13 @@ def _build(
             segmentations = 1 + data.subword_samples
             counts["alignments"] = align_prepared(
                 tmp, tokenizer, segmentations=segmentations, dtype=dtype, max_len=max_len
+            )
+        if data.term_annotations:
+            if not alignments:
+                raise UserError("data.term_annotations are built from word alignments: prepare with alignments")
+            positions = np.dtype(counts["alignments"]["dtype"])
+            counts["term_annotations"] = annotate_prepared(
+                tmp, tokenizer, share=data.term_annotations, dtype=dtype, positions=positions, max_len=max_len
             )
         tokenizer_entry = {"fingerprint": tokenizer.fingerprint(), "trained": trained, "sample_pairs": sampled}
         manifest = {**key, "tokenizer": tokenizer_entry, "dtype": dtype.name, **counts}

@@ -43,6 +43,9 @@ SOURCE_FILE, TARGET_FILE, VOCAB_FILE, CONFIG_FILE = "source.spm", "target.spm", 
 WORD_START = "\u2581"  # "▁": sentencepiece's space, the first character of a word's first piece
 
 
+TERM_MARKERS = ("<term>", "</term>")  # around a term's target words inline in a source (data/annotate.py)
+
+
 def starts_word(piece: str) -> bool:
     """Does this piece begin a word? Sentencepiece writes the space before a word as the first character of the
     word's first piece ("▁Haus" + "es"): the one rule tnmt reads words off pieces by (alignment, evidence,
@@ -86,7 +89,12 @@ class Tokenizer:
         self._language_ids = {language: self.target_piece_id(language_tag(language)) for language in self.languages}
         if missing := [language for language, i in self._language_ids.items() if i is None]:
             raise ValueError(f"the vocabulary has no tag {language_tag(missing[0])} for language {missing[0]!r}")
-        self._skipped_in_decode = frozenset({pad_id, bos_id, eos_id, *self._language_ids.values()})
+        markers = [self.target_piece_id(marker) for marker in TERM_MARKERS]
+        # (start, end) of an inline term (data/annotate.py), when the vocabulary has them: a model trained so
+        self.term_markers: tuple[int, int] | None = (markers[0], markers[1]) if None not in markers else None
+        self._skipped_in_decode = frozenset(
+            {pad_id, bos_id, eos_id, *self._language_ids.values(), *(self.term_markers or ())}
+        )
 
     @classmethod
     def train(
@@ -97,6 +105,7 @@ class Tokenizer:
         model_type: str = "unigram",
         character_coverage: float = 1.0,
         languages: Sequence[str] = (),
+        term_markers: bool = False,
     ) -> "Tokenizer":
         """Train one joint model on source and target training text, in memory.
 
@@ -112,11 +121,13 @@ class Tokenizer:
                 are spelled as bytes. 1.0 suits alphabetic languages; ~0.9995 suits CJK.
             languages: A multilingual model's languages: each gets its tag (tnmt/directions.py), a control
                 symbol numbered right after the specials (4, 5, ... in this order) that no text encodes to.
+            term_markers: Add `TERM_MARKERS`, control symbols after the tags, which enclose a term's target words
+                inline in a source (data/annotate.py).
 
         Raises:
             UserError: Sentencepiece refused the settings (e.g. a vocabulary too large for the text).
         """
-        tags = [language_tag(language) for language in languages]
+        tags = [language_tag(language) for language in languages] + (list(TERM_MARKERS) if term_markers else [])
         processor = train_model(texts, vocab_size, model_type, character_coverage, control_symbols=tags)
         return cls(processor, processor, pad_id=0, bos_id=1, eos_id=2, unk_id=3, languages=languages)
 

@@ -1,8 +1,9 @@
 """What a hypothesis may write next given what it wrote: no avoided phrase, no loop, and its forced prefix.
 
 Both searches apply these to the next-token log-probabilities of their rows before choosing, so a phrase
-in `Constraints.avoided` is never completed, and a forced prefix is written whatever the model prefers (its
-tokens keep their real log-probabilities, so scores stay comparable).
+in `Constraints.avoided` (or a word a term replaces: `Constraints.replaced`) is never completed, and a forced
+prefix is written whatever the model prefers (its tokens keep their real log-probabilities, so scores stay
+comparable).
 
 Loops: a model that cannot read its source (emoji, html sent as text) tends to repeat a subword until the
 length limit ("...achtachtacht..."). An n-gram (n <= 4) repeated `LOOP_REPEATS` times back to back is a loop
@@ -33,7 +34,8 @@ class Bans:
         self.block_loops = block_loops
         self.loops_allowed = torch.tensor([c.allow_loops for c in self.constraints], dtype=torch.bool, device=device)
         self.any_allowed = bool(self.loops_allowed.any())
-        self.steered = any(c.avoided or c.prefix for c in self.constraints)
+        self.banned = [c.banned for c in self.constraints]  # per sentence: avoided phrases and replaced words
+        self.steered = any(banned or c.prefix for banned, c in zip(self.banned, self.constraints, strict=True))
 
     @property
     def active(self) -> bool:
@@ -105,11 +107,11 @@ class Bans:
                     log_probs[row, tail[-n]] = NEG_INF
 
     def _avoid(self, log_probs: Tensor, tokens: Tensor, sentences: list[int]) -> None:
-        """Ban the last token of every avoided phrase whose other tokens end the row's output."""
+        """Ban the last token of every banned phrase (`Constraints.banned`) whose other tokens end the row's output."""
         t = tokens.size(1)
         history: list[list[int]] | None = None
         for row, s in enumerate(sentences):
-            for phrase in self.constraints[s].avoided:
+            for phrase in self.banned[s]:
                 if len(phrase) == 1:
                     log_probs[row, phrase[0]] = NEG_INF
                 elif len(phrase) - 1 <= t:

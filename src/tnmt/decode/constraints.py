@@ -16,6 +16,12 @@ A hypothesis may end (write EOS) only once every constraint is met, unless the t
 length limit are too few to meet them; the finished hypothesis then reports which were not met (None in
 `Progress.spans`). A form must be written as the ids given: the model spelling the same text with other
 subwords does not meet it (the Translator checks the text as well).
+
+A glossary term replaces a word: the model's own translation of the term's source (`Constraints.replaced`, learned
+by translate/replaced.py from a plain pass) is banned in the sentence, as an avoided phrase is, so the term takes
+its place instead of joining it ("Ein junges Mädchen Mädel springt"). The ban holds at every step, not only while
+the aligning attention reads the term's source: the attention of the step that writes a word is off by one word
+often enough that a ban tied to it lets the model's word through beside the term.
 """
 
 from dataclasses import dataclass, field
@@ -39,6 +45,8 @@ class Constraints:
     sources: per required phrase, the source tokens [start, end) it translates (a glossary term's), None for
         one that belongs nowhere in particular; empty: none does. A constraint with a source is offered to a
         hypothesis only at a step whose aligning cross-attention looks at those tokens (`Progress.wants`).
+    replaced: per required phrase, the model's own words for its source (target ids, each in the spellings to
+        ban), never written: the term replaces them (module docstring); empty: no constraint replaces any.
     """
 
     required: tuple[tuple[Phrase, ...], ...] = ()
@@ -47,15 +55,26 @@ class Constraints:
     allow_loops: bool = False
     continuations: Tensor | None = field(default=None, compare=False, repr=False)
     sources: tuple[tuple[int, int] | None, ...] = ()  # per required phrase: source tokens [start, end) it translates
+    replaced: tuple[tuple[Phrase, ...], ...] = ()  # per required phrase: the model's own words it replaces, banned
 
     def __post_init__(self) -> None:
-        if self.sources and len(self.sources) != len(self.required):
-            raise ValueError(f"sources: one per constraint, got {len(self.sources)} for {len(self.required)} required")
+        for name in ("sources", "replaced"):
+            if (n := len(getattr(self, name))) and n != len(self.required):
+                raise ValueError(f"{name}: one per constraint, got {n} for {len(self.required)} required")
         for c, forms in enumerate(self.required):
             if not forms or any(not form for form in forms):
                 raise ValueError(f"required[{c}]: every constraint needs at least one non-empty form, got {forms}")
-        if any(not phrase for phrase in self.avoided):
-            raise ValueError("avoided: an empty phrase cannot be avoided")
+        if any(not phrase for phrase in self.banned):
+            raise ValueError("avoided, replaced: an empty phrase cannot be banned")
+        forms = [form for phrase in self.required for form in phrase]
+        for phrase in (phrase for words in self.replaced for phrase in words):
+            if any(_contains(form, phrase) for form in forms):
+                raise ValueError(f"replaced: {phrase} is inside a required form, which could then never be written")
+
+    @property
+    def banned(self) -> tuple[Phrase, ...]:
+        """Every phrase the output must not contain: the avoided ones and the words the terms replace."""
+        return self.avoided + tuple(phrase for words in self.replaced for phrase in words)
 
 
 NO_CONSTRAINTS = Constraints()
@@ -183,6 +202,11 @@ class Progress:
         """May the hypothesis write EOS now, with `tokens_left` tokens (this one included) before its limit? Only
         when every constraint is met, or when too few tokens are left to meet them."""
         return self.needed == 0 or self.needed > tokens_left
+
+
+def _contains(form: Phrase, phrase: Phrase) -> bool:
+    n = len(phrase)
+    return any(form[i : i + n] == phrase for i in range(len(form) - n + 1))
 
 
 def _near(source: tuple[int, int] | None, focus: int) -> bool:

@@ -297,6 +297,7 @@ def prepare_recipe(recipe: Recipe, *, tokenizer: Tokenizer | None, model_max_len
     directory = Path(recipe.data.prepared_dir or Path(recipe.train.out_dir) / "prepared")
     max_len, guided = recipe.longest_side(model_max_len), recipe.train.guided_alignment > 0
     alignments = guided and eflomal_installed()  # a corpus aligned before is reused all the same
+    alignments = alignments or recipe.data.term_annotations > 0  # annotations are built from them: eflomal or an error
     build = prepare_multiway if recipe.data.multilingual else prepare
     prepared = build(recipe.data, directory, max_len=max_len, tokenizer=tokenizer, alignments=alignments)
     if guided and not prepared.aligned:  # the run trains on, without the alignment head (`start_run`)

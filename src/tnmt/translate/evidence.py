@@ -38,7 +38,7 @@ from torch import Tensor
 from tnmt.aligning_head import alignment_rows
 from tnmt.config import DecodeConfig
 from tnmt.data.alignment import grow_diag_final_and
-from tnmt.data.tokenizer import WORD_START, starts_word
+from tnmt.data.tokenizer import TERM_MARKERS, WORD_START, starts_word
 from tnmt.decode.bans import has_loop
 from tnmt.model import AttentionMaps
 
@@ -48,6 +48,8 @@ WARNINGS = {
     "length_ratio": "the output is much shorter or longer than the training data's translations of such a source",
     "uncovered_source": "a source word received almost no attention: it may be missing from the output",
     "truncated": "the source was longer than the model's max_len and only its beginning was translated",
+    "term_doubled": "a glossary term's source is translated twice: by the term and by the model's own word",
+    "term_lost_words": "words near a glossary term lost their translation when the term was placed",
 }
 COPY_SHARE = 0.75  # this share of the output's words found verbatim in the source (and at least COPY_MIN_WORDS)
 COPY_MIN_WORDS = 3
@@ -125,8 +127,17 @@ def piece_words(pieces: Sequence[str], text: str) -> list[int]:
     Pieces are matched to the text by their non-space characters in order ("▁" marks a space, `<0xNN>`
     byte pieces spell characters the vocabulary lacks, " ⁇ " is an unknown piece in decoded text). A piece
     with no character of its own (a lone "▁", a byte continuing a character) joins the word of the piece
-    after it when it starts a word, else the word before it.
+    after it when it starts a word, else the word before it. A glossary term read inline (its markers and what they
+    enclose, data/annotate.py) belongs to the word before it.
     """
+    inline = _inline(pieces)
+    if any(inline):  # a glossary term read inline (data/annotate.py) is part of the word it follows
+        words = iter(piece_words([piece for piece, term in zip(pieces, inline, strict=True) if not term], text))
+        found, word = [], 0
+        for term in inline:
+            word = word if term else next(words)
+            found.append(word)
+        return found
     char_word = [i for i, word in enumerate(text.split()) for _ in word]  # word of each non-space character
     if not char_word:
         return [0] * len(pieces)
@@ -145,6 +156,17 @@ def piece_words(pieces: Sequence[str], text: str) -> list[int]:
         result.append(word)
         previous = word
     return result
+
+
+def _inline(pieces: Sequence[str]) -> list[bool]:
+    """True on the pieces of a term inline in a source: its markers (`TERM_MARKERS`) and what they enclose."""
+    start, end = TERM_MARKERS
+    inside, found = False, []
+    for piece in pieces:
+        inside = inside or piece == start
+        found.append(inside)
+        inside = inside and piece != end
+    return found
 
 
 def _surfaces(pieces: Sequence[str]) -> list[str]:
@@ -236,6 +258,28 @@ def _output_rows(rows: Tensor, n_out: int, n_src: int, *, shift: bool) -> Tensor
     return rows[start : start + n_out, : n_src + 1]
 
 
+def target_word_attention(rows: Tensor, source_words: list[int], target_words: list[int], *, shift: bool) -> np.ndarray:
+    """Each target word's aligning attention over the source words and EOS (target words, source words + 1), from
+    the rows (T, S) of a teacher-forced pass (as `word_alignment` reads them): where the word looked."""
+    return word_attention(
+        _output_rows(rows, len(target_words), len(source_words), shift=shift), source_words, target_words
+    )
+
+
+def word_attention(attention: Tensor, source_words: list[int], target_words: list[int]) -> np.ndarray:
+    """Subword attention (n_out, n_src + 1, the source EOS last) as words: (target words, source words + EOS),
+    summed over each source word's subwords and averaged over each target word's."""
+    # numpy: a dozen small ops per sentence, 1.6x faster than the same in torch (evidence is on every request)
+    rows = attention.numpy()
+    n_words, n_targets = max(source_words) + 1, max(target_words) + 1
+    by_source = np.zeros((rows.shape[0], n_words + 1), dtype=rows.dtype)  # (n_out, words + EOS)
+    np.add.at(by_source.T, [*source_words, n_words], rows.T)
+    words = np.zeros((n_targets, n_words + 1), dtype=rows.dtype)  # (target words, words + EOS)
+    np.add.at(words, target_words, by_source)
+    words /= np.maximum(np.bincount(target_words, minlength=n_targets), 1)[:, None]
+    return words
+
+
 def _alignment(attention: Tensor, source_words: list[int], target_words: list[int]) -> list[tuple[int, int]]:
     """Word links from subword attention (n_out, n_src + 1, the source EOS last), read both ways and symmetrised.
 
@@ -247,14 +291,8 @@ def _alignment(attention: Tensor, source_words: list[int], target_words: list[in
     every word of a row to one source word and each source word to one target word; the two reads keep a
     compound's second source word and drop a row's guess that no source word confirms.
     """
-    # numpy: a dozen small ops per sentence, 1.6x faster than the same in torch (evidence is on every request)
-    rows = attention.numpy()
-    n_words, n_targets = max(source_words) + 1, max(target_words) + 1
-    by_source = np.zeros((rows.shape[0], n_words + 1), dtype=rows.dtype)  # (n_out, words + EOS)
-    np.add.at(by_source.T, [*source_words, n_words], rows.T)
-    words = np.zeros((n_targets, n_words + 1), dtype=rows.dtype)  # (target words, words + EOS)
-    np.add.at(words, target_words, by_source)
-    words /= np.maximum(np.bincount(target_words, minlength=n_targets), 1)[:, None]
+    words = word_attention(attention, source_words, target_words)
+    n_words = words.shape[1] - 1
     forward = {(int(i), j) for j, i in enumerate(words.argmax(axis=1)) if i != n_words}
     strongest = words[:, :n_words].argmax(axis=0)  # (words,): each source word's strongest row
     best = words[strongest, np.arange(n_words)]
@@ -279,6 +317,12 @@ def _warnings(s: Sentence, attention: Tensor, source_words: list[int], settings:
         found.add("uncovered_source")
     if len(s.source_pieces) > len(s.source_ids):
         found.add("truncated")
+    return [code for code in WARNINGS if code in found]
+
+
+def with_warnings(warnings: Sequence[str], more: Sequence[str]) -> list[str]:
+    """`warnings` and `more`, each code once, in the order of `WARNINGS`."""
+    found = {*warnings, *more}
     return [code for code in WARNINGS if code in found]
 
 

@@ -82,6 +82,8 @@ def prepare(
         source = None
         if plan.text.strip():
             ids, pieces = tokenizer.encode_source_pieces(plan.text)
+            for at, inserted in reversed(plan.inline):  # a model trained to read its glossary's terms inline
+                ids[at:at], pieces[at:at] = list(inserted), tokenizer.target_pieces(inserted)
             source = Source(fit_source(ids, model_max_len=model_max_len, line=first_line + i), pieces, start)
         prepared.append(Prepared(text, plan, source))
     return prepared

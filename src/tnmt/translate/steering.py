@@ -4,8 +4,11 @@ A `Steering` says in words what a user wants of one text's translation; `plan` t
 reads and the search obeys, and `finish` puts the result back into the user's terms:
 
 - A glossary entry applies where its source term occurs in the text (translate/glossary.py's matching rules) and
-  becomes a positive constraint whose forms are its target terms (decode/constraints.py); a required phrase
-  (`include`) is one wherever it applies.
+  becomes a positive constraint whose forms are its target terms (decode/constraints.py), tied to the source
+  tokens it translates; the term replaces the model's own word for them (translate/replaced.py learns which
+  before the search). A model trained with inline term annotations (data/annotate.py: its tokenizer has term
+  markers) also reads the term in its source, after its source word (`Plan.inline`), so it places and inflects
+  it; the constraint still guarantees it. A required phrase (`include`) is one wherever it applies.
 - A do-not-translate term, and always URLs, e-mail addresses, emoji, markup and runs of characters outside the
   source vocabulary (translate/kept.py), is taken out of the text the model reads, so it cannot derail the
   translation (a small model fed an unknown name writes it into a compound, or loops on an emoji), and `finish`
@@ -24,11 +27,12 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
+from tnmt.data.annotate import insertion_point
 from tnmt.data.tokenizer import WORD_START, starts_word
 from tnmt.decode.bans import LONGEST_AVOIDED, has_loop
 from tnmt.decode.constraints import Constraints
 from tnmt.errors import UserError
-from tnmt.translate.evidence import Evidence, piece_words
+from tnmt.translate.evidence import Evidence, piece_words, with_warnings
 from tnmt.translate.glossary import GlossaryEntry, match_glossary
 from tnmt.translate.kept import Kept, find_kept, merge_spans, put_back, take_out
 
@@ -36,6 +40,10 @@ KNOWN_CHARS = 65536  # characters whose readability a planner remembers
 WORD_ENDS = frozenset(".,;:!?)]}\"'»«“”„…/")  # what may follow a met constraint without a space
 MAX_CONSTRAINTS = 32  # positive constraints per text: every step considers each one's next tokens
 SPELLINGS = 8  # subword segmentations of an avoided phrase that are banned
+
+
+TermChecks = Callable[[str, Evidence | None, Sequence[tuple[int, ...]]], Sequence[tuple[bool, tuple[str, ...]]]]
+"""(translation text, its evidence, per constraint the words that meet it) -> per constraint (doubled, lost)."""
 
 
 class SteeringTokenizer(Protocol):
@@ -74,13 +82,23 @@ class Steering:
 
 @dataclass(frozen=True)
 class ConstraintReport:
-    """How a translation met one positive constraint: its forms as the user gave them ("Hund | Hunde"), where it
-    came from ("glossary" or "include"), and the target words that meet it (empty: not met)."""
+    """How a translation met one positive constraint.
+
+    target: its forms as the user gave them ("Hund | Hunde"); source: where it came from ("glossary", "include").
+    met, words: whether it is in the translation, and the target words that meet it (empty: not met).
+    form: the form written ("Hunde"), "" when not met.
+    doubled: a glossary term's source is also translated by the model's own word, beside the term.
+    lost: source words near a glossary term that the plain translation rendered and this one leaves without a
+        target word (translate/replaced.py): what placing the term may have cost.
+    """
 
     target: str
     met: bool
     words: tuple[int, ...] = ()
     source: str = "include"
+    form: str = ""
+    doubled: bool = False
+    lost: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -93,6 +111,15 @@ class Plan:
     kept: tuple[Kept, ...] = ()
     forms: tuple[tuple[str, ...], ...] = field(default=(), compare=False)  # per positive constraint, as text
     source_words: tuple[int, ...] = ()  # each word of `text`: its index among the full text's words
+    term_words: tuple[tuple[int, int] | None, ...] = ()  # per positive constraint: a glossary term's words [first,
+    # last + 1) in `text`; None for a phrase to include (it translates no word in particular)
+    inline: tuple[tuple[int, tuple[int, ...]], ...] = ()  # (source token, ids inserted before it): the glossary's
+    # terms between term markers, for a model trained to read them (data/annotate.py); by position
+
+    @property
+    def glossed(self) -> bool:
+        """Does a glossary term apply to a word the model reads?"""
+        return any(span is not None for span in self.constraints.sources)
 
     @property
     def steers(self) -> bool:
@@ -111,6 +138,7 @@ class Planner:
         self.device = device
         self._known_chars: dict[str, bool] = {}
         self._joiners: Tensor | None = None
+        self._pieces: list[str] | None = None
 
     def plans(self, texts: Sequence[str], steering: Sequence[Steering | None], *, max_tokens: int) -> list[Plan]:
         """Each text as the model will read it and the constraints of its search (`plan`).
@@ -126,6 +154,13 @@ class Planner:
             for text, s in zip(texts, steering, strict=True)
         ]
 
+    @property
+    def target_pieces(self) -> list[str]:
+        """Every piece of the target vocabulary, by id. Read once."""
+        if self._pieces is None:
+            self._pieces = self.tokenizer.target_pieces(range(self.target_vocab_size))
+        return self._pieces
+
     def _continuations(self) -> Tensor:
         """(V,) True on the target ids that continue a word (`Constraints.continuations`): pieces that do not start
         a word other than closing punctuation ("Haus" + "es", "Jonas" + "-Shirt"; not "Haus" + "."), the special
@@ -135,7 +170,7 @@ class Planner:
             specials = {t.pad_id, t.bos_id, t.eos_id, t.unk_id}
             joins = [
                 i not in specials and not starts_word(piece) and piece[:1] not in WORD_ENDS
-                for i, piece in enumerate(t.target_pieces(range(self.target_vocab_size)))
+                for i, piece in enumerate(self.target_pieces)
             ]
             self._joiners = torch.tensor(joins, dtype=torch.bool, device=self.device)
         return self._joiners
@@ -172,22 +207,26 @@ def plan(
     listed = find_kept(text, steering.do_not_translate) if steering.do_not_translate else []
     read, kept, source_words_full = take_out(text, merge_spans([*auto, *listed]))
     glossed = bool(steering.glossary) and bool(read)  # the source tokens of its terms: only a glossary needs them
-    source_words = piece_words(tokenizer.encode_source_pieces(read)[1], read) if glossed else []
+    source_pieces = tokenizer.encode_source_pieces(read)[1] if glossed else []
+    source_words = piece_words(source_pieces, read)
     include: list[tuple[tuple[int, ...], ...]] = []
     labels: list[tuple[str, str]] = []
     forms_text: list[tuple[str, ...]] = []
     sources: list[tuple[int, int] | None] = []
+    term_words: list[tuple[int, int] | None] = []
     for match in match_glossary(read, steering.glossary):
         where = f"glossary entry {match.entry.source!r}"
         include.append(_forms(match.entry.targets, tokenizer, where=where, max_tokens=max_tokens))
         labels.append((" | ".join(match.entry.targets), "glossary"))
         forms_text.append(match.entry.targets)
-        sources.append(_source_tokens(read, match.start, match.end, source_words))
+        term_words.append(_word_span(read, match.start, match.end))
+        sources.append(_source_tokens(term_words[-1], source_words))
     for c, forms in enumerate(steering.include):
         include.append(_forms(forms, tokenizer, where=f"include[{c}]", max_tokens=max_tokens))
         labels.append((" | ".join(forms), "include"))
         forms_text.append(tuple(forms))
         sources.append(None)
+        term_words.append(None)
     if len(include) > MAX_CONSTRAINTS:
         raise UserError(f"{len(include)} phrases to include in one text: at most {MAX_CONSTRAINTS}")
     if sum(min(len(form) for form in forms) for forms in include) > max_tokens:
@@ -197,6 +236,10 @@ def plan(
     if len(prefix) > max_tokens:
         raise UserError(f"prefix: {len(prefix)} tokens, more than the {max_tokens} the output may have")
     _check_conflicts(include, labels, prefix, avoid, tokenizer)
+    inline: list[tuple[int, tuple[int, ...]]] = []
+    if (markers := getattr(tokenizer, "term_markers", None)) is not None:
+        inline = _inline_terms(sources, forms_text, source_pieces, tokenizer, markers)
+        sources = [_moved(span, inline) for span in sources]
     constraints = Constraints(
         tuple(include),
         avoid,
@@ -205,7 +248,8 @@ def plan(
         continuations=continuations,
         sources=tuple(sources) if any(span is not None for span in sources) else (),
     )
-    return Plan(read, constraints, tuple(labels), tuple(kept), tuple(forms_text), source_words_full)
+    plan_ = Plan(read, constraints, tuple(labels), tuple(kept), tuple(forms_text), source_words_full, tuple(term_words))
+    return replace(plan_, inline=tuple(inline))
 
 
 def finish(
@@ -215,17 +259,30 @@ def finish(
     spans: Sequence[tuple[int, int] | None],
     evidence: Evidence | None,
     tokenizer: SteeringTokenizer,
+    checks: TermChecks | None = None,
 ) -> tuple[str, tuple[ConstraintReport, ...], Evidence | None]:
     """A translation `text` (ids `tokens`, the search's constraint `spans`) in the user's terms: the kept spans
-    placed by `evidence`'s alignment, each positive constraint's report, and the evidence over the full texts."""
+    placed by `evidence`'s alignment, each positive constraint's report (`checks` tells whether its term is doubled
+    and which source words it lost: translate/replaced.py), and the evidence over the full texts, warning of a
+    doubled term or lost words."""
     words_of = piece_words(tokenizer.target_pieces(list(tokens)), text) if tokens else []
-    reports = []
-    for (label, source), forms, span in zip(plan_.labels, plan_.forms, _padded(spans, len(plan_.labels)), strict=True):
+    met = []
+    for forms, span in zip(plan_.forms, _padded(spans, len(plan_.labels)), strict=True):
         if span is not None and words_of:
-            words = tuple(sorted({words_of[t] for t in range(*span)}))
+            met.append(tuple(sorted({words_of[t] for t in range(*span)})))
         else:  # the model may spell a form with other subwords: the text decides
-            words = _find_words(text, forms)
-        reports.append(ConstraintReport(label, bool(words), words, source))
+            met.append(_find_words(text, forms))
+    checked = list(checks(text, evidence, met)) if checks is not None else []
+    reports = [
+        ConstraintReport(label, bool(words), words, source, _form_of(forms, [text.split()[j] for j in words]))
+        for (label, source), forms, words in zip(plan_.labels, plan_.forms, met, strict=True)
+    ]
+    if checked:
+        reports = [replace(r, doubled=doubled, lost=lost) for r, (doubled, lost) in zip(reports, checked, strict=True)]
+        found = {"term_doubled": any(r.doubled for r in reports), "term_lost_words": any(r.lost for r in reports)}
+        if evidence is not None:
+            codes = [code for code, on in found.items() if on]
+            evidence = replace(evidence, warnings=with_warnings(evidence.warnings, codes))
     if not plan_.kept:
         return text, tuple(reports), evidence
     final, word_at, proof = put_back(text, plan_.text, plan_.kept, evidence, plan_.source_words)
@@ -233,11 +290,46 @@ def finish(
     return final, tuple(reports), proof
 
 
-def _source_tokens(text: str, start: int, end: int, piece_word: Sequence[int]) -> tuple[int, int] | None:
-    """The source tokens [first, last + 1) of the words that characters [start, end) of `text` touch, given the
-    word of each source piece; None when the source's pieces do not reach them."""
-    first, last = len(text[:start].split()), len(text[:end].split()) - 1
-    tokens = [t for t, word in enumerate(piece_word) if first <= word <= last]
+def _inline_terms(
+    sources: Sequence[tuple[int, int] | None],
+    forms: Sequence[tuple[str, ...]],
+    pieces: Sequence[str],
+    tokenizer: SteeringTokenizer,
+    markers: tuple[int, int],
+) -> list[tuple[int, tuple[int, ...]]]:
+    """Each glossary term's first form between the term markers, inserted as training inserted them
+    (data/annotate.py's `insertion_point`) after its source tokens (`sources`, None for a phrase to include):
+    (source token, ids) by position."""
+    inline = []
+    for span, term in zip(sources, forms, strict=True):
+        if span is not None:
+            ids = tokenizer.encode_target(term[0])
+            ids = ids[: insertion_point(tokenizer.target_pieces(ids))]
+            inline.append((span[0] + insertion_point(list(pieces[span[0] : span[1]])), (markers[0], *ids, markers[1])))
+    return sorted(inline)
+
+
+def _moved(span: tuple[int, int] | None, inline: Sequence[tuple[int, tuple[int, ...]]]) -> tuple[int, int] | None:
+    """Source tokens [start, end) once the `inline` ids are inserted: its own term's inside the span."""
+    if span is None:
+        return None
+    return span[0] + sum(len(ids) for at, ids in inline if at <= span[0]), span[1] + sum(
+        len(ids) for at, ids in inline if at <= span[1]
+    )
+
+
+def _word_span(text: str, start: int, end: int) -> tuple[int, int]:
+    """The words [first, last + 1) of `text.split()` that characters [start, end) touch ("dog" in "(dog)," is the
+    word "(dog),")."""
+    before = text[:start].split()
+    first = len(before) - (1 if before and not text[start - 1].isspace() else 0)
+    return first, len(text[:end].split())
+
+
+def _source_tokens(words: tuple[int, int], piece_word: Sequence[int]) -> tuple[int, int] | None:
+    """The source tokens [first, last + 1) of the words [first, last + 1), given the word of each source piece; None
+    when the source's pieces do not reach them."""
+    tokens = [t for t, word in enumerate(piece_word) if words[0] <= word < words[1]]
     return (tokens[0], tokens[-1] + 1) if tokens else None
 
 
@@ -258,24 +350,32 @@ def _forms(
 
 
 def _avoided(phrases: Sequence[str], tokenizer: SteeringTokenizer, *, max_tokens: int) -> tuple[tuple[int, ...], ...]:
-    """Each avoided phrase in the spellings a writer would use (as given, and with its first letter in upper and
-    lower case), each in the `SPELLINGS` likeliest ways to write it in subwords: the model may pick another."""
+    """Each avoided phrase in every spelling a search must ban (`spellings`)."""
     out: dict[tuple[int, ...], None] = {}
     for n, phrase in enumerate(phrases):
         phrase = phrase.strip()
         if not phrase:
             raise UserError(f"avoid[{n}]: an empty phrase")
-        for variant in dict.fromkeys((phrase, phrase[0].upper() + phrase[1:], phrase[0].lower() + phrase[1:])):
-            for spelling in tokenizer.target_segmentations(variant, SPELLINGS):
-                ids = tuple(spelling)
-                if len(ids) > LONGEST_AVOIDED:
-                    raise UserError(
-                        f"avoid[{n}]: {phrase!r} is {len(ids)} tokens, more than the {LONGEST_AVOIDED} a search checks"
-                    )
-                out[ids] = None
-                if (glued := _glued(ids, tokenizer)) is not None:
-                    out[glued] = None
-    return tuple(ids for ids in out if ids)
+        for ids in spellings(phrase, tokenizer):
+            if len(ids) > LONGEST_AVOIDED:
+                raise UserError(
+                    f"avoid[{n}]: {phrase!r} is {len(ids)} tokens, more than the {LONGEST_AVOIDED} a search checks"
+                )
+            out[ids] = None
+    return tuple(out)
+
+
+def spellings(phrase: str, tokenizer: SteeringTokenizer) -> list[tuple[int, ...]]:
+    """The ways a search must ban to never write `phrase` (a non-blank text): the spellings a writer would use (as
+    given, and with its first letter in upper and lower case), each in the `SPELLINGS` likeliest ways to write it
+    in subwords (the model may pick another), and each glued to what precedes it (`_glued`)."""
+    out: dict[tuple[int, ...], None] = {}
+    for variant in dict.fromkeys((phrase, phrase[0].upper() + phrase[1:], phrase[0].lower() + phrase[1:])):
+        for spelling in tokenizer.target_segmentations(variant, SPELLINGS):
+            out[tuple(spelling)] = None
+            if spelling and (glued := _glued(tuple(spelling), tokenizer)) is not None:
+                out[glued] = None
+    return [ids for ids in out if ids]
 
 
 def _glued(ids: tuple[int, ...], tokenizer: SteeringTokenizer) -> tuple[int, ...] | None:
@@ -312,6 +412,13 @@ def _check_conflicts(
 
 def _padded(spans: Sequence[tuple[int, int] | None], n: int) -> list[tuple[int, int] | None]:
     return list(spans) + [None] * (n - len(spans))
+
+
+def _form_of(forms: Sequence[str], words: Sequence[str]) -> str:
+    """Which of `forms` the target `words` that met a constraint spell (case and closing punctuation ignored);
+    the words as written when none does exactly (the model may glue a form to punctuation)."""
+    written = " ".join(w.strip(".,;:!?\"'()[]") for w in words)
+    return next((form for form in forms if form.casefold() == written.casefold()), written)
 
 
 def _find_words(text: str, forms: Sequence[str]) -> tuple[int, ...]:

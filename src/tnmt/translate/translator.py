@@ -16,6 +16,7 @@ import copy
 import os
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Protocol
 
 import torch
@@ -31,7 +32,8 @@ from tnmt.model import EncodedSource, Transformer
 from tnmt.translate.door import QUANTIZE, ModelDoor
 from tnmt.translate.evidence import Evidence, Sentence, TokenAttention, explain
 from tnmt.translate.prepared import Prepared, Source, given_ids, length_batches, prepare
-from tnmt.translate.steering import Plan, Planner, Steering, finish
+from tnmt.translate.replaced import plain_passes, replacing, term_checks
+from tnmt.translate.steering import Plan, Planner, Steering, TermChecks, finish
 from tnmt.translate.translation import EMPTY, Translation
 
 
@@ -200,20 +202,25 @@ class Translator:
         if prepared is None:
             prepared = self.prepare(texts, steering, settings, first_line=first_line)
         results: list[Translation] = [EMPTY] * len(prepared)
+        aligning = alignment_layer_index(settings.alignment_layer, self.model.config.n_decoder_layers)
         for chunk in self.batches(prepared, settings.batch_size):
             batch = [prepared[i] for i in chunk]
             steered = any(p.steers for p in batch)
-            kept = any(p.plan is not None and p.plan.kept for p in batch)
+            plain = plain_passes(self.door, batch, settings, self.tokenizer, aligning=aligning)
+            pieces = self.planner.target_pieces if any(plain) else ()
+            batch = [replacing(p, one, self.tokenizer, pieces) for p, one in zip(batch, plain, strict=True)]
+            aligned = any(p.plan is not None and p.plan.kept for p in batch) or any(plain)  # the finish reads it
             constraints = [p.plan.constraints for p in batch] if steered else None
             sources = [p.source for p in batch]
             encoded, found = self.door.search(
                 sources, settings, n_best=n_best, constraints=constraints, encoder_attention=attention
             )
-            extras = self._explain(batch, encoded, found, settings, attention=attention, evidence=evidence or kept)
-            for p, i, hypotheses, (maps, proof) in zip(batch, chunk, found, extras, strict=True):
+            extras = self._explain(batch, encoded, found, settings, attention=attention, evidence=evidence or aligned)
+            for p, one, i, hypotheses, (maps, proof) in zip(batch, plain, chunk, found, extras, strict=True):
                 results[i] = replace(self._translation(hypotheses), attention=maps, evidence=proof)
                 if steered:  # in the user's terms, the evidence as asked (the kept spans' placing read it)
-                    results[i] = self._finished(results[i], hypotheses, p.plan, evidence)
+                    checks = partial(term_checks, p, one) if one is not None else None
+                    results[i] = self._finished(results[i], hypotheses, p.plan, evidence, checks)
         for i, p in enumerate(prepared):  # texts the model reads nothing of: only their kept spans ("🐶🐶 🚲")
             if p.source is None and p.plan is not None and p.plan.kept:
                 results[i] = self._finished(EMPTY, [], p.plan, evidence)
@@ -328,11 +335,14 @@ class Translator:
         )
         return replace(best, alternatives=tuple(others))
 
-    def _finished(self, result: Translation, found: list[Hypothesis], plan: Plan, evidence: bool) -> Translation:
+    def _finished(
+        self, result: Translation, found: list[Hypothesis], plan: Plan, evidence: bool, checks: TermChecks | None = None
+    ) -> Translation:
         """A steered translation (`found`: its hypotheses, best first) in the user's terms (translate/steering.py's
-        `finish`); its alternatives too, their kept spans placed without an alignment of their own (at the ends)."""
+        `finish`, its glossary terms checked by `checks`); its alternatives too, their kept spans placed without an
+        alignment of their own (at the ends)."""
         spans = found[0].constraints if found else ()
-        text, reports, proof = finish(plan, result.text, result.tokens, spans, result.evidence, self.tokenizer)
+        text, reports, proof = finish(plan, result.text, result.tokens, spans, result.evidence, self.tokenizer, checks)
         others = tuple(
             self._finished(replace(a, evidence=None), [h], plan, False)
             for a, h in zip(result.alternatives, found[1:], strict=True)
