@@ -127,3 +127,26 @@ def test_a_met_form_ends_its_word():
     src = torch.tensor([[0, EOS]])
     assert beam_search_nbest(model, src, settings, constraints=[ONLY_C])[0][0].tokens == [C, A]
     assert beam_search_nbest(model, src, settings, constraints=[ruled])[0][0].tokens == [C]
+
+
+def test_the_words_a_term_replaces_are_never_written_before_or_after_it():
+    """`replaced`: the model's own word for the term's source (here "a", its first choice at every step) is banned
+    while the term ("c") is pending and once it is written; without it the beam writes "a" beside the term."""
+    term = Constraints(required=(((C,),),))
+    beside = run([term], beam_size=3, n_best=3)[0]
+    assert any(A in h.tokens for h in beside)  # the term joins the model's word
+    replacing = Constraints(required=(((C,),),), replaced=(((A,),),))
+    found = run([replacing], beam_size=3, n_best=3)[0]
+    assert found and all(A not in h.tokens and C in h.tokens for h in found)
+    # the only change is the ban: each hypothesis is one the unreplaced search could write without "a"
+    assert found[0].tokens == run([Constraints(required=(((C,),),), avoided=((A,),))], beam_size=3)[0][0].tokens
+
+
+def test_replaced_words_are_checked():
+    with pytest.raises(ValueError, match="replaced: one per constraint"):
+        Constraints(required=(((C,),),), replaced=(((A,),), ((B,),)))
+    with pytest.raises(ValueError, match="inside a required form"):
+        Constraints(required=(((C, A),),), replaced=(((A,),),))
+    with pytest.raises(ValueError, match="an empty phrase cannot be banned"):
+        Constraints(required=(((C,),),), replaced=(((),),))
+    assert Constraints(required=(((C,),),), avoided=((B,),), replaced=(((A,),),)).banned == ((B,), (A,))

@@ -144,7 +144,10 @@ INPUTS: dict[str, Callable[[Path, Path], None]] = {
     "evaluate-truncated-gzip": lambda d, _: (write(d, "src.en.gz", gz(LINES, keep=0.5)), write(d, "ref.it", LINES)),
     "evaluate-line-counts": lambda d, _: (write(d, "src.en", "one\ntwo\nthree\n"), write(d, "ref.it", "uno\ndue\n")),
     "glossary-no-tab": lambda d, _: (write(d, "terms.tsv", "two\tdue\nthree tre\n"), write(d, "in.txt", "one\n")),
-    "glossary-repeated-term": lambda d, _: (write(d, "terms.tsv", "two\tdue\nTwo\tdue\n"), write(d, "in.txt", "one\n")),
+    "glossary-conflicting-terms": lambda d, _: (
+        write(d, "terms.tsv", "two\tdue\nTwo\tdue | tre\n"),
+        write(d, "in.txt", "one\n"),
+    ),
     "do-not-translate-missing": lambda d, _: write(d, "in.txt", "one\n"),
     "translate-truncated-gzip": lambda d, _: write(d, "in.txt.gz", gz(LINES, keep=0.5)),
     # recipes

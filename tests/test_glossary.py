@@ -62,16 +62,21 @@ def test_an_entry_built_by_hand_must_be_normalised():
             GlossaryEntry(source, targets)
 
 
-def test_build_glossary_names_items_by_index_and_refuses_a_repeated_source_term():
+def test_build_glossary_names_items_by_index_and_refuses_conflicting_entries():
     assert build_glossary([("dog", "Hund"), ("cat", ["Katze"])]) == [entry("dog", "Hund"), entry("cat", "Katze")]
     with pytest.raises(UserError, match=r"^glossary\[1\]: empty target form$"):
         build_glossary([("dog", "Hund"), ("cat", "")])
     with pytest.raises(UserError) as err:
         build_glossary([("dog", "Hund"), ("cat", "Katze"), ("DOG", "Köter")], where="terms")
     assert str(err.value) == (
-        "terms[2]: source term 'DOG' repeats terms[0] (case is ignored); give each term once, with all its"
-        " target forms ('A | B')"
+        "terms[2]: 'DOG' -> 'Köter' conflicts with terms[0]: 'dog' -> 'Hund' (case is ignored); give each term"
+        " once, with all its target forms ('A | B')"
     )
+
+
+def test_the_same_entry_twice_is_kept_once():
+    merged = build_glossary([("dog", "Hund | Hunde"), ("cat", "Katze"), ("Dog", ["Hunde", "Hund"])])
+    assert merged == [entry("dog", "Hund | Hunde"), entry("cat", "Katze")]
 
 
 def test_load_glossary_reads_tsv_skipping_blank_lines_and_comments(tmp_path):
@@ -89,8 +94,8 @@ def test_load_glossary_reads_tsv_skipping_blank_lines_and_comments(tmp_path):
         ("dog\t|Hund\n", ":1: empty target form"),
         (
             "dog\tHund\n\n# more\nDog\tKöter\n",
-            ":4: source term 'Dog' repeats {path}:1 (case is ignored); give each term once, with all its target"
-            " forms ('A | B')",
+            ":4: 'Dog' -> 'Köter' conflicts with {path}:1: 'dog' -> 'Hund' (case is ignored); give each term"
+            " once, with all its target forms ('A | B')",
         ),
     ],
 )

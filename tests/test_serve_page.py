@@ -449,6 +449,8 @@ WARNING_WORDS = {  # a word of each code's sentence on the page
     "length_ratio": "shorter or longer",
     "uncovered_source": "may be missing",
     "truncated": "too long",
+    "term_doubled": "translated twice",
+    "term_lost_words": "lost their translation",
 }
 
 
@@ -712,6 +714,71 @@ def test_a_refused_glossary_entry_is_shown_in_the_box(wordy_server, page):
     expect(page.locator("#glossary-error")).to_be_empty()
     expect(page.locator("#glossary-list li.refused")).to_have_count(0)
     expect(page.locator("#status")).to_contain_text("Translated")
+    assert not errors, f"JavaScript errors: {errors}"
+
+
+def test_a_conflicting_glossary_entry_is_refused_naming_both(wordy_server, page):
+    """A source term listed again with another target is refused in the box, naming both entries, and nothing is
+    sent; the same entry again changes nothing. A conflict that reaches the server (a glossary this browser kept
+    from before) is its 422, naming both, shown in the box."""
+    errors = []
+    page.on("pageerror", lambda error: errors.append(error))
+    page.goto(wordy_server)
+    expect(page.locator("#pair")).to_be_enabled()
+    translate_answer(page, lambda: page.locator("#source").fill("one hundred and twelve"))
+    translate_answer(page, lambda: add_term(page, "hundred", "cento"))
+    sent = []
+    page.on("request", lambda request: sent.append(request.url) if "/v1/translate" in request.url else None)
+    add_term(page, "Hundred", "mille")
+    expect(page.locator("#glossary-error")).to_have_text(
+        "“Hundred” → “mille” conflicts with entry 1, “hundred” → “cento”: remove that entry first, or give both"
+        " forms in one (“cento | mille”)."
+    )
+    expect(page.locator("#glossary-list li.refused")).to_have_count(1)
+    expect(page.locator("#glossary-list .term-target")).to_have_text(["cento"])
+    add_term(page, "hundred", "cento")
+    expect(page.locator("#glossary-status")).to_have_text("“hundred” → “cento” is in the glossary already.")
+    expect(page.locator("#glossary-list li")).to_have_count(1)
+    page.wait_for_timeout(500)  # past the page's typing delay: a request would have gone
+    assert not sent, "a refused entry sent a translation"
+
+    kept = [{"source": "hundred", "target": "cento"}, {"source": "HUNDRED", "target": "mille"}]
+    page.evaluate(f"localStorage.setItem('tnmt.glossary.en-it', {json.dumps(json.dumps(kept))})")
+    page.reload()
+    _, response = translate_answer(page, lambda: page.locator("#source").fill("one hundred"))
+    assert response.status == 422
+    message = response.json()["error"]
+    assert message.startswith("glossary[1]: 'HUNDRED' -> 'mille' conflicts with glossary[0]: 'hundred' -> 'cento'")
+    expect(page.locator("#glossary-error")).to_contain_text(f"entry 2 (“HUNDRED” → “mille”) (422): {message}")
+    assert not errors, f"JavaScript errors: {errors}"
+
+
+EN_DE = os.environ.get("TNMT_EN_DE_CHECKPOINT", "")  # a Multi30k en->de checkpoint: the real model's answer
+
+
+@pytest.mark.skipif(not EN_DE, reason="needs a trained en->de Multi30k checkpoint: set TNMT_EN_DE_CHECKPOINT")
+def test_a_glossary_term_replaces_the_models_word_on_the_page(page, repo_root):
+    """Issue 64's sentence on a real en->de model: "girl -> Mädel" gives one girl, the term in the model's word's
+    place, and keeps the red dress; the line's terms say so, with nothing doubled or lost."""
+    errors = []
+    page.on("pageerror", lambda error: errors.append(error))
+    sentence = "A young girl in a red dress is jumping over a puddle."
+    with serve(Path(EN_DE)) as url:
+        plain = httpx.post(f"{url}/v1/translate", json={"text": sentence}).json()["translations"][0]["text"]
+        page.goto(url)
+        expect(page.locator("#pair")).to_be_enabled()
+        translate_answer(page, lambda: page.locator("#source").fill(sentence))
+        _, response = translate_answer(page, lambda: add_term(page, "girl", "Mädel"))
+        translation = response.json()["translations"][0]
+        words = [w.strip(".,").casefold() for w in translation["text"].split()]
+        assert "mädel" in words and "mädchen" not in words, (plain, translation["text"])
+        assert "kleid" in words and any(w.startswith("rot") for w in words), (plain, translation["text"])
+        assert len(words) >= len(plain.split()) - 1
+        (term,) = translation["constraints"]
+        assert (term["met"], term["form"], term["doubled"], term["lost"]) == (True, "Mädel", False, [])
+        expect(page.locator("#output")).to_contain_text("Mädel")
+        expect(page.locator("#evidence-lines .line-terms li")).to_have_text("✓ glossary term Mädel: used as Mädel")
+        page.screenshot(path=str(repo_root / "outputs" / "glossary_replaces_page.png"), full_page=True)
     assert not errors, f"JavaScript errors: {errors}"
 
 

@@ -107,12 +107,21 @@ def insertion_point(pieces: list[str]) -> int:
     """Where a word's annotation goes among its pieces: after its last piece with a letter or digit, so that the
     punctuation glued to it ("bushes." -> "bushes <term> ... </term> .") stays out of the term, at training and at
     inference alike (translate/steering.py); the same cut ends a term's own pieces."""
-    return max((k + 1 for k, piece in enumerate(pieces) if any(ch.isalnum() for ch in piece)), default=len(pieces))
+    return max((k + 1 for k, piece in enumerate(pieces) if any(map(str.isalnum, _text(piece)))), default=len(pieces))
+
+
+def _text(piece: str) -> str:
+    """The characters a piece spells: a byte piece ("<0x2E>") its byte, ASCII as read and a byte of a longer UTF-8
+    character as a letter (most such characters are)."""
+    if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):
+        byte = int(piece[3:5], 16)
+        return "a" if byte >= 0x80 else chr(byte)
+    return piece
 
 
 def _lettered(pieces: list[str], src: list[int], src_words: np.ndarray, word: int) -> bool:
     """Has source word `word` a letter?"""
-    return any(ch.isalpha() for k in np.nonzero(src_words == word)[0] for ch in pieces[src[k]])
+    return any(ch.isalpha() for k in np.nonzero(src_words == word)[0] for ch in _text(pieces[src[k]]))
 
 
 def _rewrite(stem: Path, rows: list, dtype: np.dtype) -> None:

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tnmt.config import DecodeConfig, ServeConfig
 from tnmt.errors import UserError
 from tnmt.serve.models import ApiError, ServedModel, check_limits, pick, solo, translations
-from tnmt.translate.glossary import glossary_entry
+from tnmt.translate.glossary import build_glossary
 from tnmt.translate.replacements import MAX_K, word_replacements
 from tnmt.translate.steering import Steering
 from tnmt.translate.translator import Translation
@@ -60,11 +60,9 @@ class SteeringFields(BaseModel):
         if not (self.glossary or self.do_not_translate or self.constraints or self.avoid or self.prefix):
             return None
         try:
-            glossary = tuple(
-                glossary_entry(g.source, g.target, where=f"glossary[{n}]") for n, g in enumerate(self.glossary)
-            )
-        except UserError as error:
-            raise ApiError(422, str(error)) from None
+            glossary = tuple(build_glossary([(g.source, g.target) for g in self.glossary]))
+        except UserError as error:  # (a conflict stays one for LibreTranslate's extension: the error is kept)
+            raise ApiError(422, str(error)) from error
         for name, terms in (("do_not_translate", self.do_not_translate), ("avoid", self.avoid)):
             for n, term in enumerate(terms):
                 if not term.strip():

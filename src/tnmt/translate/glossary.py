@@ -8,8 +8,9 @@ target forms must appear in the output).
   by "|" (`dog<TAB>Hund | Hunde`); blank lines and lines starting with "#" are skipped.
 - Terms are found by the rules of `terms.py` (whole words, any whitespace run for a space, canonically
   equivalent spellings), ignoring case: glossaries are written in dictionary form, and "dog" must catch the
-  "Dog" that starts a sentence. Hence a source term given twice, even in another case, is an error naming
-  both places: which target would win is not for us to guess.
+  "Dog" that starts a sentence. Hence a source term given twice with different targets, even in another case,
+  is a conflict, refused naming both entries: which target would win is not for us to guess. The same entry
+  given twice (the same forms) is kept once: merged glossaries repeat entries.
 - A term matches exactly as written: "dog" does not match "dogs" (inflection is language-specific, and a
   guessed form would force a wrong constraint); list "dogs" as an entry of its own.
 - Where occurrences overlap, the longest term wins, then the leftmost: in "hot dog stand" with entries "dog"
@@ -23,6 +24,10 @@ from dataclasses import dataclass
 
 from tnmt.errors import UserError
 from tnmt.translate.terms import clean_term, find_terms, fold_term, read_list, shorten
+
+
+class ConflictingEntries(UserError):
+    """Two entries give one source term different targets: the request contradicts itself (a server's 422)."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +81,8 @@ def build_glossary(items: Iterable[tuple[str, str | Sequence[str]]], *, where: s
     """Entries from (source, targets) pairs (a request's JSON), the i-th named `where[i]` in messages.
 
     Raises:
-        UserError: an invalid entry (see `glossary_entry`), or a source term given twice (naming both).
+        UserError: an invalid entry (see `glossary_entry`), or a source term given twice with different targets
+            (naming both).
     """
     return _unique([(glossary_entry(s, t, where=f"{where}[{i}]"), f"{where}[{i}]") for i, (s, t) in enumerate(items)])
 
@@ -86,7 +92,8 @@ def load_glossary(path: str | os.PathLike[str]) -> list[GlossaryEntry]:
 
     Raises:
         UserError: one line naming the file and line: the file is missing, a directory, empty or not UTF-8,
-            a line is not `source<TAB>target`, an entry is invalid, or a source term repeats an earlier one.
+            a line is not `source<TAB>target`, an entry is invalid, or a source term repeats an earlier one with
+            other targets.
     """
     entries = []
     for number, line in read_list(path):
@@ -121,14 +128,22 @@ def match_glossary(text: str, entries: Sequence[GlossaryEntry]) -> list[TermMatc
 
 
 def _unique(entries: list[tuple[GlossaryEntry, str]]) -> list[GlossaryEntry]:
-    """The entries, after checking that no source term repeats an earlier one (case ignored, as in matching)."""
-    first: dict[str, str] = {}
+    """The entries, each kept once, after checking that no source term repeats an earlier one with other targets
+    (case ignored, as in matching; the forms' order too)."""
+    first: dict[str, tuple[GlossaryEntry, str]] = {}
     for entry, where in entries:
         key = fold_term(entry.source, casefold=True)
-        if key in first:
-            raise UserError(
-                f"{where}: source term {shorten(entry.source)} repeats {first[key]} (case is ignored);"
+        if key not in first:
+            first[key] = entry, where
+            continue
+        earlier, there = first[key]
+        if set(earlier.targets) != set(entry.targets):
+            raise ConflictingEntries(
+                f"{where}: {_shown(entry)} conflicts with {there}: {_shown(earlier)} (case is ignored);"
                 " give each term once, with all its target forms ('A | B')"
             )
-        first[key] = where
-    return [entry for entry, _ in entries]
+    return [entry for entry, _ in first.values()]
+
+
+def _shown(entry: GlossaryEntry) -> str:
+    return f"{shorten(entry.source)} -> {shorten(' | '.join(entry.targets))}"

@@ -15,6 +15,7 @@ from tnmt.serve.libretranslate.detect import Detector
 from tnmt.serve.libretranslate.translate import answers, languages_of, route_auto, served_detector
 from tnmt.serve.models import ApiError, ServedModel, check_limits, pick
 from tnmt.serve.native import SteeringFields
+from tnmt.translate.glossary import ConflictingEntries
 from tnmt.translate.steering import Steering
 
 LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech", "it": "Italian", "es": "Spanish"}
@@ -152,7 +153,8 @@ async def _body(request: Request) -> dict[str, Any]:
 
 def _glossary(value: Any, config: ServeConfig) -> Steering | None:
     """The `glossary` extension field as a `Steering` (None when absent), checked as /v1/translate checks it; a bad
-    entry is a 400, as LibreTranslate answers every bad request."""
+    entry is a 400, as LibreTranslate answers every bad request, and two entries that give one term different
+    targets a 422, as /v1/translate answers them: the request is well formed and contradicts itself."""
     if value is None:
         return None
     try:
@@ -164,4 +166,5 @@ def _glossary(value: Any, config: ServeConfig) -> Steering | None:
     try:
         return fields.steering(config)
     except ApiError as error:
-        raise ApiError(400, f"Invalid request: {error.message}") from None
+        status = 422 if isinstance(error.__cause__, ConflictingEntries) else 400
+        raise ApiError(status, f"Invalid request: {error.message}") from None

@@ -18,6 +18,8 @@ const WARNING_WORDS = {
   length_ratio: "The translation is much shorter or longer than translations of such a source usually are.",
   uncovered_source: "A source word got almost no attention: it may be missing from the translation.",
   truncated: "The source was too long for the model: only its beginning was translated.",
+  term_doubled: "A glossary term's source is translated twice: by the term and by the model's own word.",
+  term_lost_words: "Words near a glossary term lost their translation when the term was placed.",
 };
 
 const el = {

@@ -67,15 +67,27 @@ function read() {
   }
 }
 
-/** Adds a pair; a source term already listed (in any case) gets the new target instead. */
+/** Adds a pair. A source term already listed (in any case) with another target is refused, naming both entries,
+ * as the server refuses them: which target would win is not for the page to guess. */
 function add(source, target) {
   if (!source || !target) return; // the inputs' `required` and `pattern` say so in the browser's words
   const at = state.entries.findIndex((e) => e.source.toLowerCase() === source.toLowerCase());
-  if (at >= 0) state.entries[at] = { source, target };
-  else state.entries.push({ source, target });
+  if (at >= 0) {
+    const listed = state.entries[at];
+    clearRefusal();
+    if (listed.target === target) {
+      el.status.textContent = `“${listed.source}” → “${listed.target}” is in the glossary already.`;
+      return;
+    }
+    el.error.textContent = `“${source}” → “${target}” conflicts with entry ${at + 1}, “${listed.source}” → ` +
+      `“${listed.target}”: remove that entry first, or give both forms in one (“${listed.target} | ${target}”).`;
+    el.list.children[at].classList.add("refused");
+    return;
+  }
+  state.entries.push({ source, target });
   el.form.reset();
   el.source.focus();
-  changed(at >= 0 ? `“${source}” now becomes “${target}”.` : `Added “${source}” → “${target}”.`);
+  changed(`Added “${source}” → “${target}”.`);
 }
 
 function remove(index) {
@@ -157,7 +169,8 @@ export function markTerms(spans, constraints) {
   }
 }
 
-/** A line's terms in words, met (✓, with the words that meet it) or not (✗); null when it has none. */
+/** A line's terms in words, met (✓, with the words that meet it) or not (✗), and what placing a glossary term cost:
+ * the model's own word for it kept beside it, or nearby source words left untranslated; null when it has none. */
 export function termsList(constraints, words, label) {
   if (!constraints.length) return null;
   const list = make("ul", "line-terms");
@@ -167,6 +180,11 @@ export function termsList(constraints, words, label) {
     item.append(quoted(c.target));
     if (c.met) item.append(": used as ", quoted((c.words || []).map((j) => words[j]).filter(Boolean).join(" ")));
     else item.append(": not used");
+    if (c.doubled) item.append("; the model's own word for it is there too");
+    if (c.lost && c.lost.length) {
+      item.append(`; ${c.lost.length === 1 ? "a source word" : "source words"} near it lost ` +
+        `${c.lost.length === 1 ? "its" : "their"} translation: `, c.lost.map((w) => `“${w}”`).join(", "));
+    }
     return item;
   }));
   return list;

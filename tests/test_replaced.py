@@ -1,0 +1,177 @@
+"""What a glossary term replaces (translate/replaced.py): the model's own words for a term's source, learned from a
+plain pass on a scripted door (its outputs and aligning attention written by hand), banned in the steered search,
+and the checks of the result; then the same on a real (tiny) model, end to end."""
+
+from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from tnmt.config import DecodeConfig
+from tnmt.decode.hypothesis import Hypothesis
+from tnmt.translate.door import ForcedPass
+from tnmt.translate.evidence import Evidence
+from tnmt.translate.glossary import glossary_entry
+from tnmt.translate.replaced import PlainPass, plain_passes, replacing, term_checks
+from tnmt.translate.steering import Steering
+
+SENTENCE = "two hundred and five"  # source words: two 0, hundred 1, and 2, five 3
+PLAIN = "due cento e cinque"
+
+
+class ScriptedDoor:
+    """A `ModelDoor` whose search answers `outputs` (texts, per sentence, best first) and whose teacher-forced pass
+    has each output word look at the source word `looks[word]` (the aligning layer's head, one-hot per token)."""
+
+    def __init__(self, tokenizer, outputs: list[list[str]], looks: dict[str, int]) -> None:
+        self.tokenizer, self.outputs, self.looks = tokenizer, outputs, looks
+        self.device = torch.device("cpu")
+        self.searched: list = []
+
+    def search(self, sources, settings, *, n_best=1, constraints=None):
+        self.searched.append(constraints)
+        found = [
+            [Hypothesis(self.tokenizer.encode_target(text), -1.0, -1.0) for text in texts[:n_best]]
+            for texts in self.outputs
+        ]
+        encoded = SimpleNamespace(select=lambda index: ("rows", index.tolist()))
+        return encoded, found
+
+    def teacher_forced(self, sources, outputs, *, encoded=None, layers=None, weights=True, record=None):
+        width = max(len(ids) for ids in outputs) + 1
+        s = max(len(source.ids) for source in sources) + 1
+        cross = torch.zeros(len(outputs), 1, width, s)
+        for b, (source, ids) in enumerate(zip(sources, outputs, strict=True)):
+            words = self.tokenizer.decode_target(ids).split()
+            pieces = self.tokenizer.target_pieces(ids)
+            word = -1
+            for t, piece in enumerate(pieces):
+                word += piece.startswith("▁")
+                looked = self.looks[words[word]]
+                positions = [k for k, w in enumerate(_source_words(source)) if w == looked]
+                cross[b, 0, t, positions[0]] = 1.0  # the step that writes token t (alignment_shift off)
+        return ForcedPass(encoded, None, None, [(None, cross)] * (layers or 1))
+
+
+def _source_words(source) -> list[int]:
+    word, found = -1, []
+    for piece in source.pieces[: len(source.ids)]:
+        word += piece.startswith("▁")
+        found.append(word)
+    return found
+
+
+SETTINGS = DecodeConfig(beam_size=2, alignment_layer=1, alignment_head=1, alignment_shift=False)
+
+
+def prepared(translator, text: str, steering: Steering):
+    return translator.prepare([text], [steering], SETTINGS)
+
+
+def test_the_plain_pass_finds_the_models_word_for_each_term(tiny_translator):
+    glossary = (glossary_entry("two", "tre", where="g"), glossary_entry("five", "sei", where="g"))
+    batch = prepared(tiny_translator, SENTENCE, Steering(glossary=glossary))
+    looks = {"due": 0, "cento": 1, "e": 2, "cinque": 3, "mille": 3}
+    door = ScriptedDoor(tiny_translator.tokenizer, [[PLAIN, "due cento e mille"]], looks)
+    (plain,) = plain_passes(door, batch, SETTINGS, tiny_translator.tokenizer, aligning=0)
+    assert plain.own == (("due",), ("cinque", "mille"))  # the best output's word, and the next one's
+    assert door.searched[0][0].required == ()  # the plain pass searches without the terms
+    steered = replacing(batch[0], plain, tiny_translator.tokenizer, tiny_translator.planner.target_pieces)
+    words = [
+        {tiny_translator.tokenizer.decode_target(ids).strip() for ids in c} for c in steered.plan.constraints.replaced
+    ]
+    assert {"due", "Due"} <= words[0] and {"cinque", "mille"} <= words[1]
+    forms = {ids for forms in steered.plan.constraints.required for ids in forms}
+    assert not forms & {ids for c in steered.plan.constraints.replaced for ids in c}
+
+
+def test_a_word_the_model_writes_for_another_source_word_too_is_not_banned(tiny_translator):
+    batch = prepared(tiny_translator, "two and twenty", Steering(glossary=(glossary_entry("two", "tre", where="g"),)))
+    alone = ScriptedDoor(tiny_translator.tokenizer, [["due e venti"]], {"due": 0, "e": 1, "venti": 2})
+    (plain,) = plain_passes(alone, batch, SETTINGS, tiny_translator.tokenizer, aligning=0)
+    assert plain.own == (("due",),)
+    shared = ScriptedDoor(tiny_translator.tokenizer, [["due e due"]], {"due": 2, "e": 1})
+    shared.teacher_forced = _first_due_on(0, shared.teacher_forced)
+    (plain,) = plain_passes(shared, batch, SETTINGS, tiny_translator.tokenizer, aligning=0)
+    assert plain.own == ((),)  # "due" also translates "twenty": a ban would take it there
+
+
+def _first_due_on(word: int, forced):
+    """The scripted pass with the first output token looking at source word `word` instead."""
+
+    def changed(sources, outputs, **kwargs):
+        result = forced(sources, outputs, **kwargs)
+        cross = result.weights[0][1]
+        cross[:, :, 0] = 0.0
+        cross[:, :, 0, word] = 1.0
+        return result
+
+    return changed
+
+
+def test_no_term_no_plain_pass(tiny_translator):
+    batch = prepared(tiny_translator, SENTENCE, Steering(glossary=(glossary_entry("seven", "sette", where="g"),)))
+    door = ScriptedDoor(tiny_translator.tokenizer, [[PLAIN]], {})
+    assert plain_passes(door, batch, SETTINGS, tiny_translator.tokenizer, aligning=0) == [None]
+    assert door.searched == []
+    assert replacing(batch[0], None, tiny_translator.tokenizer, ()) is batch[0]
+
+
+def test_a_term_inside_a_kept_span_changes_nothing(tiny_translator):
+    steering = Steering(glossary=(glossary_entry("two", "tre", where="g"),), do_not_translate=("two hundred",))
+    (one,) = prepared(tiny_translator, SENTENCE, steering)
+    assert one.plan.constraints.required == () and not one.plan.glossed
+    kept_only = tiny_translator.translations([SENTENCE], steering=[Steering(do_not_translate=("two hundred",))])
+    assert tiny_translator.translations([SENTENCE], steering=[steering]) == kept_only
+
+
+def test_the_checks_say_doubled_and_lost(tiny_translator):
+    glossary = (glossary_entry("two", "tre", where="g"),)
+    (one,) = prepared(tiny_translator, SENTENCE, Steering(glossary=glossary))
+    plain = PlainPass(
+        own=(("due",),), rendered={0: frozenset({"dues"}), 1: frozenset({"cento"}), 3: frozenset({"cinque"})}
+    )
+    clean = Evidence([(0, 0), (1, 1), (2, 2), (3, 3)], [1.0] * 4, 1.0, [])
+    assert term_checks(one, plain, "tre cento e cinque", clean, [(0,)]) == [(False, ())]
+    assert term_checks(one, plain, "tre due cento e cinque", clean, [(0,)]) == [(True, ())]
+    assert term_checks(one, plain, "Tre Dues cento", clean, [(0,)]) == [(True, ())]  # an inflection of the word
+    dropped = Evidence([(0, 0), (1, 1)], [1.0] * 2, 1.0, [])
+    assert term_checks(one, plain, "tre cento", dropped, [(0,)]) == [(False, ("five",))]
+    assert term_checks(one, plain, "tre cento e cinque", dropped, [(0,)]) == [(False, ())]  # its word is there
+    assert term_checks(one, plain, "tre cento", None, [(0,)]) == [(False, ())]  # no alignment: nothing known
+
+
+def test_the_steered_search_never_writes_the_models_word(tiny_translator):
+    """On a real (random, tiny) model: each term's own words, as the plain pass finds them, appear in no
+    hypothesis of the steered search; no term is reported doubled, and one met reports the form it wrote."""
+    settings = replace(tiny_translator.decode, beam_size=3, max_len=12)
+    texts = ["two hundred and five", "five thousand two hundred", "seven hundred"]
+    entries = (glossary_entry("two", "tre", where="g"), glossary_entry("five", "sei", where="g"))
+    steering = [Steering(glossary=entries)] * len(texts)
+    batch = tiny_translator.prepare(texts, steering, settings)
+    aligning = 0
+    passes = plain_passes(tiny_translator.door, batch, settings, tiny_translator.tokenizer, aligning=aligning)
+    found = tiny_translator.translations(texts, settings, n_best=3, steering=steering, evidence=True)
+    for one, plain, result in zip(batch, passes, found, strict=True):
+        assert (plain is None) == (not one.plan.glossed)
+        own = {w.casefold() for words in (plain.own if plain else ()) for w in words}
+        for hypothesis in result.nbest:
+            assert not own & {w.strip(".,").casefold() for w in hypothesis.text.split()}, (own, hypothesis.text)
+        for report in result.constraints:
+            assert not report.doubled and report.form == ("tre" if report.target == "tre" else "sei") * report.met
+
+
+def test_the_forms_report_says_which_was_written(tiny_translator):
+    settings = replace(tiny_translator.decode, beam_size=3, max_len=8)
+    steering = Steering(glossary=(glossary_entry("two", "tre | sei", where="g"),))
+    (result,) = tiny_translator.translations(["two hundred"], settings, steering=[steering])
+    (report,) = result.constraints
+    assert report.met and report.form in ("tre", "sei")
+    assert [result.text.split()[j].strip(".,") for j in report.words] == [report.form]
+
+
+@pytest.mark.parametrize("text", ["", "   "])
+def test_empty_texts_stay_empty(tiny_translator, text):
+    steering = Steering(glossary=(glossary_entry("two", "tre", where="g"),))
+    assert tiny_translator.translations([text], steering=[steering])[0].text == ""
