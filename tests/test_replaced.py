@@ -129,13 +129,13 @@ def test_a_term_inside_a_kept_span_changes_nothing(tiny_translator):
 def test_the_checks_say_doubled_and_lost(tiny_translator):
     glossary = (glossary_entry("two", "tre", where="g"),)
     (one,) = prepared(tiny_translator, SENTENCE, Steering(glossary=glossary))
-    plain = PlainPass(
-        own=(("due",),), rendered={0: frozenset({"dues"}), 1: frozenset({"cento"}), 3: frozenset({"cinque"})}
-    )
+    rendered = {0: frozenset({"mille"}), 1: frozenset({"cento"}), 3: frozenset({"cinque"})}
+    plain = PlainPass(own=(("mille",),), rendered=rendered)
     clean = Evidence([(0, 0), (1, 1), (2, 2), (3, 3)], [1.0] * 4, 1.0, [])
     assert term_checks(one, plain, "tre cento e cinque", clean, [(0,)]) == [(False, ())]
-    assert term_checks(one, plain, "tre due cento e cinque", clean, [(0,)]) == [(True, ())]
-    assert term_checks(one, plain, "Tre Dues cento", clean, [(0,)]) == [(True, ())]  # an inflection of the word
+    assert term_checks(one, plain, "tre mille cento e cinque", clean, [(0,)]) == [(True, ())]
+    assert term_checks(one, plain, "Tre Millen cento", clean, [(0,)]) == [(True, ())]  # the word inflected
+    assert term_checks(one, plain, "Tre Mil cento", clean, [(0,)]) == [(False, ())]  # too short to be its stem
     dropped = Evidence([(0, 0), (1, 1)], [1.0] * 2, 1.0, [])
     assert term_checks(one, plain, "tre cento", dropped, [(0,)]) == [(False, ("five",))]
     assert term_checks(one, plain, "tre cento e cinque", dropped, [(0,)]) == [(False, ())]  # its word is there
@@ -159,7 +159,8 @@ def test_the_steered_search_never_writes_the_models_word(tiny_translator):
         for hypothesis in result.nbest:
             assert not own & {w.strip(".,").casefold() for w in hypothesis.text.split()}, (own, hypothesis.text)
         for report in result.constraints:
-            assert not report.doubled and report.form == ("tre" if report.target == "tre" else "sei") * report.met
+            # (a random model may glue the term to what it writes next: the form says what was written)
+            assert not report.doubled and (report.form.startswith(report.target) if report.met else not report.form)
 
 
 def test_the_forms_report_says_which_was_written(tiny_translator):

@@ -32,7 +32,7 @@ from tnmt.model import EncodedSource, Transformer
 from tnmt.translate.door import QUANTIZE, ModelDoor
 from tnmt.translate.evidence import Evidence, Sentence, TokenAttention, explain
 from tnmt.translate.prepared import Prepared, Source, given_ids, length_batches, prepare
-from tnmt.translate.replaced import plain_passes, replacing, term_checks
+from tnmt.translate.replaced import search_replacing, term_checks
 from tnmt.translate.steering import Plan, Planner, Steering, TermChecks, finish
 from tnmt.translate.translation import EMPTY, Translation
 
@@ -206,15 +206,18 @@ class Translator:
         for chunk in self.batches(prepared, settings.batch_size):
             batch = [prepared[i] for i in chunk]
             steered = any(p.steers for p in batch)
-            plain = plain_passes(self.door, batch, settings, self.tokenizer, aligning=aligning)
-            pieces = self.planner.target_pieces if any(plain) else ()
-            batch = [replacing(p, one, self.tokenizer, pieces) for p, one in zip(batch, plain, strict=True)]
-            aligned = any(p.plan is not None and p.plan.kept for p in batch) or any(plain)  # the finish reads it
-            constraints = [p.plan.constraints for p in batch] if steered else None
-            sources = [p.source for p in batch]
-            encoded, found = self.door.search(
-                sources, settings, n_best=n_best, constraints=constraints, encoder_attention=attention
+            pieces = self.planner.target_pieces if any(p.plan is not None and p.plan.glossed for p in batch) else ()
+            encoded, found, batch, plain = search_replacing(
+                self.door,
+                batch,
+                settings,
+                self.tokenizer,
+                pieces,
+                aligning=aligning,
+                n_best=n_best,
+                encoder_attention=attention,
             )
+            aligned = any(p.plan is not None and p.plan.kept for p in batch) or any(plain)  # the finish reads it
             extras = self._explain(batch, encoded, found, settings, attention=attention, evidence=evidence or aligned)
             for p, one, i, hypotheses, (maps, proof) in zip(batch, plain, chunk, found, extras, strict=True):
                 results[i] = replace(self._translation(hypotheses), attention=maps, evidence=proof)
