@@ -176,3 +176,11 @@ def test_the_forms_report_says_which_was_written(tiny_translator):
 def test_empty_texts_stay_empty(tiny_translator, text):
     steering = Steering(glossary=(glossary_entry("two", "tre", where="g"),))
     assert tiny_translator.translations([text], steering=[steering])[0].text == ""
+
+
+def test_the_trace_under_a_glossary_is_the_search_that_translates(tiny_translator):
+    settings = replace(tiny_translator.decode, beam_size=3, max_len=12)
+    steering = Steering(glossary=(glossary_entry("two", "tre", where="g"), glossary_entry("five", "sei", where="g")))
+    for text in ("two hundred and five", "five thousand two hundred"):
+        (translated,) = tiny_translator.translations([text], settings, steering=[steering])
+        assert tiny_translator.trace(text, settings, steering=steering).translation == translated.text

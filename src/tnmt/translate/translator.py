@@ -17,7 +17,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -32,7 +32,7 @@ from tnmt.model import EncodedSource, Transformer
 from tnmt.translate.door import QUANTIZE, ModelDoor
 from tnmt.translate.evidence import Evidence, Sentence, TokenAttention, explain
 from tnmt.translate.prepared import Prepared, Source, given_ids, length_batches, prepare
-from tnmt.translate.replaced import search_replacing, term_checks
+from tnmt.translate.replaced import PlainPass, search_replacing, term_checks
 from tnmt.translate.steering import Plan, Planner, Steering, TermChecks, finish
 from tnmt.translate.translation import EMPTY, Translation
 
@@ -202,21 +202,10 @@ class Translator:
         if prepared is None:
             prepared = self.prepare(texts, steering, settings, first_line=first_line)
         results: list[Translation] = [EMPTY] * len(prepared)
-        aligning = alignment_layer_index(settings.alignment_layer, self.model.config.n_decoder_layers)
         for chunk in self.batches(prepared, settings.batch_size):
             batch = [prepared[i] for i in chunk]
             steered = any(p.steers for p in batch)
-            pieces = self.planner.target_pieces if any(p.plan is not None and p.plan.glossed for p in batch) else ()
-            encoded, found, batch, plain = search_replacing(
-                self.door,
-                batch,
-                settings,
-                self.tokenizer,
-                pieces,
-                aligning=aligning,
-                n_best=n_best,
-                encoder_attention=attention,
-            )
+            encoded, found, batch, plain = self._search(batch, settings, n_best=n_best, encoder_attention=attention)
             aligned = any(p.plan is not None and p.plan.kept for p in batch) or any(plain)  # the finish reads it
             extras = self._explain(batch, encoded, found, settings, attention=attention, evidence=evidence or aligned)
             for p, one, i, hypotheses, (maps, proof) in zip(batch, plain, chunk, found, extras, strict=True):
@@ -252,7 +241,9 @@ class Translator:
         step's open hypotheses with their `top_k` likeliest next tokens, the candidates kept, finished and
         pruned, the finished list and the cross-attention rows; and the encoder's self-attention. With
         `steering` (or a `prepared` text) the search is the steered one, each open hypothesis telling which
-        constraints it met; the trace's translation is the model's own words (the kept spans not put back).
+        constraints it met, its glossary terms replacing the model's words as `translations` has them (the passes
+        that learn those words run first, unrecorded); the trace's translation is the model's own words (the kept
+        spans not put back).
 
         Raises:
             ValueError: `text` is empty.
@@ -263,6 +254,8 @@ class Translator:
         settings = settings or self.decode
         prepared = prepared or self.prepare([text], [steering], settings)[0]
         source = prepared.searched()
+        if prepared.plan is not None and prepared.plan.glossed:  # the search that translates: its terms replacing
+            prepared = self._search([prepared], settings)[2][0]
         recorder = SearchRecorder(top_k=top_k, length_penalty=settings.length_penalty, eos_id=self.tokenizer.eos_id)
         constraints = [prepared.plan.constraints] if prepared.steers else None
         encoded, found = self.door.search([source], settings, constraints=constraints, recorder=recorder)
@@ -278,6 +271,16 @@ class Translator:
         it (train/distributed.py).
         """
         return length_batches(prepared, batch_size)
+
+    def _search(
+        self, batch: Sequence[Prepared], settings: DecodeConfig, **options: Any
+    ) -> tuple[EncodedSource, list[list[Hypothesis]], list[Prepared], list[PlainPass | None]]:
+        """The door's search of a batch, its glossary terms replacing the model's words (`search_replacing`, which
+        `options` go to, as do what it returns)."""
+        glossed = any(p.plan is not None and p.plan.glossed for p in batch)
+        pieces = self.planner.target_pieces if glossed else ()
+        aligning = alignment_layer_index(settings.alignment_layer, self.model.config.n_decoder_layers)
+        return search_replacing(self.door, batch, settings, self.tokenizer, pieces, aligning=aligning, **options)
 
     def _explain(
         self,
