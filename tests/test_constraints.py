@@ -150,3 +150,11 @@ def test_replaced_words_are_checked():
     with pytest.raises(ValueError, match="an empty phrase cannot be banned"):
         Constraints(required=(((C,),),), replaced=(((),),))
     assert Constraints(required=(((C,),),), avoided=((B,),), replaced=(((A,),),)).banned == ((B,), (A,))
+
+
+def test_of_a_terms_forms_the_one_the_model_prefers_is_written():
+    """A term with forms ("b" | "c"): the search offers every form, and the one the model gives more probability
+    in the sentence wins ("b", .4 against "c"'s .1 at the first step), whichever is listed first."""
+    for forms in (((C,), (B,)), ((B,), (C,))):
+        found = run([Constraints(required=(forms,))], max_len=3)[0]
+        assert found[0].tokens[found[0].constraints[0][0]] == B

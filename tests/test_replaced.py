@@ -13,7 +13,7 @@ from tnmt.decode.hypothesis import Hypothesis
 from tnmt.translate.door import ForcedPass
 from tnmt.translate.evidence import Evidence
 from tnmt.translate.glossary import glossary_entry
-from tnmt.translate.replaced import PlainPass, plain_passes, replacing, term_checks
+from tnmt.translate.replaced import Inflections, PlainPass, plain_passes, replacing, term_checks
 from tnmt.translate.steering import Steering
 
 SENTENCE = "two hundred and five"  # source words: two 0, hundred 1, and 2, five 3
@@ -77,7 +77,7 @@ def test_the_plain_pass_finds_the_models_word_for_each_term(tiny_translator):
     (plain,) = plain_passes(door, batch, SETTINGS, tiny_translator.tokenizer, aligning=0)
     assert plain.own == (("due",), ("cinque", "mille"))  # the best output's word, and the next one's
     assert door.searched[0][0].required == ()  # the plain pass searches without the terms
-    steered = replacing(batch[0], plain, tiny_translator.tokenizer, tiny_translator.planner.target_pieces)
+    steered = replacing(batch[0], plain, tiny_translator.tokenizer, Inflections(tiny_translator.planner.target_pieces))
     words = [
         {tiny_translator.tokenizer.decode_target(ids).strip() for ids in c} for c in steered.plan.constraints.replaced
     ]
@@ -115,7 +115,7 @@ def test_no_term_no_plain_pass(tiny_translator):
     door = ScriptedDoor(tiny_translator.tokenizer, [[PLAIN]], {})
     assert plain_passes(door, batch, SETTINGS, tiny_translator.tokenizer, aligning=0) == [None]
     assert door.searched == []
-    assert replacing(batch[0], None, tiny_translator.tokenizer, ()) is batch[0]
+    assert replacing(batch[0], None, tiny_translator.tokenizer, None) is batch[0]
 
 
 def test_a_term_inside_a_kept_span_changes_nothing(tiny_translator):
@@ -184,3 +184,10 @@ def test_the_trace_under_a_glossary_is_the_search_that_translates(tiny_translato
     for text in ("two hundred and five", "five thousand two hundred"):
         (translated,) = tiny_translator.translations([text], settings, steering=[steering])
         assert tiny_translator.trace(text, settings, steering=steering).translation == translated.text
+
+
+def test_inflections_are_the_pieces_one_ending_away():
+    pieces = ["<pad>", "▁Männer", "▁Männern", "▁Mann", "▁männer", "▁Männerchor", "Männer", "▁Mä"]
+    inflections = Inflections(pieces)
+    assert inflections.of("Männern") == [(1,), (2,), (4,)]  # not a compound, a shorter stem or a word's inside
+    assert inflections.of("Kinder") == []

@@ -78,7 +78,7 @@ def search_replacing(
     batch: Sequence[Prepared],
     settings: DecodeConfig,
     tokenizer: SteeringTokenizer,
-    pieces: Sequence[str],
+    inflections: "Inflections | None",
     *,
     aligning: int,
     n_best: int = 1,
@@ -92,7 +92,7 @@ def search_replacing(
     then offered wherever the search is). Returns the search's encoded sources and hypotheses, the texts as searched,
     and their plain passes (None where no glossary term applies)."""
     plain = plain_passes(door, batch, settings, tokenizer, aligning=aligning)
-    searched = [replacing(p, one, tokenizer, pieces) for p, one in zip(batch, plain, strict=True)]
+    searched = [replacing(p, one, tokenizer, inflections) for p, one in zip(batch, plain, strict=True)]
     steered = any(p.steers for p in batch)
     constraints = [p.plan.constraints for p in searched] if steered else None
     sources = [p.source for p in searched]
@@ -102,7 +102,7 @@ def search_replacing(
     again = _second_round(door, searched, plain, found, encoded, settings, tokenizer, aligning)
     if again:
         for b, (one, anywhere) in again.items():
-            plain[b], searched[b] = one, replacing(batch[b], one, tokenizer, pieces)
+            plain[b], searched[b] = one, replacing(batch[b], one, tokenizer, inflections)
             if anywhere:
                 plan = searched[b].plan
                 searched[b] = replace(
@@ -227,10 +227,10 @@ def _second_round(
 
 
 def replacing(
-    prepared: Prepared, plain: PlainPass | None, tokenizer: SteeringTokenizer, pieces: Sequence[str]
+    prepared: Prepared, plain: PlainPass | None, tokenizer: SteeringTokenizer, inflections: "Inflections | None"
 ) -> Prepared:
     """`prepared` with each glossary constraint's `replaced` phrases: the plain pass's own words for its source, in
-    every spelling to ban and as the inflected pieces of the target vocabulary `pieces` (by id), less those inside
+    every spelling to ban and as the inflected pieces of the target vocabulary (`inflections`), less those inside
     a form of any of the sentence's constraints."""
     if plain is None or not any(plain.own):
         return prepared
@@ -241,7 +241,7 @@ def replacing(
             dict.fromkeys(
                 ids
                 for word in words
-                for ids in [*spellings(word, tokenizer), *_inflected(word, pieces)]
+                for ids in [*spellings(word, tokenizer), *(inflections.of(word) if inflections else ())]
                 if not any(_inside(form, ids) for form in forms)
             )
         )
@@ -334,10 +334,22 @@ def _spells(word: str, own: Sequence[str]) -> bool:
     return False
 
 
-def _inflected(word: str, pieces: Sequence[str]) -> list[tuple[int, ...]]:
-    """The ids of the word-starting pieces that spell `word` inflected (`_spells`), in either case: the piece that
-    starts "Männer" bans it where "Männern" was the model's word."""
-    return [(i,) for i, piece in enumerate(pieces) if starts_word(piece) and _spells(piece[1:], (word,))]
+class Inflections:
+    """The word-starting pieces of a target vocabulary by their first `STEM_LETTERS` letters (casefolded), so that
+    `of` finds a word's inflected pieces among a few, not the whole vocabulary, for every word a term replaces."""
+
+    def __init__(self, pieces: Sequence[str]) -> None:
+        """`pieces`: every piece of the target vocabulary, by id."""
+        self.by_stem: dict[str, list[tuple[str, int]]] = {}
+        for i, piece in enumerate(pieces):
+            if starts_word(piece) and len(word := piece[1:]) >= STEM_LETTERS:
+                self.by_stem.setdefault(word[:STEM_LETTERS].casefold(), []).append((word, i))
+
+    def of(self, word: str) -> list[tuple[int, ...]]:
+        """The ids of the word-starting pieces that spell `word` inflected (`_spells`), in either case: the piece
+        that starts "Männer" bans it where "Männern" was the model's word."""
+        near = self.by_stem.get(word[:STEM_LETTERS].casefold(), [])
+        return [(i,) for piece, i in near if _spells(piece, (word,))]
 
 
 def _inside(form: tuple[int, ...], ids: tuple[int, ...]) -> bool:

@@ -32,7 +32,7 @@ from tnmt.model import EncodedSource, Transformer
 from tnmt.translate.door import QUANTIZE, ModelDoor
 from tnmt.translate.evidence import Evidence, Sentence, TokenAttention, explain
 from tnmt.translate.prepared import Prepared, Source, given_ids, length_batches, prepare
-from tnmt.translate.replaced import PlainPass, search_replacing, term_checks
+from tnmt.translate.replaced import Inflections, PlainPass, search_replacing, term_checks
 from tnmt.translate.steering import Plan, Planner, Steering, TermChecks, finish
 from tnmt.translate.translation import EMPTY, Translation
 
@@ -83,6 +83,7 @@ class Translator:
         self.start_id: int | None = None if tokenizer.languages else tokenizer.bos_id
         self.steering: Steering | None = None  # every text's steering when a call gives none (--glossary)
         self.planner = Planner(tokenizer, target_vocab_size=self.model.config.tgt_vocab_size, device=self.device)
+        self._inflections: Inflections | None = None  # the target vocabulary by stem, for the words terms replace
 
     @classmethod
     def from_checkpoint(
@@ -277,10 +278,12 @@ class Translator:
     ) -> tuple[EncodedSource, list[list[Hypothesis]], list[Prepared], list[PlainPass | None]]:
         """The door's search of a batch, its glossary terms replacing the model's words (`search_replacing`, which
         `options` go to, as do what it returns)."""
-        glossed = any(p.plan is not None and p.plan.glossed for p in batch)
-        pieces = self.planner.target_pieces if glossed else ()
+        if self._inflections is None and any(p.plan is not None and p.plan.glossed for p in batch):
+            self._inflections = Inflections(self.planner.target_pieces)  # once: the vocabulary's, by stem
         aligning = alignment_layer_index(settings.alignment_layer, self.model.config.n_decoder_layers)
-        return search_replacing(self.door, batch, settings, self.tokenizer, pieces, aligning=aligning, **options)
+        return search_replacing(
+            self.door, batch, settings, self.tokenizer, self._inflections, aligning=aligning, **options
+        )
 
     def _explain(
         self,
