@@ -15,7 +15,9 @@ reports:
 - shorter: its words are fewer than 0.8x the plain output's (target <= 1%: a phrase dropped to make room);
 - chrF of the steered outputs against the plain outputs with the synonym swapped in for the usual word
   (target >= 95: the term changes its word and nothing else);
-- speed: seconds for all sentences, plain and steered, the median of `--repeats` runs.
+- speed: seconds for all sentences, plain and steered, the median of `--repeats` runs;
+- reported: the share of steered answers whose `constraints` report a term doubled or words lost (a checkout
+  before issue 64 reports neither).
 
 `--baseline DIR` runs the same in the tnmt of another checkout (DIR/src: a worktree of main before the issue), in
 a child process, and reports it beside. Writes benchmarks/results/synonyms.json (with the host).
@@ -105,9 +107,12 @@ def child(checkpoint: str, texts_path: Path, out: Path, repeats: int, threads: i
         seconds = []
         for _ in range(repeats):
             start = time.perf_counter()
-            outputs = [t.text for t in translator.translations(texts, **kwargs)]
+            found = translator.translations(texts, **kwargs)
             seconds.append(time.perf_counter() - start)
-        result[name] = {"outputs": outputs, "seconds": seconds}
+        reports = [
+            [getattr(c, "doubled", None) is True or bool(getattr(c, "lost", ())) for c in t.constraints] for t in found
+        ]
+        result[name] = {"outputs": [t.text for t in found], "seconds": seconds, "reports": reports}
     result["tnmt"] = str(Path(sys.modules["tnmt"].__file__).parent)  # which checkout ran
     out.write_text(json.dumps(result, ensure_ascii=False))
 
@@ -115,16 +120,18 @@ def child(checkpoint: str, texts_path: Path, out: Path, repeats: int, threads: i
 def measure(chosen, rows, found: dict) -> dict:
     plain, steered = found["plain"]["outputs"], found["steered"]["outputs"]
     n = len(chosen)
-    used = doubled = shorter = 0
+    used = doubled = shorter = flagged = 0
     examples = []
     references = []
-    for (text, r), p, s in zip(chosen, plain, steered, strict=True):
+    reports = found["steered"]["reports"]
+    for (text, r), p, s, report in zip(chosen, plain, steered, reports, strict=True):
         _, usual, synonym = rows[r]
         ws = words_of(s)
         is_used = synonym.casefold() in ws
         is_doubled = any(u.casefold() in ws for u in usual)
         is_shorter = len(s.split()) < SHORTER * len(p.split())
         used, doubled, shorter = used + is_used, doubled + is_doubled, shorter + is_shorter
+        flagged += any(report)
         references.append(swapped(p, usual, synonym))
         if (is_doubled or is_shorter or not is_used) and len(examples) < 12:
             examples.append({"source": text, "plain": p, "steered": s})
@@ -134,6 +141,7 @@ def measure(chosen, rows, found: dict) -> dict:
         "term_used_pct": round(100 * used / n, 1),
         "doubled_pct": round(100 * doubled / n, 1),
         "shorter_pct": round(100 * shorter / n, 1),
+        "reported_doubled_or_lost_pct": round(100 * flagged / n, 1),  # what the answers' `constraints` say
         "chrf_vs_plain_swapped": round(sacrebleu.corpus_chrf(steered, [references]).score, 2),
         "seconds_plain_median": round(statistics.median(found["plain"]["seconds"]), 3),
         "seconds_steered_median": round(statistics.median(found["steered"]["seconds"]), 3),
