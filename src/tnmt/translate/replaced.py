@@ -89,8 +89,9 @@ def search_replacing(
     searched once more (`_second_round`) when its best translation still writes a word for a term's source beside
     the term (a second synonym: "Kids" where "Kinder" was banned; that word is banned too) or leaves a term out (its
     attention never came near the term's source, or a second occurrence of the term went unwritten: the terms are
-    then offered wherever the search is). Returns the search's encoded sources and hypotheses, the texts as searched,
-    and their plain passes (None where no glossary term applies)."""
+    then offered wherever the search is); its result is kept unless it meets fewer terms. Returns the search's
+    encoded sources and hypotheses, the texts as searched, and their plain passes (None where no glossary term
+    applies), whose own words the checks of the result read (`term_checks`)."""
     plain = plain_passes(door, batch, settings, tokenizer, aligning=aligning)
     searched = [replacing(p, one, tokenizer, inflections) for p, one in zip(batch, plain, strict=True)]
     steered = any(p.steers for p in batch)
@@ -103,7 +104,7 @@ def search_replacing(
     if again:
         for b, (one, anywhere) in again.items():
             plain[b], searched[b] = one, replacing(batch[b], one, tokenizer, inflections)
-            if anywhere:
+            if anywhere:  # each term offered at every step, wherever the attention is
                 plan = searched[b].plan
                 searched[b] = replace(
                     searched[b], plan=replace(plan, constraints=replace(plan.constraints, sources=()))
@@ -116,7 +117,8 @@ def search_replacing(
             constraints=[searched[b].plan.constraints for b in chosen],
         )
         for b, hypotheses in zip(chosen, refound, strict=True):
-            found[b] = hypotheses
+            if hypotheses and hypotheses[0].met >= found[b][0].met:  # a second search that meets fewer terms loses
+                found[b] = hypotheses
     return encoded, found, searched, plain
 
 
