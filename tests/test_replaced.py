@@ -22,11 +22,13 @@ PLAIN = "due cento e cinque"
 
 class ScriptedDoor:
     """A `ModelDoor` whose search answers `outputs` (texts, per sentence, best first) and whose teacher-forced pass
-    has each output word look at the source word `looks[word]` (the aligning layer's head, one-hot per token)."""
+    has each output word look at the source word `looks[word]` (the aligning layer's head, one-hot per token); its
+    logits (a pass without weights) are flat, but for the text `liked`, whose every token the model is sure of."""
 
-    def __init__(self, tokenizer, outputs: list[list[str]], looks: dict[str, int]) -> None:
-        self.tokenizer, self.outputs, self.looks = tokenizer, outputs, looks
+    def __init__(self, tokenizer, outputs: list[list[str]], looks: dict[str, int], liked: str = "") -> None:
+        self.tokenizer, self.outputs, self.looks, self.liked = tokenizer, outputs, looks, liked
         self.device = torch.device("cpu")
+        self.eos_id = tokenizer.eos_id
         self.searched: list = []
 
     def search(self, sources, settings, *, n_best=1, constraints=None):
@@ -40,6 +42,12 @@ class ScriptedDoor:
 
     def teacher_forced(self, sources, outputs, *, encoded=None, layers=None, weights=True, record=None):
         width = max(len(ids) for ids in outputs) + 1
+        if not weights:
+            logits = torch.zeros(len(outputs), width, 300)
+            for k, ids in enumerate(outputs):
+                if self.tokenizer.decode_target(ids) == self.liked:
+                    logits[k, torch.arange(len(ids) + 1), torch.tensor([*ids, self.eos_id])] = 20.0
+            return ForcedPass(encoded, None, logits, None)
         s = max(len(source.ids) for source in sources) + 1
         cross = torch.zeros(len(outputs), 1, width, s)
         for b, (source, ids) in enumerate(zip(sources, outputs, strict=True)):
@@ -75,13 +83,14 @@ def test_the_plain_pass_finds_the_models_word_for_each_term(tiny_translator):
     looks = {"due": 0, "cento": 1, "e": 2, "cinque": 3, "mille": 3}
     door = ScriptedDoor(tiny_translator.tokenizer, [[PLAIN, "due cento e mille"]], looks)
     (plain,) = plain_passes(door, batch, SETTINGS, tiny_translator.tokenizer, aligning=0)
-    assert plain.own == (("due",), ("cinque", "mille"))  # the best output's word, and the next one's
+    assert plain.own == (("due",), ("cinque",))  # the best output's words
+    assert plain.swaps == ("tre cento e sei",)
     assert door.searched[0][0].required == ()  # the plain pass searches without the terms
     steered = replacing(batch[0], plain, tiny_translator.tokenizer, Inflections(tiny_translator.planner.target_pieces))
     words = [
         {tiny_translator.tokenizer.decode_target(ids).strip() for ids in c} for c in steered.plan.constraints.replaced
     ]
-    assert {"due", "Due"} <= words[0] and {"cinque", "mille"} <= words[1]
+    assert {"due", "Due"} <= words[0] and {"cinque", "Cinque"} <= words[1]
     forms = {ids for forms in steered.plan.constraints.required for ids in forms}
     assert not forms & {ids for c in steered.plan.constraints.replaced for ids in c}
 
@@ -191,3 +200,14 @@ def test_inflections_are_the_pieces_one_ending_away():
     inflections = Inflections(pieces)
     assert inflections.of("Männern") == [(1,), (2,), (4,)]  # not a compound, a shorter stem or a word's inside
     assert inflections.of("Kinder") == []
+
+
+def test_of_two_words_that_read_a_terms_source_the_model_chooses_the_one_the_term_replaces(tiny_translator):
+    """ "Ein Kind" both read "Child": the term takes the place the model scores best with it ("Ein Sprössling", not
+    "Sprössling Kind"), and only that word is the model's own."""
+    batch = prepared(tiny_translator, "two and twenty", Steering(glossary=(glossary_entry("two", "tre", where="g"),)))
+    looks = {"cento": 0, "due": 0, "e": 1, "venti": 2}
+    for liked, own in (("cento tre e venti", ("due",)), ("tre due e venti", ("cento",))):
+        door = ScriptedDoor(tiny_translator.tokenizer, [["cento due e venti"]], looks, liked=liked)
+        (plain,) = plain_passes(door, batch, SETTINGS, tiny_translator.tokenizer, aligning=0)
+        assert (plain.own, plain.swaps) == ((own,), (liked,))

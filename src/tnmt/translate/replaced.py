@@ -37,14 +37,14 @@ from tnmt.decode.hypothesis import Hypothesis
 from tnmt.model import EncodedSource
 from tnmt.translate.door import ModelDoor
 from tnmt.translate.evidence import REVERSE_MIN, Evidence, piece_words, target_word_attention, word_alignment
-from tnmt.translate.prepared import Prepared
+from tnmt.translate.prepared import Prepared, Source
 from tnmt.translate.steering import SteeringTokenizer, spellings
 
-OWN_HYPOTHESES = 4  # the plain search's best hypotheses whose words for a term are the model's own
 NEAR_WORDS = 3  # source words either side of a term whose translation `lost` watches
 INFLECTION = 2  # letters a word may add to one of the model's own words and still be that word ("Mädchens")
 STEM_LETTERS = 4  # the shorter of two spellings `_spells` takes for one word has at least this many letters
 CONTENT_LETTERS = 4  # a plain translation's word this long is a content word whose loss `lost` reports
+MAX_SWAPS = 4  # plain translations with the terms swapped in that the search's result is compared with
 _LETTER = re.compile(r"[^\W\d_]")
 _PUNCTUATION = ".,;:!?\"'()[]{}«»“”„…-"
 
@@ -56,70 +56,31 @@ class PlainPass:
     own: per positive constraint, the model's own words for its source (empty for a phrase to include).
     rendered: the content words the plain best translation aligns to each source word (of the text the model
         reads), casefolded.
-    elsewhere: the words (casefolded) the plain best translation writes for a source word outside every term.
+    written: the other words (casefolded) of the plain best translation: the model's words in any case, which a
+        steered translation that writes them does not double a term with.
+    swaps: the plain best translation with each glossary term in the place of its own word (`swaps`).
     """
 
     own: tuple[tuple[str, ...], ...]
     rendered: dict[int, frozenset[str]]
-    elsewhere: frozenset[str] = frozenset()
+    written: frozenset[str] = frozenset()
+    swaps: tuple[str, ...] = ()
+
+    def dropped(self, text: str, terms: Sequence[tuple[int, int] | None]) -> int:
+        """How many source words outside the `terms` (word spans) have lost their translation in `text`: each of its
+        content words in the plain translation is gone from it."""
+        written = {_bare(word).casefold() for word in text.split()}
+        in_terms = {s for span in terms if span is not None for s in range(*span)}
+        return sum(1 for s, words in self.rendered.items() if s not in in_terms and not words & written)
 
 
-class _Look(NamedTuple):
+class Look(NamedTuple):
     """Where one output's words looked: its words, their aligning attention over the source words and EOS
     (`target_word_attention`), and its word alignment."""
 
     words: list[str]
     attention: np.ndarray
     alignment: list[tuple[int, int]]
-
-
-def search_replacing(
-    door: ModelDoor,
-    batch: Sequence[Prepared],
-    settings: DecodeConfig,
-    tokenizer: SteeringTokenizer,
-    inflections: "Inflections | None",
-    *,
-    aligning: int,
-    n_best: int = 1,
-    encoder_attention: bool = False,
-) -> tuple[EncodedSource, list[list[Hypothesis]], list[Prepared], list[PlainPass | None]]:
-    """`door.search` of a batch under its steering, each glossary term replacing the model's own words for its
-    source: a plain pass learns them (`plain_passes`), the search bans them (`replacing`), and a sentence is
-    searched once more (`_second_round`) when its best translation still writes a word for a term's source beside
-    the term (a second synonym: "Kids" where "Kinder" was banned; that word is banned too) or leaves a term out (its
-    attention never came near the term's source, or a second occurrence of the term went unwritten: the terms are
-    then offered wherever the search is); its result is kept unless it meets fewer terms. Returns the search's
-    encoded sources and hypotheses, the texts as searched, and their plain passes (None where no glossary term
-    applies), whose own words the checks of the result read (`term_checks`)."""
-    plain = plain_passes(door, batch, settings, tokenizer, aligning=aligning)
-    searched = [replacing(p, one, tokenizer, inflections) for p, one in zip(batch, plain, strict=True)]
-    steered = any(p.steers for p in batch)
-    constraints = [p.plan.constraints for p in searched] if steered else None
-    sources = [p.source for p in searched]
-    encoded, found = door.search(
-        sources, settings, n_best=n_best, constraints=constraints, encoder_attention=encoder_attention
-    )
-    again = _second_round(door, searched, plain, found, encoded, settings, tokenizer, aligning)
-    if again:
-        for b, (one, anywhere) in again.items():
-            plain[b], searched[b] = one, replacing(batch[b], one, tokenizer, inflections)
-            if anywhere:  # each term offered at every step, wherever the attention is
-                plan = searched[b].plan
-                searched[b] = replace(
-                    searched[b], plan=replace(plan, constraints=replace(plan.constraints, sources=()))
-                )
-        chosen = sorted(again)
-        _, refound = door.search(
-            [sources[b] for b in chosen],
-            settings,
-            n_best=n_best,
-            constraints=[searched[b].plan.constraints for b in chosen],
-        )
-        for b, hypotheses in zip(chosen, refound, strict=True):
-            if hypotheses and hypotheses[0].met >= found[b][0].met:  # a second search that meets fewer terms loses
-                found[b] = hypotheses
-    return encoded, found, searched, plain
 
 
 def plain_passes(
@@ -131,34 +92,75 @@ def plain_passes(
     aligning: int,
 ) -> list[PlainPass | None]:
     """The plain pass of each text of `batch` that a glossary term applies to (`Plan.glossed`), None for the others:
-    one search of those texts without their required phrases (their other steering kept), and one teacher-forced
-    pass through the aligning layer (`aligning`) over its best hypotheses."""
+    one search of those texts without their required phrases (their other steering kept), one teacher-forced pass
+    through the aligning layer over the best translations, and, where a term's source is read hardest by several
+    words ("Ein Kind" both read "Child"), one pass that scores the translation with the term in each one's place:
+    the word whose place the model likes the term in best is the one it replaces."""
     chosen = [b for b, p in enumerate(batch) if p.source is not None and p.plan is not None and p.plan.glossed]
     passes: list[PlainPass | None] = [None] * len(batch)
     if not chosen:
         return passes
     plain = [replace(batch[b].plan.constraints, required=(), sources=(), replaced=()) for b in chosen]
-    n_best = min(settings.beam_size, OWN_HYPOTHESES)
-    encoded, found = door.search([batch[b].source for b in chosen], settings, n_best=n_best, constraints=plain)
-    which = [i for i, hypotheses in enumerate(found) for h in hypotheses if h.tokens]  # (N,) each output's sentence
-    outputs = [h.tokens for hypotheses in found for h in hypotheses if h.tokens]
-    looks: list[list[_Look]] = [[] for _ in chosen]
-    readers = [batch[chosen[i]] for i in which]
-    for i, look in zip(
-        which, _looks(door, readers, outputs, encoded, which, settings, tokenizer, aligning), strict=True
-    ):
-        looks[i].append(look)
+    encoded, found = door.search([batch[b].source for b in chosen], settings, constraints=plain)
+    have = [i for i, hypotheses in enumerate(found) if hypotheses[0].tokens]
+    readers = [batch[chosen[i]] for i in have]
+    outputs = [found[i][0].tokens for i in have]
+    seen = dict(zip(have, looks_of(door, readers, outputs, encoded, have, settings, tokenizer, aligning), strict=True))
+    options = {i: candidate_places(batch[chosen[i]], look) for i, look in seen.items()}
+    places = {i: {c: js[0] for c, js in enumerate(per) if len(js) == 1} for i, per in options.items()}
+    trials = [(i, c, j) for i, per in options.items() for c, js in enumerate(per) if len(js) > 1 for j in js]
+    if trials:
+        texts = [swapped(seen[i].words, {c: j}, batch[chosen[i]].plan.forms, 0) for i, c, j in trials]
+        ids = [tokenizer.encode_target(text) or [door.eos_id] for text in texts]
+        sources = [batch[chosen[i]].source for i, _, _ in trials]
+        rows = encoded.select(torch.tensor([i for i, _, _ in trials], device=door.device))
+        best: dict[tuple[int, int], tuple[float, int]] = {}
+        for (i, c, j), hypothesis in zip(
+            trials, scored(door, sources, ids, rows, settings.length_penalty), strict=True
+        ):
+            if (i, c) not in best or hypothesis.score > best[i, c][0]:
+                best[i, c] = hypothesis.score, j
+        for (i, c), (_, j) in best.items():
+            places[i][c] = j
     for i, b in enumerate(chosen):
+        n = len(batch[b].plan.term_words)
+        if i not in seen:
+            passes[b] = PlainPass(((),) * n, {})
+            continue
+        look, place = seen[i], places[i]
+        shared = _shared(batch[b], look, set(place.values()))
+        own = tuple(
+            (word,) if c in place and (word := _bare(look.words[place[c]])).casefold() not in shared else ()
+            for c in range(n)
+        )
         rendered: dict[int, frozenset[str]] = {}
-        for s, j in looks[i][0].alignment if looks[i] else ():
-            if len(word := _bare(looks[i][0].words[j])) >= CONTENT_LETTERS:
+        for s, j in look.alignment:
+            if len(word := _bare(look.words[j])) >= CONTENT_LETTERS:
                 rendered[s] = rendered.get(s, frozenset()) | {word.casefold()}
-        own, elsewhere = _own_words(batch[b], looks[i])
-        passes[b] = PlainPass(own, rendered, elsewhere)
+        written = frozenset(_bare(w).casefold() for j, w in enumerate(look.words) if j not in place.values())
+        passes[b] = PlainPass(own, rendered, written, swaps(batch[b], look.words, place))
     return passes
 
 
-def _looks(
+def scored(
+    door: ModelDoor, sources: Sequence[Source], outputs: Sequence[list[int]], encoded: EncodedSource, alpha: float
+) -> list[Hypothesis]:
+    """Each output (non-empty ids) as a finished hypothesis the model scores as a search does (`Hypothesis.scored`
+    with length penalty `alpha`, EOS included), from one teacher-forced pass, output k read from `sources[k]`,
+    encoded as row k of `encoded`."""
+    forced = door.teacher_forced(sources, outputs, encoded=encoded, weights=False)
+    log_probs = forced.logits.float().log_softmax(dim=-1)  # (N, T, V): row t predicts output token t, then EOS
+    found = []
+    for k, ids in enumerate(outputs):
+        own = [
+            *log_probs[k, torch.arange(len(ids)), torch.tensor(ids)].tolist(),
+            float(log_probs[k, len(ids), door.eos_id]),
+        ]
+        found.append(Hypothesis.scored(ids, sum(own), ended=True, alpha=alpha, token_log_probs=tuple(own)))
+    return found
+
+
+def looks_of(
     door: ModelDoor,
     readers: Sequence[Prepared],
     outputs: Sequence[list[int]],
@@ -167,7 +169,7 @@ def _looks(
     settings: DecodeConfig,
     tokenizer: SteeringTokenizer,
     aligning: int,
-) -> list[_Look]:
+) -> list[Look]:
     """Where each output's words looked, from one teacher-forced pass through the aligning layer over `outputs`
     (non-empty ids), output k read from `readers[k]`'s source, row `rows_of[k]` of `encoded`."""
     if not outputs:
@@ -182,50 +184,8 @@ def _looks(
         source_words = piece_words(p.source.pieces, p.read)[: len(p.source.ids)]
         target_words = piece_words(tokenizer.target_pieces(ids), text)
         attention = target_word_attention(rows[k], source_words, target_words, shift=shift)
-        looks.append(_Look(text.split(), attention, word_alignment(rows[k], source_words, target_words, shift=shift)))
+        looks.append(Look(text.split(), attention, word_alignment(rows[k], source_words, target_words, shift=shift)))
     return looks
-
-
-def _second_round(
-    door: ModelDoor,
-    searched: Sequence[Prepared],
-    plain: Sequence[PlainPass | None],
-    found: Sequence[Sequence[Hypothesis]],
-    encoded: EncodedSource,
-    settings: DecodeConfig,
-    tokenizer: SteeringTokenizer,
-    aligning: int,
-) -> dict[int, tuple[PlainPass, bool]]:
-    """The sentences to search again (`search_replacing`): their plain passes, the own words grown by those that
-    their best steered translation writes for a term's source outside the words that meet a term (a word the plain
-    pass left out, nor written elsewhere), and whether a glossary term of theirs went unmet."""
-    chosen = [b for b, one in enumerate(plain) if one is not None and found[b] and found[b][0].tokens]
-    looks = _looks(
-        door,
-        [searched[b] for b in chosen],
-        [found[b][0].tokens for b in chosen],
-        encoded,
-        chosen,
-        settings,
-        tokenizer,
-        aligning,
-    )
-    grown = {}
-    for b, look in zip(chosen, looks, strict=True):
-        best, one = found[b][0], plain[b]
-        words_of = piece_words(tokenizer.target_pieces(best.tokens), tokenizer.decode_target(best.tokens))
-        meeting = {words_of[t] for span in best.constraints if span is not None for t in range(*span)}
-        more, _ = _own_words(searched[b], [look], skip=meeting)
-        own = tuple(
-            (*words, *(w for w in new if w.casefold() not in one.elsewhere and w not in words))
-            for words, new in zip(one.own, more, strict=True)
-        )
-        terms = searched[b].plan.term_words
-        spans = best.constraints or (None,) * len(terms)
-        unmet = any(span is None for span, at in zip(spans, terms, strict=True) if at is not None)
-        if own != one.own or unmet:
-            grown[b] = replace(one, own=own), unmet
-    return grown
 
 
 def replacing(
@@ -256,7 +216,8 @@ def term_checks(
     prepared: Prepared, plain: PlainPass, text: str, evidence: Evidence | None, met: Sequence[Sequence[int]]
 ) -> list[tuple[bool, tuple[str, ...]]]:
     """Per positive constraint of `prepared`: is its term doubled in the translation `text` (one of the model's own
-    words for its source is there too, outside the words `met` that meet it), and which source words near it lost
+    words for its source is there too, outside the words `met` that meet it, and not a word the plain translation
+    writes for something else), and which source words near it lost
     their translation (aligned in the plain translation, not by `evidence`'s alignment of this one: none without
     it). A `steering.TermChecks` once `prepared` and `plain` are given."""
     words = [_bare(word) for word in text.split()]
@@ -265,7 +226,7 @@ def term_checks(
     read_words = prepared.read.split()
     checks = []
     for own, span, at in zip(plain.own, prepared.plan.term_words, met, strict=True):
-        doubled = any(_spells(word, own) for j, word in enumerate(words) if j not in at)
+        doubled = any(_spells(w, own) for j, w in enumerate(words) if j not in at and w.casefold() not in plain.written)
         lost: tuple[str, ...] = ()
         if span is not None and aligned is not None:
             near = [*range(max(span[0] - NEAR_WORDS, 0), span[0]), *range(span[1], span[1] + NEAR_WORDS)]
@@ -275,45 +236,61 @@ def term_checks(
     return checks
 
 
-def _own_words(
-    prepared: Prepared, looks: Sequence[_Look], *, skip: Collection[int] = ()
-) -> tuple[tuple[tuple[str, ...], ...], frozenset[str]]:
-    """Per positive constraint, the words of the outputs (`looks`, the best first) that look hardest at its term's
-    source words, less those the module docstring keeps, and the words the best output writes for a source word
-    outside every term. `skip`: the best output's words to leave out (those that meet a term)."""
-    plan = prepared.plan
-    spans = plan.term_words
-    in_terms = {s for span in spans if span is not None for s in range(*span)}
-    own: list[dict[str, None]] = [{} for _ in spans]
-    elsewhere: set[str] = set()
-    for k, look in enumerate(looks):
-        n_source = look.attention.shape[1] - 1
-        words = [_bare(look.words[j]) if j < len(look.words) else "" for j in range(look.attention.shape[0])]
-        usable = [bool(_LETTER.search(word)) and not (k == 0 and j in skip) for j, word in enumerate(words)]
-        strongest = look.attention[:, :n_source].argmax(axis=0)  # (source words,) each one's strongest target word
-        readers = set()  # the words that read a term's source word hardest
-        for c, span in enumerate(spans):
-            for s in range(*span) if span is not None else ():
-                if usable[j := int(strongest[s])] and look.attention[j, s] >= REVERSE_MIN:
-                    own[c][words[j]] = None
-                    readers.add(j)
-        for j, s in enumerate(look.attention.argmax(axis=1).tolist()):  # the source word each word reads hardest
-            if not usable[j] or s == n_source:
-                continue
-            if s not in in_terms and k == 0 and j not in readers:
-                elsewhere.add(words[j].casefold())
-            for c, span in enumerate(spans):
-                if span is not None and span[0] <= s < span[1]:
-                    own[c][words[j]] = None
-    kept = tuple(
-        tuple(
-            w
-            for w in found
-            if w.casefold() not in elsewhere and w.casefold() not in {f.casefold() for f in plan.forms[c]}
-        )
-        for c, found in enumerate(own)
+def candidate_places(prepared: Prepared, look: Look, *, skip: Collection[int] = ()) -> list[list[int]]:
+    """Per positive constraint, the words of an output (`look`) that may be the model's own for its term's source:
+    those with letters that read the source hardest, and each source word's hardest reader (the two reads of the
+    evidence's alignment), less those in `skip` and those that spell a form of the term. Empty for a phrase to
+    include."""
+    spans, forms = prepared.plan.term_words, prepared.plan.forms
+    n_source = look.attention.shape[1] - 1
+    words = [_bare(look.words[j]) if j < len(look.words) else "" for j in range(look.attention.shape[0])]
+    usable = [bool(_LETTER.search(word)) and j not in skip for j, word in enumerate(words)]
+    strongest = look.attention[:, :n_source].argmax(axis=0)  # (source words,) each one's strongest target word
+    reads = look.attention.argmax(axis=1).tolist()  # (target words,) the source word each reads hardest
+    places = []
+    for c, span in enumerate(spans):
+        found: set[int] = set()
+        for s in range(*span) if span is not None else ():
+            if look.attention[j := int(strongest[s]), s] >= REVERSE_MIN:
+                found.add(j)
+            found |= {j for j, read in enumerate(reads) if read == s}
+        terms = {form.casefold() for form in forms[c]}
+        places.append(sorted(j for j in found if usable[j] and words[j].casefold() not in terms))
+    return places
+
+
+def _shared(prepared: Prepared, look: Look, places: Collection[int]) -> frozenset[str]:
+    """The words (casefolded) an output writes, outside `places`, for a source word outside every term: a term's own
+    word among them is the model's word for something else too, which a ban would take there."""
+    in_terms = {s for span in prepared.plan.term_words if span is not None for s in range(*span)}
+    n_source = look.attention.shape[1] - 1
+    return frozenset(
+        _bare(look.words[j]).casefold()
+        for j, s in enumerate(look.attention.argmax(axis=1).tolist())
+        if j < len(look.words) and s != n_source and s not in in_terms and j not in places
     )
-    return kept, frozenset(elsewhere)
+
+
+def swaps(prepared: Prepared, words: Sequence[str], place: dict[int, int]) -> tuple[str, ...]:
+    """An output's `words` with each glossary term at its `place` (constraint -> word), one text per form (a term
+    with fewer forms keeps its last), at most `MAX_SWAPS`; () unless every term has its place."""
+    terms = [c for c, span in enumerate(prepared.plan.term_words) if span is not None]
+    if not terms or any(c not in place for c in terms) or len(set(place.values())) < len(place):
+        return ()
+    forms = prepared.plan.forms
+    n = min(MAX_SWAPS, max(len(forms[c]) for c in terms))
+    return tuple(dict.fromkeys(swapped(words, place, forms, f) for f in range(n)))
+
+
+def swapped(words: Sequence[str], place: dict[int, int], forms: Sequence[Sequence[str]], f: int) -> str:
+    """`words` with each constraint's `f`-th form (its last if it has fewer) at its place, the punctuation around
+    the word it takes kept."""
+    out = list(words)
+    for c, j in place.items():
+        word = out[j]
+        lead, trail = word[: len(word) - len(word.lstrip(_PUNCTUATION))], word[len(word.rstrip(_PUNCTUATION)) :]
+        out[j] = lead + forms[c][min(f, len(forms[c]) - 1)] + trail
+    return " ".join(out)
 
 
 def _bare(word: str) -> str:

@@ -32,8 +32,9 @@ from tnmt.model import EncodedSource, Transformer
 from tnmt.translate.door import QUANTIZE, ModelDoor
 from tnmt.translate.evidence import Evidence, Sentence, TokenAttention, explain
 from tnmt.translate.prepared import Prepared, Source, given_ids, length_batches, prepare
-from tnmt.translate.replaced import Inflections, PlainPass, search_replacing, term_checks
+from tnmt.translate.replaced import Inflections, PlainPass, term_checks
 from tnmt.translate.steering import Plan, Planner, Steering, TermChecks, finish
+from tnmt.translate.term_search import search_replacing
 from tnmt.translate.translation import EMPTY, Translation
 
 
