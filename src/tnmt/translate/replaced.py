@@ -1,25 +1,25 @@
-"""What a glossary term replaces: the model's own words for the term's source, learned from the model itself.
+"""What a glossary term replaces: the model's own word for the term's source, learned from the model itself.
 
 A glossary entry "girl -> Mädel" asks for "Mädel" where the model would write "Mädchen". Required alone, the term
 joins the model's word instead of replacing it ("Ein junges Mädchen Mädel springt über eine Pfütze."): a quarter of
 the sentences of a synonym glossary on Multi30k (benchmarks/quality/synonyms.py). So before the constrained search,
-`plain_passes` runs the same sentences through a plain search (the same settings, its `OWN_HYPOTHESES` best) and
-one teacher-forced pass through the aligning layer over those outputs; a target word whose strongest aligning
-attention is on a term's source words, or the target word that attends to a term's source word hardest (the two
-reads of the evidence's alignment), is the model's own word for it. `replacing` makes those words the
-constraint's `replaced` phrases (decode/constraints.py), banned in every spelling a writer would use
-(translate/steering.py's `spellings`) and in their inflections that the vocabulary holds as one piece ("Kindern"
-for "Kinder"), so the search writes the term in their place.
+`plain_passes` runs the same sentences through a plain search (the same settings) and one teacher-forced pass
+through the aligning layer over the best translations. The words that may be a term's are those that read its
+source hardest and each source word's hardest reader (`candidate_places`: the two reads of the evidence's
+alignment); where there are several ("Ein Kind" both read "Child"), the model scores the translation with the term
+in each one's place, and the best place names the word the term replaces. `replacing` makes it the constraint's
+`replaced` phrases (decode/constraints.py), banned in every spelling a writer would use (translate/steering.py's
+`spellings`) and in the inflections the vocabulary holds as one piece (`Inflections`: "Kindern" for "Kinder"), so
+the search writes the term in its place; `swaps` is the plain translation with the terms in their places, which
+translate/term_search.py weighs against what the search found.
 
-Not banned, so that a ban never takes a word the sentence needs elsewhere or blocks the term:
-- a word the plain translation also writes for a source word outside every term ("ein" for "a" and for "girl");
-- a word without letters, one that spells a form of the term, and a spelling inside a form (the term's own
-  subwords).
+Not banned, so that a ban never takes a word the sentence needs elsewhere or blocks the term: a word the plain
+translation also writes for a source word outside every term (`_shared`), and a spelling inside a form of a term.
 
-The same plain pass checks the result (`term_checks`): does the steered translation still hold one of those words
-(`doubled`), and which source words near the term lost their translation (`lost`: "in a red dress" dropped to
-make room for the term): a word the steered translation aligns to nothing, whose translation in the plain one (a
-word of `CONTENT_LETTERS` letters or more: function words move between translations) is gone from the text.
+The same plain pass checks the result (`term_checks`): does the steered translation still hold the model's word
+(`doubled`), and which source words near the term lost their translation (`lost`: "in a red dress" dropped to make
+room for the term): a word the steered translation aligns to nothing, whose translation in the plain one (a word of
+`CONTENT_LETTERS` letters or more: function words move between translations) is gone from the text.
 """
 
 import re
@@ -69,7 +69,7 @@ class PlainPass:
     def dropped(self, text: str, terms: Sequence[tuple[int, int] | None]) -> int:
         """How many source words outside the `terms` (word spans) have lost their translation in `text`: each of its
         content words in the plain translation is gone from it."""
-        written = {_bare(word).casefold() for word in text.split()}
+        written = {bare_word(word).casefold() for word in text.split()}
         in_terms = {s for span in terms if span is not None for s in range(*span)}
         return sum(1 for s, words in self.rendered.items() if s not in in_terms and not words & written)
 
@@ -130,14 +130,14 @@ def plain_passes(
         look, place = seen[i], places[i]
         shared = _shared(batch[b], look, set(place.values()))
         own = tuple(
-            (word,) if c in place and (word := _bare(look.words[place[c]])).casefold() not in shared else ()
+            (word,) if c in place and (word := bare_word(look.words[place[c]])).casefold() not in shared else ()
             for c in range(n)
         )
         rendered: dict[int, frozenset[str]] = {}
         for s, j in look.alignment:
-            if len(word := _bare(look.words[j])) >= CONTENT_LETTERS:
+            if len(word := bare_word(look.words[j])) >= CONTENT_LETTERS:
                 rendered[s] = rendered.get(s, frozenset()) | {word.casefold()}
-        written = frozenset(_bare(w).casefold() for j, w in enumerate(look.words) if j not in place.values())
+        written = frozenset(bare_word(w).casefold() for j, w in enumerate(look.words) if j not in place.values())
         passes[b] = PlainPass(own, rendered, written, swaps(batch[b], look.words, place))
     return passes
 
@@ -220,7 +220,7 @@ def term_checks(
     writes for something else), and which source words near it lost
     their translation (aligned in the plain translation, not by `evidence`'s alignment of this one: none without
     it). A `steering.TermChecks` once `prepared` and `plain` are given."""
-    words = [_bare(word) for word in text.split()]
+    words = [bare_word(word) for word in text.split()]
     written = {word.casefold() for word in words}
     aligned = {s for s, _ in evidence.alignment} if evidence is not None else None
     read_words = prepared.read.split()
@@ -243,7 +243,7 @@ def candidate_places(prepared: Prepared, look: Look, *, skip: Collection[int] = 
     include."""
     spans, forms = prepared.plan.term_words, prepared.plan.forms
     n_source = look.attention.shape[1] - 1
-    words = [_bare(look.words[j]) if j < len(look.words) else "" for j in range(look.attention.shape[0])]
+    words = [bare_word(look.words[j]) if j < len(look.words) else "" for j in range(look.attention.shape[0])]
     usable = [bool(_LETTER.search(word)) and j not in skip for j, word in enumerate(words)]
     strongest = look.attention[:, :n_source].argmax(axis=0)  # (source words,) each one's strongest target word
     reads = look.attention.argmax(axis=1).tolist()  # (target words,) the source word each reads hardest
@@ -265,7 +265,7 @@ def _shared(prepared: Prepared, look: Look, places: Collection[int]) -> frozense
     in_terms = {s for span in prepared.plan.term_words if span is not None for s in range(*span)}
     n_source = look.attention.shape[1] - 1
     return frozenset(
-        _bare(look.words[j]).casefold()
+        bare_word(look.words[j]).casefold()
         for j, s in enumerate(look.attention.argmax(axis=1).tolist())
         if j < len(look.words) and s != n_source and s not in in_terms and j not in places
     )
@@ -293,7 +293,7 @@ def swapped(words: Sequence[str], place: dict[int, int], forms: Sequence[Sequenc
     return " ".join(out)
 
 
-def _bare(word: str) -> str:
+def bare_word(word: str) -> str:
     """A word without the punctuation around it."""
     return word.strip(_PUNCTUATION)
 

@@ -3,8 +3,8 @@
 translate/replaced.py learns those words and bans them; this is the order of the passes (`search_replacing`), one
 batch at a time: a plain pass, the constrained search with the words banned, a second search for a sentence whose
 translation still doubles or leaves out a term, and the plain translation with the terms swapped in, scored by the
-model beside what the search found. What the search then returns is the finished hypothesis the model scores best,
-as without a glossary.
+model beside what the search found. The swap wins where the model scores it better, or where the search's result
+dropped words of the plain translation to make room for a term (a loss a glossary's user does not accept).
 """
 
 from collections.abc import Sequence
@@ -23,7 +23,7 @@ from tnmt.translate.prepared import Prepared
 from tnmt.translate.replaced import (
     Inflections,
     PlainPass,
-    _bare,
+    bare_word,
     candidate_places,
     looks_of,
     plain_passes,
@@ -44,17 +44,17 @@ def search_replacing(
     n_best: int = 1,
     encoder_attention: bool = False,
 ) -> tuple[EncodedSource, list[list[Hypothesis]], list[Prepared], list[PlainPass | None]]:
-    """`door.search` of a batch under its steering, each glossary term replacing the model's own words for its
-    source: a plain pass learns them (`plain_passes`), the search bans them (`replacing`), and a sentence is
-    searched once more (`_second_round`) when its best translation still writes a word for a term's source beside
-    the term (a second synonym: "Kids" where "Kinder" was banned; that word is banned too) or leaves a term out (its
-    attention never came near the term's source, or a second occurrence of the term went unwritten: the terms are
-    then offered wherever the search is); its result is kept unless it meets fewer terms. Last, the plain
-    translation with the terms in their words' places (`PlainPass.swaps`) is scored by the model as one more finished
-    hypothesis (`_swapped_in`): a beam misses it where the term is a word the model rarely writes, whose low
-    probability prunes the prefix that leads to it. Returns the search's
-    encoded sources and hypotheses, the texts as searched, and their plain passes (None where no glossary term
-    applies), whose own words the checks of the result read (`term_checks`)."""
+    """`door.search` of a batch under its steering, each glossary term replacing the model's own words for its source:
+    a plain pass learns them (`plain_passes`), the search bans them (`replacing`), and a sentence is searched once
+    more (`_second_round`) when its best translation still writes a word for a term's source beside the term (a
+    second synonym: "Kids" where "Kinder" was banned; that word is banned too) or leaves a term out (its attention
+    never came near the term's source, or a second occurrence of the term went unwritten: the terms are then offered
+    wherever the search is); its result is kept unless it meets fewer terms. Last, the plain translation with the
+    terms in their words' places (`PlainPass.swaps`) is scored by the model as one more finished hypothesis
+    (`_swapped_in`): a beam misses it where the term is a word the model rarely writes, whose low probability prunes
+    the prefix that leads to it. Returns the search's encoded sources and hypotheses, the texts as searched, and
+    their plain passes (None where no glossary term applies), whose own words the checks of the result read
+    (`term_checks`)."""
     plain = plain_passes(door, batch, settings, tokenizer, aligning=aligning)
     searched = [replacing(p, one, tokenizer, inflections) for p, one in zip(batch, plain, strict=True)]
     steered = any(p.steers for p in batch)
@@ -118,7 +118,7 @@ def _second_round(
         words_of = piece_words(tokenizer.target_pieces(best.tokens), tokenizer.decode_target(best.tokens))
         meeting = {words_of[t] for span in best.constraints if span is not None for t in range(*span)}
         places = candidate_places(searched[b], look, skip=meeting)
-        more = [[_bare(look.words[j]) for j in js] for js in places]
+        more = [[bare_word(look.words[j]) for j in js] for js in places]
         own = tuple(
             (*words, *(w for w in new if w.casefold() not in one.written and w not in words))
             for words, new in zip(one.own, more, strict=True)
