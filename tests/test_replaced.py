@@ -131,6 +131,9 @@ def test_no_term_no_plain_pass(tiny_translator):
     assert plain_passes(door, batch, SETTINGS, tiny_translator.tokenizer, aligning=0) == [None]
     assert door.searched == []
     assert replacing(batch[0], None, tiny_translator.tokenizer, None) is batch[0]
+    plain_text = [t.text for t in tiny_translator.translations([SENTENCE])]
+    absent = Steering(glossary=(glossary_entry("seven", "sette", where="g"),))
+    assert [t.text for t in tiny_translator.translations([SENTENCE], steering=[absent])] == plain_text
 
 
 def test_a_term_inside_a_kept_span_changes_nothing(tiny_translator):
