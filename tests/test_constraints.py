@@ -158,3 +158,11 @@ def test_of_a_terms_forms_the_one_the_model_prefers_is_written():
     for forms in (((C,), (B,)), ((B,), (C,))):
         found = run([Constraints(required=(forms,))], max_len=3)[0]
         assert found[0].tokens[found[0].constraints[0][0]] == B
+
+
+def test_one_occurrence_meets_one_constraint():
+    """A term the source holds twice is two constraints with the same form: one written "c" meets one of them."""
+    twice = ProgressTable(Constraints(required=(((C,),), ((C,),))))
+    p = Progress.start(twice).advance(twice, C, 0)
+    assert p.spans == ((0, 1), None) and p.needed == 1
+    assert p.advance(twice, C, 1).spans == ((0, 1), (1, 2))

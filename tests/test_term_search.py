@@ -86,3 +86,9 @@ def test_the_trace_under_a_glossary_is_the_search_that_translates(tiny_translato
     for text in ("two hundred and five", "five thousand two hundred"):
         (translated,) = tiny_translator.translations([text], settings, steering=[steering])
         assert tiny_translator.trace(text, settings, steering=steering).translation == translated.text
+
+
+def test_a_swap_meets_a_term_given_twice_only_with_two_occurrences():
+    twice = Constraints(required=(((5,),), ((5,),)))
+    assert _meets(twice, [5, 8, 5], block_loops=False) == ((0, 1), (2, 3))
+    assert _meets(twice, [5, 8, 9], block_loops=False) is None

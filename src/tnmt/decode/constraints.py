@@ -159,14 +159,16 @@ class Progress:
         steps = [(c, f, n) for c, f, n in self.partial] + [
             (c, f, 0) for c, span in enumerate(self.spans) if span is None for f in range(len(required[c]))
         ]
+        taken = set(self.spans)  # an occurrence meets one constraint: a term the source holds twice is written twice
         for c, f, n in steps:
             form = required[c][f]
             if spans[c] is not None or form[n] != token:
                 continue
-            if n + 1 == len(form):
-                spans[c] = (position + 1 - len(form), position + 1)
-            else:
+            if n + 1 < len(form):
                 partial.append((c, f, n + 1))
+            elif (span := (position + 1 - len(form), position + 1)) not in taken:
+                spans[c] = span
+                taken.add(span)
         kept = tuple(sorted({p for p in partial if spans[p[0]] is None}))
         return Progress._of(table, tuple(spans), kept)
 

@@ -166,32 +166,33 @@ def _swapped_in(
 
 
 def _meets(constraints: Constraints, ids: list[int], *, block_loops: bool) -> tuple[tuple[int, int], ...] | None:
-    """Where `ids` meets each required phrase (its first form found whole, not continued by a piece that continues
-    the word), or None when one is unmet, an avoided phrase is in it, its prefix is not the one forced, or it loops
-    where the search would not let it. (The words the terms replace are not checked: a swap keeps the plain
-    translation's other words, which are the model's own for other source words.)"""
+    """Where `ids` meets each required phrase (the first occurrence of one of its forms that no earlier phrase took,
+    not continued by a piece that continues the word), or None when one is unmet, an avoided phrase is in it, its
+    prefix is not the one forced, or it loops where the search would not let it. (The words the terms replace are
+    not checked: a swap keeps the plain translation's other words, which are the model's own for other source
+    words.)"""
     if tuple(ids[: len(constraints.prefix)]) != constraints.prefix:
         return None
-    if any(_find(ids, phrase, None) is not None for phrase in constraints.avoided):
+    if any(_occurrences(ids, phrase, None) for phrase in constraints.avoided):
         return None
     if block_loops and not constraints.allow_loops and has_loop(ids):
         return None
-    spans = []
-    for forms in constraints.required:
-        at = [s for form in forms if (s := _find(ids, form, constraints.continuations)) is not None]
+    spans: list[tuple[int, int]] = []
+    for forms in constraints.required:  # an occurrence meets one constraint, as in the search
+        at = [s for form in forms for s in _occurrences(ids, form, constraints.continuations) if s not in spans]
         if not at:
             return None
         spans.append(min(at))
     return tuple(spans)
 
 
-def _find(ids: list[int], phrase: tuple[int, ...], continuations: torch.Tensor | None) -> tuple[int, int] | None:
-    """The first [start, end) where `phrase` is in `ids` (not followed by a piece that continues its last word, when
-    `continuations` marks them), or None."""
-    n = len(phrase)
+def _occurrences(ids: list[int], phrase: tuple[int, ...], continuations: torch.Tensor | None) -> list[tuple[int, int]]:
+    """Every [start, end) where `phrase` is in `ids`, not followed by a piece that continues its last word (when
+    `continuations` marks them)."""
+    n, found = len(phrase), []
     for start in range(len(ids) - n + 1):
         if tuple(ids[start : start + n]) == phrase:
             follows = ids[start + n] if start + n < len(ids) else None
             if follows is None or continuations is None or not bool(continuations[follows]):
-                return start, start + n
-    return None
+                found.append((start, start + n))
+    return found
