@@ -536,6 +536,17 @@ def evidence_answer(texts: list[str]) -> dict:
                 "alignment": [[0, 0]],
                 "confidence": {"sentence": 0.97, "words": [0.97]},
                 "warnings": [],
+                "constraints": [  # a term the model also wrote its own word for, and lost words near it
+                    {
+                        "target": "ciao",
+                        "met": True,
+                        "words": [0],
+                        "source": "glossary",
+                        "form": "ciao",
+                        "doubled": True,
+                        "lost": ["there", "friend"],
+                    },
+                ],
             },
         ],
     }
@@ -557,6 +568,10 @@ def test_evidence_rendering_and_phone_width(server, page, repo_root):
 
     words = page.locator("#output .word")
     expect(words).to_have_text(["il", "gatto", "nero", "dorme", "ciao"])
+    expect(page.locator("#evidence-lines .line-terms li")).to_have_text(
+        "✓ glossary term ciao: used as ciao; the model's own word for it is there too; source words near it lost"
+        " their translation: “there”, “friend”"
+    )
     assert page.locator("#output").evaluate("e => e.textContent") == "il  gatto nero dorme\nciao"
     low = [("low" in (words.nth(j).get_attribute("class") or "").split()) for j in range(5)]
     assert low == [False, True, False, True, False]
