@@ -17,6 +17,7 @@ class WordTokenizer:
 
     pad_id, bos_id, eos_id, unk_id = 0, 1, 2, -1  # every word has an id: none is unknown
     languages: tuple[str, ...] = ()  # one language pair
+    term_markers = None  # trained without inline terms
 
     def encode_source_pieces(self, text: str) -> tuple[list[int], list[str]]:
         return [3 + sum(map(ord, word)) % (VOCAB - 3) for word in text.split()], text.split()

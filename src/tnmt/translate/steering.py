@@ -51,6 +51,7 @@ class SteeringTokenizer(Protocol):
     pad_id: int
     bos_id: int
     eos_id: int
+    term_markers: tuple[int, int] | None  # a model trained to read terms inline (data/annotate.py)
 
     def encode_source_pieces(self, text: str) -> tuple[list[int], list[str]]: ...
     def encode_target(self, text: str) -> list[int]: ...
@@ -237,7 +238,7 @@ def plan(
         raise UserError(f"prefix: {len(prefix)} tokens, more than the {max_tokens} the output may have")
     _check_conflicts(include, labels, prefix, avoid, tokenizer)
     inline: list[tuple[int, tuple[int, ...]]] = []
-    if (markers := getattr(tokenizer, "term_markers", None)) is not None:
+    if glossed and (markers := tokenizer.term_markers) is not None:
         inline = _inline_terms(sources, forms_text, source_pieces, tokenizer, markers)
         sources = [_moved(span, inline) for span in sources]
     constraints = Constraints(

@@ -46,6 +46,7 @@ class TextTokenizer(Protocol):
     eos_id: int
     unk_id: int
     languages: tuple[str, ...]
+    term_markers: tuple[int, int] | None
 
     def language_id(self, language: str) -> int: ...
     def encode_target(self, text: str) -> list[int]: ...
