@@ -741,29 +741,33 @@ def test_a_conflicting_glossary_entry_is_refused_naming_both(wordy_server, page)
     page.goto(wordy_server)
     expect(page.locator("#pair")).to_be_enabled()
     translate_answer(page, lambda: page.locator("#source").fill("one hundred and twelve"))
-    translate_answer(page, lambda: add_term(page, "hundred", "cento"))
+    translate_answer(page, lambda: add_term(page, "hundred", "tre"))
     sent = []
     page.on("request", lambda request: sent.append(request.url) if "/v1/translate" in request.url else None)
     add_term(page, "Hundred", "mille")
     expect(page.locator("#glossary-error")).to_have_text(
-        "“Hundred” → “mille” conflicts with entry 1, “hundred” → “cento”: remove that entry first, or give both"
-        " forms in one (“cento | mille”)."
+        "“Hundred” → “mille” conflicts with entry 1, “hundred” → “tre”: remove that entry first, or give both"
+        " forms in one (“tre | mille”)."
     )
     expect(page.locator("#glossary-list li.refused")).to_have_count(1)
-    expect(page.locator("#glossary-list .term-target")).to_have_text(["cento"])
-    add_term(page, "hundred", "cento")
-    expect(page.locator("#glossary-status")).to_have_text("“hundred” → “cento” is in the glossary already.")
+    expect(page.locator("#glossary-list .term-target")).to_have_text(["tre"])
+    translate_answer(page, lambda: page.locator("#source").fill("one hundred and two"))  # accepted by the server
+    expect(page.locator("#glossary-error")).to_contain_text("conflicts with entry 1")  # the box's refusal stays
+    expect(page.locator("#glossary-list li.refused")).to_have_count(1)
+    sent.clear()
+    add_term(page, "hundred", "tre")
+    expect(page.locator("#glossary-status")).to_have_text("“hundred” → “tre” is in the glossary already.")
     expect(page.locator("#glossary-list li")).to_have_count(1)
     page.wait_for_timeout(500)  # past the page's typing delay: a request would have gone
     assert not sent, "a refused entry sent a translation"
 
-    kept = [{"source": "hundred", "target": "cento"}, {"source": "HUNDRED", "target": "mille"}]
+    kept = [{"source": "hundred", "target": "tre"}, {"source": "HUNDRED", "target": "mille"}]
     page.evaluate(f"localStorage.setItem('tnmt.glossary.en-it', {json.dumps(json.dumps(kept))})")
     page.reload()
     _, response = translate_answer(page, lambda: page.locator("#source").fill("one hundred"))
     assert response.status == 422
     message = response.json()["error"]
-    assert message.startswith("glossary[1]: 'HUNDRED' -> 'mille' conflicts with glossary[0]: 'hundred' -> 'cento'")
+    assert message.startswith("glossary[1]: 'HUNDRED' -> 'mille' conflicts with glossary[0]: 'hundred' -> 'tre'")
     expect(page.locator("#glossary-error")).to_contain_text(f"entry 2 (“HUNDRED” → “mille”) (422): {message}")
     assert not errors, f"JavaScript errors: {errors}"
 

@@ -16,6 +16,7 @@ const el = {
 };
 const state = {
   entries: [], // [{source, target}] of the current pair, in the order sent
+  refused: null, // who refused what the box shows: "server" (a 413/422) or "box" (a conflicting entry)
   onChange: () => {},
 };
 
@@ -82,6 +83,7 @@ function add(source, target) {
     el.error.textContent = `“${source}” → “${target}” conflicts with entry ${at + 1}, “${listed.source}” → ` +
       `“${listed.target}”: remove that entry first, or give both forms in one (“${listed.target} | ${target}”).`;
     el.list.children[at].classList.add("refused");
+    state.refused = "box";
     return;
   }
   state.entries.push({ source, target });
@@ -139,10 +141,15 @@ export function showGlossaryRefusal(status, message) {
   const which = entry ? `glossary entry ${n + 1} (“${entry.source}” → “${entry.target}”)` : "the glossary";
   el.error.textContent = `The server refused ${which} (${status}): ${sentence(message)}`;
   [...el.list.children].forEach((item, k) => item.classList.toggle("refused", k === n));
+  state.refused = "server";
   return true;
 }
 
-export function clearRefusal() {
+/** Clears the refusal shown, or only one that `only` ("server") made: a translation the server accepted does not
+ * take back the box's own refusal of an entry. */
+export function clearRefusal(only = null) {
+  if (only && state.refused !== only) return;
+  state.refused = null;
   el.error.textContent = "";
   for (const item of el.list.querySelectorAll(".refused")) item.classList.remove("refused");
 }

@@ -119,7 +119,7 @@ async function translate() {
     answer: (data) => {
       if (!data || !Array.isArray(data.translations)) throw new Error("the server's answer has no translations");
       clearError();
-      clearRefusal();
+      clearRefusal("server"); // the glossary was accepted
       state.retries = 0;
       showTranslation(data.translations, { single, sent: numbered });
       const ms = Math.round(performance.now() - started);
