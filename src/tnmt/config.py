@@ -324,6 +324,10 @@ class DecodeConfig:
         default=True, metadata=_help("never repeat an n-gram (n <= 4) a third time in a row, unless the source does")
     )
     batch_size: int = field(default=64, metadata=_help("sentences decoded together"))
+    segment: bool = field(
+        default=True,
+        metadata=_help("split each text into sentences and lines, translate them, join them back; false = as given"),
+    )
     # Word alignment from cross-attention (translate/evidence.py); the defaults were chosen on validation.
     # Layers count from 1 at the input side and heads from 1, as everywhere tnmt shows them; a negative layer
     # counts from the top, so the default fits any depth.
@@ -346,7 +350,8 @@ class DecodeConfig:
         for name in ("length_ratio_min", "length_ratio_max"):
             value = getattr(self, name)
             _check(self, name, math.isfinite(value) and value >= 0, "a finite number >= 0")
-        _check(self, "block_loops", isinstance(self.block_loops, bool), "true or false")
+        for name in ("block_loops", "segment"):
+            _check(self, name, isinstance(getattr(self, name), bool), "true or false")
         layer_ok = _is_int(self.alignment_layer) and self.alignment_layer != 0
         _check(self, "alignment_layer", layer_ok, "a layer number (1 = the first, -1 = the last), not 0")
         head_ok = _is_int(self.alignment_head) and self.alignment_head >= 0

@@ -31,7 +31,9 @@ from typing import TypeVar
 import torch
 import torch.distributed as dist
 
+from tnmt.translate.translation import EMPTY, Translation
 from tnmt.translate.translator import Translator
+from tnmt.translate.whole import Split
 
 T = TypeVar("T")
 
@@ -97,24 +99,29 @@ def translate_across(
 ) -> list[str]:
     """`translator.translate(texts)`, shared by the ranks: rank r decodes batches r, r + N, ... of those one
     process would decode (`Translator.batches`), so every sentence is decoded in the same batch and gives
-    the same translation as in one process; every rank returns all of them, in input order.
+    the same translation as in one process; every rank returns all of them, in input order. A text is cut into
+    sentences first (`Translator.split`), unless its ids are given: the ranks share the sentences.
 
     `ids`: the texts' source ids (fitted to the model, no EOS) when the caller has them, so nothing is tokenised
     twice; `starts`: with `ids`, each text's first decoder input (a multilingual model's target-language tag).
     """
-    prepared = translator.prepare(texts) if ids is None else translator.prepare_ids(texts, ids, starts)
+    if ids is None:  # cut into sentences as `translate` cuts them (translate/segment.py)
+        split = translator.split(texts)
+    else:
+        split = Split(None, translator.prepare_ids(texts, ids, starts))
+    prepared = split.prepared
     if world.size == 1:
-        return [translation.text for translation in translator.translations(texts, prepared=prepared)]
+        return [t.text for t in split.joined(translator.translations([p.text for p in prepared], prepared=prepared))]
     batches = translator.batches(prepared, translator.decode.batch_size)
     mine = {i for batch in batches[world.rank :: world.size] for i in batch}
     blanked = [p if i in mine else replace(p, source=None) for i, p in enumerate(prepared)]
-    done = translator.translations(texts, prepared=blanked)
-    translations = [""] * len(texts)
+    done = translator.translations([p.text for p in prepared], prepared=blanked)
+    segments: list[Translation] = [EMPTY] * len(prepared)
     ordered = sorted(mine)
-    for indices, decoded in world.gather((ordered, [done[i].text for i in ordered])):
+    for indices, decoded in world.gather((ordered, [done[i] for i in ordered])):
         for i, translation in zip(indices, decoded, strict=True):
-            translations[i] = translation
-    return translations
+            segments[i] = translation
+    return [t.text for t in split.joined(segments)]
 
 
 def env_world() -> World:

@@ -48,6 +48,7 @@ WARNINGS = {
     "length_ratio": "the output is much shorter or longer than the training data's translations of such a source",
     "uncovered_source": "a source word received almost no attention: it may be missing from the output",
     "truncated": "the source was longer than the model's max_len and only its beginning was translated",
+    "sentence_split": "a sentence was longer than the model reads well and was translated in parts",
     "term_doubled": "a glossary term's source is translated twice: by the term and by the model's own word",
     "term_lost_words": "words near a glossary term lost their translation when the term was placed",
 }

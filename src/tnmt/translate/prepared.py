@@ -68,23 +68,24 @@ def prepare(
     start: int,
     model_max_len: int,
     max_tokens: int,
-    first_line: int,
+    lines: Sequence[int],
 ) -> list[Prepared]:
     """Each text planned (`Planner.plans`; `max_tokens`: the most output tokens) and what the model reads of it
-    tokenised, cut to `model_max_len - 1` positions with a warning naming its line (`first_line` is `texts[0]`'s),
+    tokenised, cut to `model_max_len - 1` positions with a warning naming its line (`lines`: each text's),
     its decoder starting from `start`.
 
     Raises:
         UserError: a steering entry that cannot be met, or not one steering per text.
     """
     prepared = []
-    for i, (text, plan) in enumerate(zip(texts, planner.plans(texts, steering, max_tokens=max_tokens), strict=True)):
+    plans = planner.plans(texts, steering, max_tokens=max_tokens)
+    for text, plan, line in zip(texts, plans, lines, strict=True):
         source = None
         if plan.text.strip():
             ids, pieces = tokenizer.encode_source_pieces(plan.text)
             for at, inserted in reversed(plan.inline):  # a model trained to read its glossary's terms inline
                 ids[at:at], pieces[at:at] = list(inserted), tokenizer.target_pieces(inserted)
-            source = Source(fit_source(ids, model_max_len=model_max_len, line=first_line + i), pieces, start)
+            source = Source(fit_source(ids, model_max_len=model_max_len, line=line), pieces, start)
         prepared.append(Prepared(text, plan, source))
     return prepared
 

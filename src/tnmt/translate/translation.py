@@ -7,13 +7,26 @@ from tnmt.translate.steering import ConstraintReport
 
 
 @dataclass(frozen=True)
+class SentenceSpan:
+    """One sentence of a translated text (translate/whole.py): its characters [start, end) in the text and in the
+    translation, its confidence (the geometric mean of its tokens' probabilities), and the text offsets where it was
+    cut into parts because it was longer than the model reads well (translate/segment.py; empty: whole)."""
+
+    source: tuple[int, int]
+    target: tuple[int, int]
+    confidence: float
+    cuts: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class Translation:
     """One source's translation: text, ids (no BOS/EOS), length-penalised score and log-probability.
 
     `alternatives` holds the next best translations (best first) when an n-best list was asked for,
     `attention` the weights that explain this translation and `evidence` its word alignment, confidence and
     warnings (translate/evidence.py), each when asked for; `constraints` how it met each positive constraint of
-    its `Steering` (translate/steering.py); `token_log_probs` each token's log-probability as the search chose it.
+    its `Steering` (translate/steering.py); `token_log_probs` each token's log-probability as the search chose it;
+    `sentences` where each sentence of a segmented text went (translate/whole.py; empty for one segment as given).
     The server's batcher hands it to the HTTP answer, and the CTranslate2 engine returns it too.
     """
 
@@ -26,6 +39,7 @@ class Translation:
     evidence: Evidence | None = field(default=None, compare=False)
     constraints: tuple[ConstraintReport, ...] = ()
     token_log_probs: tuple[float, ...] = field(default=(), compare=False)
+    sentences: tuple[SentenceSpan, ...] = field(default=(), compare=False)
 
     @property
     def nbest(self) -> list["Translation"]:

@@ -33,9 +33,13 @@ from tnmt.translate.door import QUANTIZE, ModelDoor
 from tnmt.translate.evidence import Evidence, Sentence, TokenAttention, explain
 from tnmt.translate.prepared import Prepared, Source, given_ids, length_batches, prepare
 from tnmt.translate.replaced import Inflections, PlainPass, term_checks
+from tnmt.translate.segment import split_text
 from tnmt.translate.steering import Plan, Planner, Steering, TermChecks, finish
 from tnmt.translate.term_search import search_replacing
 from tnmt.translate.translation import EMPTY, Translation
+from tnmt.translate.whole import Split, segment_steering
+
+LONG_SENTENCE = 2 / 3  # of the model's positions: a longer sentence is translated in parts (translate/segment.py)
 
 
 class TextTokenizer(Protocol):
@@ -80,7 +84,8 @@ class Translator:
         self.model, self.device, self.quantize = self.door.model, self.door.device, quantize
         self.tokenizer = tokenizer
         self.directions = tuple(directions)
-        self.target: str | None = None  # the language written: chosen by `for_pair`
+        self.source: str | None = None  # the language read and the one written: chosen by `for_pair`
+        self.target: str | None = None
         # what every decoder starts from: BOS, or for a multilingual model the tag `for_pair` chooses
         self.start_id: int | None = None if tokenizer.languages else tokenizer.bos_id
         self.steering: Steering | None = None  # every text's steering when a call gives none (--glossary)
@@ -122,7 +127,7 @@ class Translator:
         except ValueError as err:
             raise UserError(str(err)) from None
         chosen = copy.copy(self)  # the model, its bound decoder and the planner are shared
-        chosen.target, chosen.start_id = target, self.tokenizer.language_id(target)
+        chosen.source, chosen.target, chosen.start_id = source, target, self.tokenizer.language_id(target)
         return chosen
 
     def translate(
@@ -138,8 +143,10 @@ class Translator:
         settings: DecodeConfig | None = None,
         *,
         first_line: int = 1,
+        lines: Sequence[int] | None = None,
     ) -> list[Prepared]:
-        """Each text as the search will read it (translate/prepared.py), its steering default this translator's.
+        """Each text as the search will read it (translate/prepared.py), as one sentence, its steering default this
+        translator's; `lines`: each text's line number in warnings (default: counted from `first_line`).
 
         Raises:
             UserError: a steering entry that cannot be met, not one steering per text, or a multilingual model
@@ -154,7 +161,7 @@ class Translator:
             start=start,
             model_max_len=self.model.config.max_len,
             max_tokens=min((settings or self.decode).max_len or model_cap, model_cap),
-            first_line=first_line,
+            lines=lines or range(first_line, first_line + len(texts)),
         )
 
     def prepare_ids(
@@ -162,6 +169,49 @@ class Translator:
     ) -> list[Prepared]:
         """Texts with their source ids, read as they are (`prepared.given_ids`); `starts` default this one's."""
         return given_ids(texts, ids, starts or [self._start_id()] * len(texts))
+
+    def split(
+        self,
+        texts: Sequence[str],
+        steering: Sequence[Steering | None] | None = None,
+        settings: DecodeConfig | None = None,
+        *,
+        first_line: int = 1,
+    ) -> Split:
+        """The texts cut into segments (translate/segment.py: lines, sentences, parts of a long sentence) when
+        `settings.segment`, each segment prepared with its share of its text's steering (`segment_steering`); else
+        each text prepared whole (`prepare`). `Split.joined` puts the segments' translations back together.
+
+        Raises:
+            UserError: as `prepare`.
+        """
+        settings = settings or self.decode
+        steering = steering or [self.steering] * len(texts)
+        if len(steering) != len(texts):
+            raise UserError(f"{len(steering)} steering entries for {len(texts)} texts: give one per text")
+        if not settings.segment:
+            return Split(None, self.prepare(texts, steering, settings, first_line=first_line))
+        layouts = [split_text(text, self.source_language, fits=self._fits) for text in texts]
+        segments = [segment for layout in layouts for segment in layout.segments]
+        steered = [
+            segment_steering(one, i)
+            for layout, one in zip(layouts, steering, strict=True)
+            for i in range(len(layout.spans))
+        ]
+        lines = [first_line + n for n, layout in enumerate(layouts) for _ in layout.spans]
+        return Split(layouts, self.prepare(segments, steered, settings, lines=lines))
+
+    @property
+    def source_language(self) -> str:
+        """The language this translator reads (its pair's source), which chooses the sentence splitter's rules;
+        "en" when the model does not name it."""
+        return self.source or (self.directions[0][0] if self.directions else "en")
+
+    def _fits(self, segment: str) -> bool:
+        """Whether the model reads `segment` well enough whole: at most `LONG_SENTENCE` of its positions (the
+        rest leaves room for a translation longer than its source)."""
+        ids, _ = self.tokenizer.encode_source_pieces(segment)
+        return len(ids) <= LONG_SENTENCE * (self.model.config.max_len - 1)
 
     def translations(
         self,
@@ -178,7 +228,8 @@ class Translator:
         """The translation of each text, in input order; `EMPTY` for an empty or all-whitespace text.
 
         Args:
-            texts: The sentences.
+            texts: The texts: each is cut into lines and sentences and joined back (translate/segment.py,
+                translate/whole.py), unless `settings.segment` is false (each text is then one sentence).
             settings: How to search (default: this translator's `decode`). A beam of 1 runs greedy search,
                 which gives the same result as beam search with one beam.
             n_best: With n_best > 1, each translation carries its next n_best - 1 alternatives (at most
@@ -193,17 +244,25 @@ class Translator:
             steering: Each text's glossary, terms to keep, phrases to include or avoid and prefix
                 (translate/steering.py), None for a text without (default: this translator's `steering`); each
                 translation then reports its constraints.
-            prepared: The texts as `prepare` (or `prepare_ids`) gave them, when the caller has them already (a
-                server prepares when a request arrives, so that a bad entry is refused before it is queued):
-                nothing is planned or tokenised again, and `steering` is not read. A prepared text whose source
-                is None is not decoded.
+            prepared: The texts as `prepare` (or `prepare_ids`, or `split`) gave them, when the caller has them
+                already (a server prepares when a request arrives, so that a bad entry is refused before it is
+                queued): each is translated as one sentence, nothing is planned, split or tokenised again, and
+                `steering` is not read. A prepared text whose source is None is not decoded.
 
         Raises:
             UserError: a steering entry that cannot be met (translate/steering.py names it).
         """
         settings = settings or self.decode
+        options = {"n_best": n_best, "attention": attention, "evidence": evidence}
         if prepared is None:
-            prepared = self.prepare(texts, steering, settings, first_line=first_line)
+            split = self.split(texts, steering, settings, first_line=first_line)
+            return split.joined(self._sentences(split.prepared, settings, **options))
+        return self._sentences(prepared, settings, **options)
+
+    def _sentences(
+        self, prepared: Sequence[Prepared], settings: DecodeConfig, *, n_best: int, attention: bool, evidence: bool
+    ) -> list[Translation]:
+        """The translation of each prepared text, as one sentence, in their order (`translations` says how)."""
         results: list[Translation] = [EMPTY] * len(prepared)
         for chunk in self.batches(prepared, settings.batch_size):
             batch = [prepared[i] for i in chunk]

@@ -1,0 +1,152 @@
+"""A text as the model can translate it: its lines, the sentences of each line, and what lies between them.
+
+A sentence-level model (every model tnmt trains or imports) translates one sentence well and a paragraph badly:
+given three sentences it drops or merges some, and past its `max_len` the rest is cut. So a text is split into
+segments the model can read, translated as a batch, and joined back with the source's own characters between
+them (`Layout.join`):
+
+- Lines are kept: a text of N lines comes back as N lines. A line break, a blank line, the spaces and tabs that
+  indent or end a line, and a list marker at a line's start ("- ", "* ", "• ", "1. ", "a) ") lie between
+  segments and are copied, never read by the model; an empty line is never sent.
+- Each line is split into sentences by sentencex (Wikimedia's segmenter: the abbreviations and numbers of some
+  250 languages, "Dr.", "z. B.", "M.", "3.5"; benchmarks/quality/segmenters.py compares it with pysbd and Moses'
+  splitter). The whitespace between two sentences is copied as it was.
+- A sentence longer than the model reads well (`fits` says which) is split into parts, at the clause
+  punctuation nearest its middle (";", ":", ",", a dash), else at the space nearest its middle, again until each
+  part fits: every word the caller sent is translated, and `Layout.parts` says which segments are parts of one
+  sentence.
+
+Segments start and end at whitespace, so the source's and the translation's whitespace words can be counted
+across segments (translate/whole.py).
+"""
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import sentencex
+
+# a list marker at a line's start: a bullet, or a short number or letter with "." or ")", then whitespace
+_MARKER = re.compile(r"[ \t]*(?:[-*•‣◦▪▫–—+>]|\(?\d{1,3}[.)]|\(?[A-Za-z][)])[ \t]+(?=\S)|[ \t]+")
+_CLAUSE = re.compile(r"[;:,—–](?=\s)|\s[—–-](?=\s)")  # where a long sentence may be cut: after this, at the space
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A text cut into segments: `spans` are each segment's (start, end) characters in `text`, in order, without
+    whitespace at either end; everything outside them is copied as it is. `sentence[i]` is the index of the
+    sentence segment i belongs to: the parts of a long sentence share one."""
+
+    text: str
+    spans: tuple[tuple[int, int], ...]
+    sentence: tuple[int, ...]
+
+    @property
+    def segments(self) -> list[str]:
+        """What the model translates, in order."""
+        return [self.text[start:end] for start, end in self.spans]
+
+    @property
+    def parts(self) -> list[int]:
+        """How many segments each sentence was cut into (1: it fitted whole)."""
+        counts = [0] * (self.sentence[-1] + 1 if self.sentence else 0)
+        for s in self.sentence:
+            counts[s] += 1
+        return counts
+
+    def gaps(self) -> list[str]:
+        """The characters before each segment, and after the last (len(spans) + 1 strings)."""
+        ends = [0, *(end for _, end in self.spans)]
+        starts = [*(start for start, _ in self.spans), len(self.text)]
+        return [self.text[a:b] for a, b in zip(ends, starts, strict=True)]
+
+    def join(self, translations: Sequence[str]) -> str:
+        """The text with each segment replaced by its translation, everything between them as it was."""
+        gaps = self.gaps()
+        return "".join(gap + t for gap, t in zip(gaps[:-1], translations, strict=True)) + gaps[-1]
+
+
+def whole(text: str) -> Layout:
+    """The text as one segment (segmentation off: a caller that segments itself), or none when it is blank."""
+    stripped = text.strip()
+    if not stripped:
+        return Layout(text, (), ())
+    start = len(text) - len(text.lstrip())
+    return Layout(text, ((start, start + len(stripped)),), (0,))
+
+
+def split_text(text: str, language: str, *, fits: Callable[[str], bool] = lambda segment: True) -> Layout:
+    """`text` cut into lines, sentences and parts (the module docstring says how); `language`: the source's code,
+    which chooses sentencex's abbreviations (a code it does not know falls back to its generic rules)."""
+    spans: list[tuple[int, int]] = []
+    sentence: list[int] = []
+    for line in _LINE.finditer(text):
+        start, end = line.start(), line.end()
+        while end > start and text[end - 1] in "\r\n":
+            end -= 1
+        marker = _MARKER.match(text, start, end)
+        start = marker.end() if marker else start
+        for a, b in _sentences(text, start, end, language):
+            parts = _parts(text, a, b, fits)
+            spans += parts
+            sentence += [len(set(sentence))] * len(parts)
+    return Layout(text, tuple(spans), tuple(sentence))
+
+
+def _sentences(text: str, start: int, end: int, language: str) -> list[tuple[int, int]]:
+    """The sentences of text[start:end] (one line) as stripped spans; a boundary sentencex puts inside a word
+    ("e.g.Paris") is not taken, so that segments start and end at whitespace."""
+    spans: list[tuple[int, int]] = []
+    at = start
+    for found in sentencex.segment(language, text[start:end]):
+        a = text.find(found, at, end) if found else -1
+        if a < 0:  # sentencex gives the text back piece by piece: never here, but nothing may be lost
+            return _strip(text, [(start, end)])
+        at = a + len(found)
+        glued = spans and a > 0 and not text[a - 1].isspace() and not text[a].isspace()
+        if glued:
+            spans[-1] = (spans[-1][0], at)
+        else:
+            spans.append((a, at))
+    if at < end:
+        spans.append((at, end))
+    return _strip(text, spans)
+
+
+def _strip(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The spans without whitespace at either end; blank ones dropped."""
+    stripped = []
+    for a, b in spans:
+        while a < b and text[a].isspace():
+            a += 1
+        while b > a and text[b - 1].isspace():
+            b -= 1
+        if a < b:
+            stripped.append((a, b))
+    return stripped
+
+
+def _parts(text: str, start: int, end: int, fits: Callable[[str], bool]) -> list[tuple[int, int]]:
+    """text[start:end] whole when `fits` takes it, else cut in two at its safest point and each side cut again."""
+    if fits(text[start:end]):
+        return [(start, end)]
+    cut = _cut(text, start, end)
+    if cut is None:  # one unbroken word: nothing safe to cut at, translated (and truncated) whole
+        return [(start, end)]
+    left, right = _strip(text, [(start, cut)]), _strip(text, [(cut, end)])
+    return [part for a, b in left + right for part in _parts(text, a, b, fits)]
+
+
+def _cut(text: str, start: int, end: int) -> int | None:
+    """Where to cut a long sentence: the space after the clause punctuation nearest its middle (that is not at
+    either end), else the space nearest its middle; None when it has no inner space."""
+    middle = (start + end) / 2
+    clauses = [m.end() for m in _CLAUSE.finditer(text, start, end) if start < m.end() < end - 1]
+    quarter = (end - start) / 4
+    near = [c for c in clauses if abs(c - middle) <= quarter]  # a clause end far from the middle leaves a long side
+    if near:
+        return min(near, key=lambda c: abs(c - middle))
+    spaces = [m.start() for m in re.finditer(r"\s+", text[start:end])]
+    inner = [start + s for s in spaces if s > 0]
+    return min(inner, key=lambda c: abs(c - middle)) if inner else None
