@@ -365,7 +365,7 @@ SENTENCES = [
 def test_batched_outputs_equal_translating_each_sentence_alone(tiny_translator, beam_size):
     sizes: list[int] = []
     batcher = Batcher(tiny_translator, max_queue=100, max_batch_tokens=10_000, max_wait_ms=20, on_batch=sizes.append)
-    settings = replace(tiny_translator.decode, beam_size=beam_size)
+    settings = replace(tiny_translator.decode, beam_size=beam_size, segment=False)  # the batcher's are sentences
     futures = [submit(batcher, [text], settings)[0] for text in SENTENCES]  # queued before the worker starts
     nbest = [submit(batcher, [text], settings, n_best=beam_size)[0] for text in SENTENCES]
     batcher.start()
@@ -385,7 +385,7 @@ def test_batched_outputs_equal_translating_each_sentence_alone(tiny_translator, 
 def test_solo_work_queued_among_translations_gives_what_it_gives_alone(tiny_translator):
     """A solo feature reads the text prepared on arrival; sharing the worker with a batch changes nothing."""
     batcher = Batcher(tiny_translator, max_queue=100, max_batch_tokens=10_000, max_wait_ms=20)
-    settings = replace(tiny_translator.decode, beam_size=2)
+    settings = replace(tiny_translator.decode, beam_size=2, segment=False)  # the batcher's texts are sentences
     text = SENTENCES[1]
     translated = submit(batcher, SENTENCES, settings)
     traced = trace(batcher, text, settings, top_k=3)

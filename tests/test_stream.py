@@ -1,6 +1,7 @@
 """Chunked translation of large inputs (tnmt.translate.stream)."""
 
 import logging
+from dataclasses import replace
 
 import pytest
 
@@ -56,6 +57,10 @@ def test_chunked_translation_equals_translating_everything_at_once(tiny_checkpoi
     with caplog.at_level(logging.WARNING, logger="tnmt"):
         chunked = [t for chunk in translate_stream(translator, lines, chunk_lines=4) for t in chunk]
     assert chunked == whole
+    as_given = replace(translator.decode, segment=False)  # else the over-long line is translated in parts
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tnmt"):
+        assert [t for chunk in translate_stream(translator, lines, as_given, chunk_lines=4) for t in chunk]
     [warning] = [r.getMessage() for r in caplog.records if "exceed" in r.getMessage()]
     assert warning.startswith("line 4: ")  # the over-long line, numbered in the whole input
 

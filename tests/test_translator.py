@@ -60,7 +60,7 @@ TEXTS = ["a dog runs", "", "two men play ball on the grass", "  ", "hello", "a c
 
 def test_translate_keeps_order_and_line_alignment(translator, model):
     out = translator.translate(TEXTS, DecodeConfig(beam_size=3, batch_size=2))
-    assert len(out) == len(TEXTS) and out[1] == "" and out[3] == ""
+    assert len(out) == len(TEXTS) and out[1] == "" and out[3] == "  "  # a blank text comes back as it was
     tokenizer = translator.tokenizer
     for text, translation in zip(TEXTS, out, strict=True):
         if text.strip():
@@ -74,27 +74,42 @@ def test_empty_lines_do_not_run_the_model(translator, monkeypatch):
         raise AssertionError("the model ran")
 
     monkeypatch.setattr(translator.model, "encode", fail)
-    assert translator.translate(["", " ", "\t"]) == ["", "", ""]
+    assert translator.translate(["", " ", "\t"]) == ["", " ", "\t"]  # blank texts come back as they were
     assert translator.translate([]) == []
     assert translator.translations([""], n_best=2) == [EMPTY]
 
 
-def test_overlong_input_is_truncated_with_a_warning(translator, caplog):
+def test_overlong_input_is_truncated_with_a_warning_when_not_segmented(translator, caplog):
     words = [f"w{i}" for i in range(30)]  # 30 tokens + EOS > max_len = 16 positions
-    long = translator.translate([" ".join(words)], DecodeConfig(beam_size=2))
+    as_given = DecodeConfig(beam_size=2, segment=False)
+    long = translator.translate([" ".join(words)], as_given)
     assert any("exceed the model's max_len" in r.getMessage() for r in caplog.records)
-    assert long == translator.translate([" ".join(words[:15])], DecodeConfig(beam_size=2))
+    assert long == translator.translate([" ".join(words[:15])], as_given)
+
+
+def test_an_overlong_sentence_is_translated_whole_in_parts(translator, caplog):
+    words = [f"w{i}" for i in range(30)]  # 30 tokens: parts of at most 2/3 of the 15 positions
+    [long] = translator.translations([" ".join(words)], DecodeConfig(beam_size=2), evidence=True)
+    assert not any("exceed" in r.getMessage() for r in caplog.records)
+    [sentence] = long.sentences
+    text = " ".join(words)
+    assert sentence.cuts and all(text[cut - 1] == " " for cut in sentence.cuts)  # cut at spaces
+    bounds = [0, *sentence.cuts, len(text) + 1]
+    parts = [text[a : b - 1] for a, b in zip(bounds, bounds[1:])]
+    assert all(len(part.split()) <= 10 for part in parts) and " ".join(parts) == text  # each fits, nothing lost
+    assert long.text == " ".join(translator.translate(parts, DecodeConfig(beam_size=2)))
+    assert "sentence_split" in long.evidence.warnings
 
 
 def test_nbest_lists_are_sorted_and_consistent(translator):
-    nbest = [t.nbest for t in translator.translations(TEXTS, DecodeConfig(beam_size=3), n_best=3)]
+    nbest = [t.nbest for t in translator.translations(TEXTS, DecodeConfig(beam_size=3, segment=False), n_best=3)]
     assert nbest[1] == [EMPTY]
     for results in nbest:
         assert 1 <= len(results) <= 3
         assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
         for r in results:
             assert isinstance(r, Translation) and r.text == translator.tokenizer.decode_target(r.tokens)
-    assert [r[0].text for r in nbest] == translator.translate(TEXTS, DecodeConfig(beam_size=3))
+    assert [r[0].text for r in nbest] == translator.translate(TEXTS, DecodeConfig(beam_size=3, segment=False))
 
 
 def test_beam_size_one_runs_greedy_with_the_same_result(translator):

@@ -372,12 +372,18 @@ class ServeConfig:
 
     host: str = field(default="127.0.0.1", metadata=_help("address to bind; 0.0.0.0 exposes the server to the network"))
     port: int = field(default=8000, metadata=_help("TCP port"))
-    max_chars: int = field(default=1000, metadata=_help("characters per text (over: 413)"))
+    max_chars: int = field(default=10_000, metadata=_help("characters per text: about four pages (over: 413)"))
     max_texts: int = field(default=64, metadata=_help("texts per request (over: 413)"))
     max_body_bytes: int = field(default=1_000_000, metadata=_help("request body size (over: 413)"))
     max_beam_size: int = field(default=8, metadata=_help("largest beam a request may ask for (over: 422)"))
     max_n_best: int = field(default=8, metadata=_help("most alternatives a request may ask for (over: 422)"))
-    max_trace_chars: int = field(default=200, metadata=_help("characters of a text /v1/explain traces (over: 413)"))
+    max_trace_chars: int = field(
+        default=200, metadata=_help("characters of the sentence /v1/explain and /v1/inspect record (over: 413)")
+    )
+    segment: bool = field(
+        default=True,
+        metadata=_help("split texts into sentences and lines (false: as given; a request's `segment` chooses)"),
+    )
     max_trace_beam: int = field(default=4, metadata=_help("largest beam /v1/explain traces (over: 422)"))
     max_top_k: int = field(default=10, metadata=_help("most next tokens per hypothesis in a trace (over: 422)"))
     max_glossary: int = field(

@@ -4,7 +4,10 @@ Decoding one sentence at a time leaves most of each matrix multiply idle; a batc
 more than a batch of one. So every sentence of every request enters one bounded queue per model, and
 one worker thread per model (the only thread that runs it) takes the oldest request, then keeps taking
 requests until `max_batch_tokens` source tokens are gathered or `max_wait_ms` has passed, decodes them
-together and hands each result back through its future. After a batch of one request (a lone client: nobody
+together and hands each result back through its future. A request over the budget (a long text, cut into
+sentences by translate/segment.py) is decoded in runs of `max_batch_tokens`, one run per batch, in turn with the
+other requests waiting: a 40-sentence text is not one slow job in front of short ones, and its answer waits for
+all its runs. After a batch of one request (a lone client: nobody
 else sent anything while it was gathered and decoded) the next batch takes only what is queued already, so a
 lone client does not pay `max_wait_ms` on every request; the first batch of several brings the wait back.
 
@@ -28,6 +31,7 @@ Promises:
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
@@ -112,6 +116,7 @@ class Batcher:
         Raises:
             QueueFull: the queue has no room for all of them (none is queued then).
         """
+        settings = replace(settings, segment=False)  # each arrives as one sentence (`Translator.split` cut them)
         jobs = [Job(p, settings, n_best, attention, Future()) for p in prepared]
         self._enqueue(jobs)
         return [job.future for job in jobs]
@@ -144,18 +149,29 @@ class Batcher:
         # and only this thread, the one that runs the model, uses `threads`.
         if self.threads:
             torch.set_num_threads(self.threads)
-        carried: list[Job | SoloJob] | None = None  # a request that did not fit the last batch: it starts the next
+        waiting: deque[deque[list[Job | SoloJob]]] = deque()  # requests with runs left, in turn
         stopping = False
-        lone = False  # the last batch was one request: no other came while it was gathered and decoded
-        while not stopping or carried:
-            first = carried if carried is not None else self._requests.get()
-            carried = None
-            if first is None:
-                return
-            batch, tokens, requests = list(first), _tokens(first), 1
+        lone = False  # the last batch was one request's: no other came while it was gathered and decoded
+        while waiting or not stopping:
+            if not waiting:
+                first = self._requests.get()
+                if first is None:
+                    return
+                waiting.append(self._runs(first))
+            batch: list[Job | SoloJob] = []
+            tokens = requests = 0
+            for _ in range(len(waiting)):  # one run of each waiting request, in turn, while the budget holds
+                if batch and (not self.batching or tokens + _tokens(waiting[0][0]) > self.max_batch_tokens):
+                    break
+                runs = waiting.popleft()
+                run = runs.popleft()
+                batch, tokens, requests = batch + run, tokens + _tokens(run), requests + 1
+                if runs:  # a long text's next run waits behind the other requests
+                    waiting.append(runs)
             # A lone client gains nothing from the wait (nobody else sent anything during its last request) and
-            # would pay it on every request: after a lone batch, a batch takes only what is queued already.
-            deadline = time.monotonic() + (0.0 if lone else self.max_wait)
+            # would pay it on every request: after a lone batch, a batch takes only what is queued already; so
+            # does one with runs left to decode.
+            deadline = time.monotonic() + (0.0 if lone or waiting else self.max_wait)
             while self.batching and not stopping and tokens < self.max_batch_tokens:
                 try:
                     more = self._requests.get(timeout=max(deadline - time.monotonic(), 0))
@@ -163,15 +179,37 @@ class Batcher:
                     break
                 if more is None:  # finish what was accepted, then stop
                     stopping = True
-                elif tokens + _tokens(more) > self.max_batch_tokens:  # a request is never split
-                    carried = more
                     break
-                else:
-                    batch, tokens, requests = batch + more, tokens + _tokens(more), requests + 1
+                runs = self._runs(more)
+                if tokens + _tokens(runs[0]) > self.max_batch_tokens:  # a run is never split
+                    waiting.append(runs)
+                    break
+                run = runs.popleft()
+                batch, tokens, requests = batch + run, tokens + _tokens(run), requests + 1
+                if runs:
+                    waiting.append(runs)
             lone = requests == 1
             with self._lock:
                 self._depth -= len(batch)
             self._decode([job for job in batch if job.future.set_running_or_notify_cancel()])
+
+    def _runs(self, jobs: list[Job | SoloJob]) -> deque[list[Job | SoloJob]]:
+        """A request's jobs in runs of at most `max_batch_tokens` source tokens (a job alone may be over): the
+        sentences of a long text are decoded a run at a time, each run in turn with other requests' (without
+        batching, a request is one run)."""
+        if not self.batching:
+            return deque([jobs])
+        runs: deque[list[Job | SoloJob]] = deque()
+        tokens = 0
+        for job in jobs:
+            cost = _tokens([job])
+            if runs and tokens + cost <= self.max_batch_tokens:
+                runs[-1].append(job)
+                tokens += cost
+            else:
+                runs.append([job])
+                tokens = cost
+        return runs
 
     def _decode(self, jobs: list[Job | SoloJob]) -> None:
         """Translate the jobs that share settings together, every future getting a `Translation` with its

@@ -6,10 +6,11 @@ waits for its sentences at most `timeout` seconds and only while its client is c
 dropped from the queue. A full queue is a 503 with Retry-After. Errors are `ApiError`s, which the app
 (serve/app.py) answers as JSON `{"error": "..."}`.
 
-Two passages, and each text is prepared once, by its pair's translator, as its request arrives (a bad steering
-entry is refused before anything is queued): `translations` queues texts for the shared decoder batches, and
-`solo` queues one text for any feature that reads the model alone (a traced search, a word's replacements, a look
-inside). A new feature is a route and the function it gives `solo`.
+Two passages, and each text is split into sentences and prepared once, by its pair's translator, as its request
+arrives (a bad steering entry is refused before anything is queued): `translations` queues the sentences of
+texts for the shared decoder batches and joins them back, and `solo` queues one text for any feature that reads
+the model alone (a traced search, a word's replacements, a look inside), of one of its sentences or of all. A new
+feature is a route and the function it gives `solo`.
 
 A multilingual checkpoint (tnmt/directions.py) is served as one `ServedModel` per direction it was trained on
 (and, with `zero_shot`, per other pair of its languages), all sharing its one model and one batcher: so the
@@ -31,7 +32,8 @@ from tnmt.directions import all_directions
 from tnmt.errors import UserError
 from tnmt.serve.batcher import Batcher, QueueFull
 from tnmt.translate.steering import Steering
-from tnmt.translate.translator import Prepared, Translation, Translator
+from tnmt.translate.translator import Translation, Translator
+from tnmt.translate.whole import Split
 
 CLIENT_GONE = 499  # nginx's "client closed request": nobody reads it, the metrics count it
 Result = TypeVar("Result")
@@ -167,37 +169,57 @@ async def translations(
     client: Request | None = None,
     steering: list[Steering | None] | None = None,
     refused: int = 422,
+    too_large: int = 413,
 ) -> list[Translation]:
-    """The texts' translations by the model's batcher, within the deadline (`unavailable` past it); a steering
-    entry that cannot be met is refused with `refused` and the entry named, before anything is queued."""
+    """The texts' translations by the model's batcher, within the deadline (`unavailable` past it): each text cut
+    into sentences (unless `settings.segment` is false), every sentence of every text queued, and each text's
+    sentences joined back (translate/whole.py). A steering entry that cannot be met is refused with `refused` and
+    the entry named, and more sentences than the whole queue holds with `too_large`, before anything is queued."""
     with _refused_when_full(), _refused_input(refused):
-        prepared = model.translator.prepare(texts, steering, settings)
-        futures = model.batcher.submit(prepared, settings, n_best=n_best, attention=attention)
-    return await _wait(futures, timeout=timeout, unavailable=unavailable, client=client)
+        split = model.translator.split(texts, steering, settings)
+        if len(split.prepared) > model.batcher.max_queue:  # could never be served
+            raise ApiError(too_large, f"{len(split.prepared)} sentences: over max_queue={model.batcher.max_queue}")
+        futures = model.batcher.submit(split.prepared, settings, n_best=n_best, attention=attention)
+    return split.joined(await _wait(futures, timeout=timeout, unavailable=unavailable, client=client))
 
 
 async def solo(
     model: ServedModel,
     text: str,
     settings: DecodeConfig,
-    feature: Callable[[Translator, Prepared], Result],
+    feature: Callable[[Translator, Split], Result],
     *,
     timeout: float,
     client: Request,
     steering: Steering | None = None,
+    sentence: int | None = 0,
+    longest: int | None = None,
 ) -> Result:
     """What `feature` makes of one text alone (a traced search, a word's replacements, a look inside) by the
-    model's batcher, within the deadline: the text is prepared now by the pair's translator with `settings` and
-    `steering`, and `feature(translator, prepared)` runs on the batcher's thread. A `UserError`, a steering entry
-    that cannot be met (before anything is queued) or the feature's own (a word position outside the
-    translation), is a 422; so is a text of which the model reads nothing (all of it kept as written), refused
-    before anything is queued."""
+    model's batcher, within the deadline: the text is split and prepared now by the pair's translator with
+    `settings` and `steering` (`Translator.split`), and `feature(translator, split)` runs on the batcher's
+    thread. A feature that reads one sentence names it (`sentence`, which `split.locate(0, sentence)` finds; None:
+    a feature of the whole text). A `UserError`, a steering entry that cannot be met (before anything is queued)
+    or the feature's own (a word position outside the translation), is a 422; so are a sentence the text does not
+    have and a sentence of which the model reads nothing (all of it kept as written), refused before anything is
+    queued, and a sentence over `longest` characters is a 413."""
     translator = model.translator
     with _refused_when_full(), _refused_input(422):
-        [prepared] = translator.prepare([text], [steering], settings)
-        if text.strip():  # refused now: every solo feature reads what the model reads
-            prepared.searched()
-        future = model.batcher.solo(prepared, lambda: feature(translator, prepared))
+        split = translator.split([text], [steering], settings)
+        if sentence is not None:
+            try:
+                chosen = split.prepared[split.locate(0, sentence)]
+            except IndexError as error:
+                raise UserError(f"{error} (a blank text has none)" if not text.strip() else str(error)) from None
+            chosen.searched()  # refused now: a feature of one sentence reads what the model reads of it
+            if longest is not None and len(chosen.text) > longest:
+                n = len(chosen.text)
+                raise ApiError(413, f"sentence {sentence} has {n} characters: over max_trace_chars={longest}")
+        else:
+            chosen = max(split.prepared, key=lambda p: 0 if p.source is None else len(p.source.ids), default=None)
+            if chosen is None:
+                raise UserError("text: a blank text has nothing to translate")
+        future = model.batcher.solo(chosen, lambda: feature(translator, split))
         [found] = await _wait([future], timeout=timeout, unavailable=504, client=client)
     return found
 

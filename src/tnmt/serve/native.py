@@ -13,9 +13,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from tnmt.config import DecodeConfig, ServeConfig
 from tnmt.errors import UserError
 from tnmt.serve.models import ApiError, ServedModel, check_limits, pick, solo, translations
+from tnmt.translate.evidence import TokenAttention
 from tnmt.translate.glossary import build_glossary
-from tnmt.translate.replacements import MAX_K, word_replacements
+from tnmt.translate.replacements import MAX_K, text_replacements
 from tnmt.translate.steering import Steering
+from tnmt.translate.translation import SentenceSpan
 from tnmt.translate.translator import Translation
 from tnmt.views.inside import inside, inside_dict
 from tnmt.views.trace import explanation
@@ -86,6 +88,7 @@ class TranslateRequest(SteeringFields):
     return_attention: bool = False
     return_alignment: bool = False
     return_confidence: bool = False
+    segment: bool | None = None  # None: the server's setting
 
 
 class AlternativesRequest(SteeringFields):
@@ -97,16 +100,19 @@ class AlternativesRequest(SteeringFields):
     source: str | None = None
     target: str | None = None
     beam_size: int | None = Field(default=None, ge=1)
+    segment: bool | None = None
 
 
 class ExplainRequest(SteeringFields):
     """POST /v1/explain."""
 
     text: str
+    sentence: int = Field(default=0, ge=0)  # which sentence of the text is traced (0-based)
     source: str | None = None
     target: str | None = None
     beam_size: int | None = Field(default=None, ge=1)
     top_k: int = Field(default=5, ge=1)
+    segment: bool | None = None
 
 
 class InspectRequest(BaseModel):
@@ -115,11 +121,13 @@ class InspectRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     text: str
-    translation: str | None = None  # fed to the decoder instead of the model's own translation
+    sentence: int = Field(default=0, ge=0)  # which sentence of the text is looked inside (0-based)
+    translation: str | None = None  # fed to the decoder instead of the model's own translation of that sentence
     source: str | None = None
     target: str | None = None
     beam_size: int | None = Field(default=None, ge=1)
     top_k: int = Field(default=5, ge=1)
+    segment: bool | None = None
 
 
 def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
@@ -155,7 +163,7 @@ def _translation_routes(api: APIRouter, models: list[ServedModel], config: Serve
         if request.return_attention and not request.text.strip():
             raise ApiError(422, "return_attention needs a non-empty text")
         model = pick(models, request.source, request.target)
-        settings = _settings(model, beam_size=request.beam_size, max_len=request.max_len)
+        settings = _settings(model, config, request.segment, beam_size=request.beam_size, max_len=request.max_len)
         check_limits(texts, settings.beam_size, request.n_best, config, size_status=413)
         steering = request.steering(config)
         results = await translations(
@@ -178,20 +186,20 @@ def _replacement_route(api: APIRouter, models: list[ServedModel], config: ServeC
     async def replace_word(request: AlternativesRequest, http: Request) -> dict[str, Any]:
         """The `k` likeliest replacements of word `position` (0-based over the translation's whitespace words) of
         `text`'s translation, each with its probability and the translation that keeps the words before it,
-        uses it and translates the rest again (translate/replacements.py); steering fields as /v1/translate's."""
+        uses it and translates the rest of its sentence again (translate/replacements.py); steering fields as
+        /v1/translate's. A text of several sentences: `position` counts over the whole translation."""
         model = pick(models, request.source, request.target)
-        settings = _settings(model, beam_size=request.beam_size)
+        settings = _settings(model, config, request.segment, beam_size=request.beam_size)
         check_limits([request.text], settings.beam_size, 1, config, size_status=413)
         found = await solo(
             model,
             request.text,
             settings,
-            lambda translator, p: word_replacements(
-                translator, p.text, request.position, request.k, settings, prepared=p
-            ),
+            lambda translator, split: text_replacements(translator, split, request.position, request.k, settings),
             timeout=config.timeout_s,
             client=http,
             steering=request.steering(config),
+            sentence=None,
         )
         return {
             "model": model.id,
@@ -207,25 +215,31 @@ def _view_routes(api: APIRouter, models: list[ServedModel], config: ServeConfig)
 
     @api.post("/v1/explain")
     async def explain(request: ExplainRequest, http: Request) -> dict[str, Any]:
-        """The search that translates `text`, step by step (decode/trace.py): every step's open hypotheses and
-        their likeliest next tokens, the candidates kept, finished and pruned, and the cross-attention rows;
-        `translation` is /v1/translate's text for the same settings."""
+        """The search that translates `text`'s sentence `sentence`, step by step (decode/trace.py): every step's
+        open hypotheses and their likeliest next tokens, the candidates kept, finished and pruned, and the
+        cross-attention rows; `translation` is /v1/translate's text of that sentence for the same settings."""
         model, settings = _recorded(request, models, config, doing="trace")
+        text = request.text
         traced = await solo(
             model,
             request.text,
             settings,
-            lambda translator, p: translator.trace(p.text, settings, top_k=request.top_k, prepared=p),
+            lambda translator, split: translator.trace(
+                text, settings, top_k=request.top_k, prepared=split.prepared[split.locate(0, request.sentence)]
+            ),
             timeout=config.timeout_s,
             client=http,
             steering=request.steering(config),
+            sentence=request.sentence,
+            longest=config.max_trace_chars,
         )
         return {"model": model.id, **explanation(traced, model.translator.tokenizer, settings, request.top_k)}
 
     @api.post("/v1/inspect")
     async def inspect(request: InspectRequest, http: Request) -> dict[str, Any]:
-        """Inside the model (views/inside.py): one teacher-forced forward pass over `text` and its translation (the
-        model's own, /v1/translate's text for the same settings, or `translation` as given), every stage of it:
+        """Inside the model (views/inside.py): one teacher-forced forward pass over `text`'s sentence `sentence` and
+        its translation (the model's own, /v1/translate's for the same settings, or `translation` as given), every
+        stage of it:
         pieces and ids, embeddings and positions, masks, each layer's attention per head, add & norm, the
         feed-forward units, and the softmax's `top_k` pieces at each position. Limits as /v1/explain's."""
         if len(request.translation or "") > config.max_trace_chars:
@@ -236,11 +250,18 @@ def _view_routes(api: APIRouter, models: list[ServedModel], config: ServeConfig)
             model,
             request.text,
             settings,
-            lambda translator, p: inside(
-                translator, p.text, settings, translation=request.translation, top_k=request.top_k, prepared=p
+            lambda translator, split: inside(
+                translator,
+                request.text,
+                settings,
+                translation=request.translation,
+                top_k=request.top_k,
+                prepared=split.prepared[split.locate(0, request.sentence)],
             ),
             timeout=config.timeout_s,
             client=http,
+            sentence=request.sentence,
+            longest=config.max_trace_chars,
         )
         translator = model.translator
         piece = translator.tokenizer.target_pieces
@@ -252,14 +273,12 @@ def _recorded(
     request: ExplainRequest | InspectRequest, models: list[ServedModel], config: ServeConfig, *, doing: str
 ) -> tuple[ServedModel, DecodeConfig]:
     """The model and settings of a request that records one sentence's decoding (/v1/explain, /v1/inspect), within
-    the limits of both: a non-empty text of at most `max_trace_chars`, `max_trace_beam` and `max_top_k`, and
-    /v1/translate's limits (413 naming the one passed)."""
+    the limits of both: a non-empty text, `max_trace_beam` and `max_top_k`, and /v1/translate's limits (413 naming
+    the one passed); the sentence recorded is held to `max_trace_chars` when the text is split (`solo`)."""
     if not request.text.strip():
         raise ApiError(422, f"text: needs a non-empty text to {doing}")
-    if len(request.text) > config.max_trace_chars:
-        raise ApiError(413, f"text has {len(request.text)} characters: over max_trace_chars={config.max_trace_chars}")
     model = pick(models, request.source, request.target)
-    settings = _settings(model, beam_size=request.beam_size)
+    settings = _settings(model, config, request.segment, beam_size=request.beam_size)
     if settings.beam_size > config.max_trace_beam:
         raise ApiError(422, f"beam_size {settings.beam_size}: over max_trace_beam={config.max_trace_beam}")
     if request.top_k > config.max_top_k:
@@ -268,9 +287,14 @@ def _recorded(
     return model, settings
 
 
-def _settings(model: ServedModel, *, beam_size: int | None, max_len: int | None = None) -> DecodeConfig:
-    """The model's decoding defaults with what a request chose (None: not chosen)."""
-    chosen = {"beam_size": beam_size, "max_len": max_len}
+def _settings(
+    model: ServedModel, config: ServeConfig, segment: bool | None, *, beam_size: int | None, max_len: int | None = None
+) -> DecodeConfig:
+    """The model's decoding defaults with what a request chose (None: not chosen); a text is split into sentences
+    when the request says so, or by default when both the server (`ServeConfig.segment`) and the model (its
+    `DecodeConfig.segment`) do."""
+    segment = (config.segment and model.translator.decode.segment) if segment is None else segment
+    chosen = {"beam_size": beam_size, "max_len": max_len, "segment": segment}
     return replace(model.translator.decode, **{name: value for name, value in chosen.items() if value is not None})
 
 
@@ -282,15 +306,37 @@ def _translation(result: Translation, request: TranslateRequest) -> dict[str, An
         answer["constraints"] = [asdict(report) for report in result.constraints]
     if request.return_alignment:
         answer["alignment"] = [[i, j] for i, j in evidence.alignment]
-    if request.return_confidence:
+    if request.return_confidence:  # "sentence": the whole text's (one sentence's, before texts were split)
         answer["confidence"] = {"sentence": evidence.confidence, "words": evidence.word_probs}
+    if result.sentences:
+        answer["sentences"] = [_sentence(s, request) for s in result.sentences]
     if request.n_best > 1:
         answer["alternatives"] = [{"text": t.text, "score": t.score} for t in result.nbest]
-    if result.attention is not None:
-        source_pieces, target_pieces, maps = result.attention
-        cross = [layer[0].tolist() for layer in maps.cross]  # layers x (H, T, S)
-        answer["attention"] = {"source_pieces": source_pieces, "target_pieces": target_pieces, "cross": cross}
+    if request.return_attention:
+        answer["attention"] = _attention(result.attention)
     return answer
+
+
+def _sentence(sentence: SentenceSpan, request: TranslateRequest) -> dict[str, Any]:
+    """One sentence of a translated text: its [start, end) characters in the text and the translation, where it
+    was cut (text offsets, when it was too long to translate whole), and what the request asked for of it."""
+    answer: dict[str, Any] = {"source": list(sentence.source), "target": list(sentence.target)}
+    answer["cuts"] = list(sentence.cuts)
+    if request.return_confidence:
+        answer["confidence"] = sentence.confidence
+    if request.return_attention:
+        answer["attention"] = _attention(sentence.attention)
+    return answer
+
+
+def _attention(attention: TokenAttention | None) -> dict[str, Any] | None:
+    """A translation's attention as JSON: the cross-attention weights and their subword pieces; None for a text of
+    several sentences (each sentence in `sentences` has its own) or one the model read nothing of."""
+    if attention is None:
+        return None
+    source_pieces, target_pieces, maps = attention
+    cross = [layer[0].tolist() for layer in maps.cross]  # layers x (H, T, S)
+    return {"source_pieces": source_pieces, "target_pieces": target_pieces, "cross": cross}
 
 
 def _describe(model: ServedModel) -> dict[str, Any]:

@@ -14,7 +14,7 @@ of the whole text. The server's `/v1/alternatives` answers with replacements (it
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tnmt.config import DecodeConfig
 from tnmt.data.tokenizer import starts_word
@@ -22,6 +22,7 @@ from tnmt.errors import UserError
 from tnmt.translate.evidence import piece_words
 from tnmt.translate.steering import Steering
 from tnmt.translate.translator import Prepared, Translation, Translator
+from tnmt.translate.whole import Split, word_places
 
 MAX_K = 20
 
@@ -137,3 +138,37 @@ def _read_position(final: list[str], read: list[str], position: int) -> int | No
             return j if matches else None
         j += matches
     return None
+
+
+def text_replacements(
+    translator: Translator, split: Split, position: int, k: int = 5, settings: DecodeConfig | None = None
+) -> WordReplacements:
+    """`word_replacements` over a text cut into sentences (`Translator.split` of one text): `position` counts the
+    whole translation's words, the sentence that holds it is re-translated with each replacement, and every
+    translation returned is the whole text's, the other sentences as they were.
+
+    Raises:
+        UserError: as `word_replacements`, and a position on a word copied between sentences (a list marker).
+    """
+    settings = settings or translator.decode
+    if split.layouts is None:
+        [prepared] = split.prepared
+        return word_replacements(translator, prepared.text, position, k, settings, prepared=prepared)
+    [layout] = split.layouts
+    segments = translator.translations([p.text for p in split.prepared], settings, prepared=split.prepared)
+    [whole] = split.joined(segments)
+    words = whole.text.split()
+    if not 0 <= position < len(words):
+        raise UserError(f"position {position}: the translation has {len(words)} words (0 to {len(words) - 1})")
+    for i, (_, first) in enumerate(word_places(layout, segments)):
+        if first <= position < first + len(segments[i].text.split()):
+            break
+    else:
+        raise UserError(f"position {position}: {words[position]!r} is copied as written, not translated")
+    prepared = split.prepared[i]
+    found = word_replacements(translator, prepared.text, position - first, k, settings, prepared=prepared)
+    texts = [s.text for s in segments]
+    replaced = tuple(
+        replace(r, translation=layout.join([*texts[:i], r.translation, *texts[i + 1 :]])) for r in found.replacements
+    )
+    return WordReplacements(whole, position, found.word, replaced)

@@ -29,6 +29,9 @@ import sentencex
 # a list marker at a line's start: a bullet, or a short number or letter with "." or ")", then whitespace
 _MARKER = re.compile(r"[ \t]*(?:[-*•‣◦▪▫–—+>]|\(?\d{1,3}[.)]|\(?[A-Za-z][)])[ \t]+(?=\S)|[ \t]+")
 _CLAUSE = re.compile(r"[;:,—–](?=\s)|\s[—–-](?=\s)")  # where a long sentence may be cut: after this, at the space
+# what sentencex ends a sentence at and should not (benchmarks/quality/segmenters.py): an initial ("J. R. R.",
+# French "M. Dupont") or a title before a name
+_NOT_AN_END = re.compile(r"(?:^|(?<=\s))(?:[A-Z]|Dr|Mr|Mrs|Ms|Prof|St|MM|Mme|Mlle|Mgr|Me)\.\s*$")
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")
 
 
@@ -105,7 +108,7 @@ def _sentences(text: str, start: int, end: int, language: str) -> list[tuple[int
             return _strip(text, [(start, end)])
         at = a + len(found)
         glued = spans and a > 0 and not text[a - 1].isspace() and not text[a].isspace()
-        if glued:
+        if glued or (spans and _NOT_AN_END.search(text, spans[-1][0], a)):
             spans[-1] = (spans[-1][0], at)
         else:
             spans.append((a, at))

@@ -10,12 +10,14 @@ from tnmt.translate.steering import ConstraintReport
 class SentenceSpan:
     """One sentence of a translated text (translate/whole.py): its characters [start, end) in the text and in the
     translation, its confidence (the geometric mean of its tokens' probabilities), and the text offsets where it was
-    cut into parts because it was longer than the model reads well (translate/segment.py; empty: whole)."""
+    cut into parts because it was longer than the model reads well (translate/segment.py; empty: whole); the
+    attention behind it when asked for (a sentence cut into parts has none: each part had its own)."""
 
     source: tuple[int, int]
     target: tuple[int, int]
     confidence: float
     cuts: tuple[int, ...] = ()
+    attention: TokenAttention | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -79,7 +79,7 @@ def joined(layout: Layout, results: Sequence[Translation]) -> Translation:
     if len(results) != len(layout.spans):
         raise ValueError(f"{len(results)} translations for {len(layout.spans)} segments")
     text = layout.join([r.text for r in results])
-    places = _places(layout, results)
+    places = word_places(layout, results)
     n_best = max((len(r.nbest) for r in results), default=1)
     alternatives = tuple(
         Translation(
@@ -109,7 +109,7 @@ def joined(layout: Layout, results: Sequence[Translation]) -> Translation:
     )
 
 
-def _places(layout: Layout, results: Sequence[Translation]) -> list[tuple[int, int]]:
+def word_places(layout: Layout, results: Sequence[Translation]) -> list[tuple[int, int]]:
     """Each segment's first word: (in the source text, in the joined translation), over whitespace words."""
     places, source_at, target_at = [], 0, 0
     for gap, (start, end), r in zip(layout.gaps(), layout.spans, results, strict=False):
@@ -176,6 +176,7 @@ def _sentences(layout: Layout, results: Sequence[Translation], text: str) -> tup
                 target=(target_spans[first][0], target_spans[last][1]),
                 confidence=_confidence([results[i] for i in members]),
                 cuts=tuple(layout.spans[i][0] for i in members[1:]),
+                attention=results[first].attention if len(members) == 1 else None,
             )
         )
     return tuple(sentences)

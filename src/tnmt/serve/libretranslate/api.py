@@ -39,7 +39,8 @@ def _translate_route(api: APIRouter, models: list[ServedModel], config: ServeCon
         """LibreTranslate's translate: JSON or form body with q (text or list), source ("auto" too: each text goes
         to the model from its detected language, translate.py's `route_auto`), target, format ("text" or "html")
         and alternatives (0 to max_n_best - 1); and tnmt's `glossary` ([{"source", "target"}],
-        translate/steering.py), whose answers carry `constraints`."""
+        translate/steering.py), whose answers carry `constraints`, and `segment` (true or false: whether each text
+        is split into sentences and lines, translate/segment.py; default the server's `segment`)."""
         fields = await _body(request)
         q, source, target = fields.get("q"), fields.get("source"), fields.get("target")
         if q is None or (not isinstance(q, str) and not (isinstance(q, list) and all(isinstance(t, str) for t in q))):
@@ -51,13 +52,14 @@ def _translate_route(api: APIRouter, models: list[ServedModel], config: ServeCon
             raise ApiError(400, f"Invalid request: format must be 'text' or 'html', not {text_format!r}")
         alternatives = _alternatives(fields.get("alternatives", 0), config.max_n_best - 1)
         steering = _glossary(fields.get("glossary"), config)
+        segment = _segment(fields.get("segment", config.segment))
         texts = [q] if isinstance(q, str) else q
         if source == "auto":
             routes, detected = await route_auto(detector, models, texts, target, config, html=text_format == "html")
         else:
             routes, detected = [pick(models, source, target)] * len(texts), None
         answered = await answers(
-            routes, texts, text_format, alternatives, config=config, client=request, steering=steering
+            routes, texts, text_format, alternatives, config=config, client=request, steering=steering, segment=segment
         )
         if detected is not None:
             for answer, language in zip(answered, detected, strict=True):
@@ -136,6 +138,15 @@ def _alternatives(value: Any, limit: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit:
         raise ApiError(400, f"Invalid request: alternatives must be an integer from 0 to {limit} (max_n_best - 1)")
     return value
+
+
+def _segment(value: Any) -> bool:
+    """tnmt's `segment` field: true or false, or a string of one (forms send nothing else)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ApiError(400, f"Invalid request: segment must be true or false, not {value!r}")
 
 
 async def _body(request: Request) -> dict[str, Any]:

@@ -7,7 +7,7 @@ serve/models.py says.
 
 import asyncio
 import logging
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from starlette.requests import Request
@@ -98,10 +98,12 @@ async def answers(
     config: ServeConfig,
     client: Request,
     steering: Steering | None = None,
+    segment: bool = True,
 ) -> list[dict[str, Any]]:
     """LibreTranslate's answer for each text, translated by its model in `routes` (steered by `steering`, with the
-    answer's `constraints` then). Every model's texts are checked
-    against the limits before any is queued; then one model after another, each within the deadline."""
+    answer's `constraints` then; split into sentences when `segment` and the model's settings say so). Every
+    model's texts are checked against the limits before any is queued; then one model after another, each within
+    the deadline."""
     groups: dict[str, list[int]] = {}
     for i, model in enumerate(routes):
         groups.setdefault(model.id, []).append(i)
@@ -114,8 +116,9 @@ async def answers(
     answered: list[dict[str, Any]] = [{} for _ in texts]
     for id_, indices in groups.items():
         group = [texts[i] for i in indices]
+        settings = replace(served[id_].translator.decode, segment=segment and served[id_].translator.decode.segment)
         translated = await _answers(
-            served[id_], group, text_format, alternatives, config=config, client=client, steering=steering
+            served[id_], group, text_format, alternatives, settings, config=config, client=client, steering=steering
         )
         for i, answer in zip(indices, translated, strict=True):
             answered[i] = answer
@@ -127,6 +130,7 @@ async def _answers(
     texts: list[str],
     text_format: str,
     alternatives: int,
+    settings: DecodeConfig,
     *,
     config: ServeConfig,
     client: Request,
@@ -135,7 +139,6 @@ async def _answers(
     """`{"translatedText": ...}` (and `"alternatives"` when asked for) for each text, by one model, with two fields
     of tnmt's own that LibreTranslate clients ignore: `confidence` (0-1, `/v1/translate`'s sentence confidence)
     and `warnings`."""
-    settings = model.translator.decode
     if text_format == "html":  # a fragment is as sure as its least sure sentence, and has all their warnings
         answered = []
         for text in texts:
@@ -161,6 +164,7 @@ async def _answers(
         client=client,
         steering=None if steering is None else [steering] * len(texts),
         refused=400,
+        too_large=400,
     )
     answered = [
         {"translatedText": result.text, "confidence": result.evidence.confidence, "warnings": result.evidence.warnings}
@@ -190,7 +194,9 @@ async def _translate_markup(
     texts = document.texts
     steered = None if steering is None else [steering] * len(texts)
     results = (
-        await translations(model, texts, settings, timeout=timeout, client=client, steering=steered, refused=400)
+        await translations(
+            model, texts, settings, timeout=timeout, client=client, steering=steered, refused=400, too_large=400
+        )
         if texts
         else []
     )
