@@ -196,7 +196,8 @@ UNUSUAL = st.sampled_from(["", " ", "\n", "\r", "\x00", "\x0c", "\u2028", "\u258
 def test_property_any_strings_give_one_translation_each_and_never_raise(tiny_translator, texts, beam_size, batch_size):
     outputs = tiny_translator.translate(texts, DecodeConfig(beam_size=beam_size, batch_size=batch_size))
     assert len(outputs) == len(texts) and all(isinstance(output, str) for output in outputs)
-    assert all(output == "" for output, text in zip(outputs, texts, strict=True) if not text.strip())
+    assert all(output == text for output, text in zip(outputs, texts, strict=True) if not text.strip())
+    assert all(output.count("\n") == text.count("\n") for output, text in zip(outputs, texts, strict=True))
 
 
 def test_a_batch_that_mixes_directions_equals_its_sentences_one_at_a_time(multi_checkpoint):

@@ -32,6 +32,7 @@ _CLAUSE = re.compile(r"[;:,—–](?=\s)|\s[—–-](?=\s)")  # where a long sen
 # what sentencex ends a sentence at and should not (benchmarks/quality/segmenters.py): an initial ("J. R. R.",
 # French "M. Dupont") or a title before a name
 _NOT_AN_END = re.compile(r"(?:^|(?<=\s))(?:[A-Z]|Dr|Mr|Mrs|Ms|Prof|St|MM|Mme|Mlle|Mgr|Me)\.\s*$")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")
 
 
@@ -102,8 +103,10 @@ def _sentences(text: str, start: int, end: int, language: str) -> list[tuple[int
     ("e.g.Paris") is not taken, so that segments start and end at whitespace."""
     spans: list[tuple[int, int]] = []
     at = start
-    for found in sentencex.segment(language, text[start:end]):
-        a = text.find(found, at, end) if found else -1
+    # sentencex reads UTF-8: a lone surrogate (which JSON allows) becomes U+FFFD for it, at the same offsets
+    readable = _SURROGATE.sub("\ufffd", text)
+    for found in sentencex.segment(language, readable[start:end]):
+        a = readable.find(found, at, end) if found else -1
         if a < 0:  # sentencex gives the text back piece by piece: never here, but nothing may be lost
             return _strip(text, [(start, end)])
         at = a + len(found)
