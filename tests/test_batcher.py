@@ -151,6 +151,30 @@ def test_a_batch_closes_when_its_token_budget_is_reached():
     batcher.stop()
 
 
+def test_a_long_request_is_decoded_in_runs_in_turn_with_the_others():
+    """A request over the budget (a long text's sentences) goes a run at a time: a short request sent after it
+    is decoded after its first run, not after all of them, and each answer keeps its order."""
+    fake = ScriptedTranslator(hold=True)
+    batcher, _ = make_batcher(fake, max_batch_tokens=6)
+    hold_worker(batcher, fake)
+    long = submit(batcher, [f"s{i} x" for i in range(6)], SETTINGS)  # 3 tokens each: three runs of two
+    short = submit(batcher, ["q x"], SETTINGS)
+    fake.release.set()
+
+    assert texts(long) == [f"S{i} X" for i in range(6)] and texts(short) == ["Q X"]
+    assert fake.batches()[1:] == [["s0 x", "s1 x"], ["q x"], ["s2 x", "s3 x"], ["s4 x", "s5 x"]]
+    batcher.stop()
+
+
+def test_a_request_of_blank_texts_queues_nothing_and_the_worker_lives_on():
+    fake = ScriptedTranslator()
+    batcher, _ = make_batcher(fake)
+    assert submit(batcher, ["", "  "], SETTINGS)[0].result(WAIT).text == ""  # blank: never decoded
+    assert batcher.submit([], SETTINGS) == []
+    assert texts(submit(batcher, ["a"], SETTINGS)) == ["A"]
+    batcher.stop()
+
+
 def test_a_batch_never_exceeds_its_token_budget():
     """ServeConfig.max_batch_tokens promises "source tokens decoded together at most": a request that does
     not fit waits for the next batch (only a request alone may be over the budget)."""
@@ -422,14 +446,16 @@ def test_the_worker_decodes_with_its_own_torch_threads_and_leaves_the_callers_al
 
 
 class RecordingQueue(queue.Queue):
-    """A queue that records the timeout of every `get` that may wait (None: a blocking get for the next batch)."""
+    """A queue that records the timeout of every `get` that may wait (None: a blocking get for the next batch); a
+    `get_nowait` (what is queued already joins the turn) never waits and is not recorded."""
 
     def __init__(self) -> None:
         super().__init__()
         self.timeouts: list[float | None] = []
 
     def get(self, block=True, timeout=None):
-        self.timeouts.append(timeout)
+        if block:
+            self.timeouts.append(timeout)
         return super().get(block, timeout)
 
 

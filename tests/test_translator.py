@@ -95,7 +95,7 @@ def test_an_overlong_sentence_is_translated_whole_in_parts(translator, caplog):
     text = " ".join(words)
     assert sentence.cuts and all(text[cut - 1] == " " for cut in sentence.cuts)  # cut at spaces
     bounds = [0, *sentence.cuts, len(text) + 1]
-    parts = [text[a : b - 1] for a, b in zip(bounds, bounds[1:])]
+    parts = [text[a : b - 1] for a, b in zip(bounds, bounds[1:], strict=False)]
     assert all(len(part.split()) <= 10 for part in parts) and " ".join(parts) == text  # each fits, nothing lost
     assert long.text == " ".join(translator.translate(parts, DecodeConfig(beam_size=2)))
     assert "sentence_split" in long.evidence.warnings

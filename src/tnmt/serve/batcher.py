@@ -134,7 +134,10 @@ class Batcher:
         return job.future
 
     def _enqueue(self, jobs: list[Job | SoloJob]) -> None:
-        """Queue one request's jobs together, or none of them when the queue has no room for all."""
+        """Queue one request's jobs together, or none of them when the queue has no room for all (a request of
+        blank texts has none: nothing is queued)."""
+        if not jobs:
+            return
         with self._lock:
             if self._depth + len(jobs) > self.max_queue:
                 raise QueueFull(f"{self._depth} sentences are queued (max_queue={self.max_queue})")
@@ -158,6 +161,15 @@ class Batcher:
                 if first is None:
                     return
                 waiting.append(self._runs(first))
+            while not stopping:  # what arrived meanwhile takes its turn behind the requests already waiting
+                try:
+                    more = self._requests.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    stopping = True
+                else:
+                    waiting.append(self._runs(more))
             batch: list[Job | SoloJob] = []
             tokens = requests = 0
             for _ in range(len(waiting)):  # one run of each waiting request, in turn, while the budget holds

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from tnmt.config import DecodeConfig, ServeConfig
+from tnmt.decode.trace import Trace
 from tnmt.errors import UserError
 from tnmt.serve.models import ApiError, ServedModel, check_limits, pick, solo, translations
 from tnmt.translate.evidence import TokenAttention
@@ -18,8 +19,8 @@ from tnmt.translate.glossary import build_glossary
 from tnmt.translate.replacements import MAX_K, text_replacements
 from tnmt.translate.steering import Steering
 from tnmt.translate.translation import SentenceSpan
-from tnmt.translate.translator import Translation
-from tnmt.views.inside import inside, inside_dict
+from tnmt.translate.translator import Prepared, Translation, Translator
+from tnmt.views.inside import Inside, inside, inside_dict
 from tnmt.views.trace import explanation
 
 
@@ -219,14 +220,15 @@ def _view_routes(api: APIRouter, models: list[ServedModel], config: ServeConfig)
         open hypotheses and their likeliest next tokens, the candidates kept, finished and pruned, and the
         cross-attention rows; `translation` is /v1/translate's text of that sentence for the same settings."""
         model, settings = _recorded(request, models, config, doing="trace")
-        text = request.text
+
+        def _traced(translator: Translator, prepared: Prepared) -> Trace:
+            return translator.trace(prepared.text, settings, top_k=request.top_k, prepared=prepared)
+
         traced = await solo(
             model,
             request.text,
             settings,
-            lambda translator, split: translator.trace(
-                text, settings, top_k=request.top_k, prepared=split.prepared[split.locate(0, request.sentence)]
-            ),
+            lambda translator, split: _traced(translator, split.prepared[split.locate(0, request.sentence)]),
             timeout=config.timeout_s,
             client=http,
             steering=request.steering(config),
@@ -246,18 +248,22 @@ def _view_routes(api: APIRouter, models: list[ServedModel], config: ServeConfig)
             n = len(request.translation)
             raise ApiError(413, f"translation has {n} characters: over max_trace_chars={config.max_trace_chars}")
         model, settings = _recorded(request, models, config, doing="look inside")
+
+        def _looked(translator: Translator, prepared: Prepared) -> Inside:
+            return inside(
+                translator,
+                prepared.text,
+                settings,
+                translation=request.translation,
+                top_k=request.top_k,
+                prepared=prepared,
+            )
+
         found = await solo(
             model,
             request.text,
             settings,
-            lambda translator, split: inside(
-                translator,
-                request.text,
-                settings,
-                translation=request.translation,
-                top_k=request.top_k,
-                prepared=split.prepared[split.locate(0, request.sentence)],
-            ),
+            lambda translator, split: _looked(translator, split.prepared[split.locate(0, request.sentence)]),
             timeout=config.timeout_s,
             client=http,
             sentence=request.sentence,
@@ -308,7 +314,7 @@ def _translation(result: Translation, request: TranslateRequest) -> dict[str, An
         answer["alignment"] = [[i, j] for i, j in evidence.alignment]
     if request.return_confidence:  # "sentence": the whole text's (one sentence's, before texts were split)
         answer["confidence"] = {"sentence": evidence.confidence, "words": evidence.word_probs}
-    if result.sentences:
+    if len(result.sentences) > 1 or any(s.cuts for s in result.sentences):  # a text that was split
         answer["sentences"] = [_sentence(s, request) for s in result.sentences]
     if request.n_best > 1:
         answer["alternatives"] = [{"text": t.text, "score": t.score} for t in result.nbest]
