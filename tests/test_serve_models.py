@@ -23,6 +23,7 @@ from tnmt.serve.models import (
     translations,
 )
 from tnmt.translate.translator import Prepared, Source
+from tnmt.translate.whole import Split
 
 SETTINGS = DecodeConfig(beam_size=1, max_len=5)
 
@@ -32,6 +33,7 @@ class ScriptedBatcher:
 
     def __init__(self, *, full: bool = False) -> None:
         self.full = full
+        self.max_queue = 1024
         self.futures: list[Future] = []
         self.queued: list = []  # what each call queued: a request's prepared texts, or a solo's (prepared, work)
 
@@ -64,6 +66,10 @@ class ScriptedTranslator:
             Prepared(text, None, Source([5] * len(r.split()), None, 1) if r else None)
             for text, r in zip(texts, read, strict=True)
         ]
+
+    def split(self, texts, steering=None, settings=None) -> Split:
+        """Each text one sentence (segmentation is translate/segment.py's, tested there)."""
+        return Split(None, self.prepare(texts, steering, settings))
 
 
 class Client:
@@ -124,7 +130,7 @@ def test_past_the_deadline_the_sentences_not_started_are_dropped(passage):
     assert batcher.futures and all(future.cancelled() for future in batcher.futures)  # the worker skips them
 
 
-def test_a_solo_feature_reads_the_text_prepared_on_arrival_by_the_pair_s_translator():
+def test_a_solo_feature_reads_the_text_split_on_arrival_by_the_pair_s_translator():
     async def run() -> tuple:
         batcher = ScriptedBatcher()
         model = served(batcher)
@@ -134,8 +140,8 @@ def test_a_solo_feature_reads_the_text_prepared_on_arrival_by_the_pair_s_transla
         batcher.futures[-1].set_result(work())  # what the worker's thread does
         return model.translator, prepared, await waiting
 
-    translator, prepared, (fed_translator, fed_prepared) = asyncio.run(run())
-    assert fed_translator is translator and fed_prepared is prepared and prepared.text == "a b"
+    translator, prepared, (fed_translator, fed_split) = asyncio.run(run())
+    assert fed_translator is translator and fed_split.prepared == [prepared] and prepared.text == "a b"
 
 
 def test_a_steering_entry_that_cannot_be_met_is_refused_before_anything_is_queued():

@@ -1,0 +1,112 @@
+"""Real text through the server (issue 65): sentences split and joined back on every route, the switch that turns
+it off, and bad text that must get a clear answer. On the app over the tiny en -> it checkpoint, in process."""
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tnmt.config import ServeConfig
+from tnmt.serve.app import create_app
+from tnmt.serve.models import load_models
+from tnmt.translate.translator import Translator
+
+
+@pytest.fixture(scope="module")
+def app(tiny_checkpoint):
+    config = ServeConfig(max_chars=20_000, max_queue=4096, max_batch_tokens=64)  # a long text goes in runs
+    models = load_models([tiny_checkpoint], config)
+    with TestClient(create_app(models, config)) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def offline(tiny_checkpoint) -> Translator:
+    return Translator.from_checkpoint(tiny_checkpoint)
+
+
+def translate(app, text, **fields) -> dict:
+    response = app.post("/v1/translate", json={"text": text, **fields})
+    assert response.status_code == 200, response.text
+    return response.json()["translations"][0]
+
+
+def test_a_paragraph_and_a_list_come_back_sentence_by_sentence_and_line_by_line(app, offline):
+    text = "two hundred. three thousand and five.\n\n  - seven\n1. nine"
+    found = translate(app, text, return_alignment=True, return_confidence=True)
+    alone = offline.translate(["two hundred.", "three thousand and five.", "seven", "nine"])
+    assert found["text"] == f"{alone[0]} {alone[1]}\n\n  - {alone[2]}\n1. {alone[3]}"
+    assert [text[a:b] for a, b in (s["source"] for s in found["sentences"])] == [
+        "two hundred.",
+        "three thousand and five.",
+        "seven",
+        "nine",
+    ]
+    assert [found["text"][a:b] for a, b in (s["target"] for s in found["sentences"])] == alone
+    n_source, n_target = len(text.split()), len(found["text"].split())
+    assert all(0 <= i < n_source and 0 <= j < n_target for i, j in found["alignment"])
+    assert len(found["confidence"]["words"]) == n_target
+    assert all(0 <= s["confidence"] <= 1 for s in found["sentences"])
+    libre = app.post("/translate", json={"q": text, "source": "en", "target": "it"}).json()
+    assert libre["translatedText"] == found["text"]
+
+
+def test_segmentation_is_turned_off_per_request(app, offline):
+    from dataclasses import replace
+
+    as_given = replace(offline.decode, segment=False)
+    found = translate(app, "two hundred. seven", segment=False)
+    assert found["text"] == offline.translate(["two hundred. seven"], as_given)[0] and "sentences" not in found
+    libre = app.post("/translate", json={"q": "two hundred. seven", "source": "en", "target": "it", "segment": "false"})
+    assert libre.json()["translatedText"] == found["text"]
+
+
+def test_alternatives_count_words_over_the_whole_translation(app, offline):
+    text = "two hundred. seven thousand"
+    whole = translate(app, text)["text"]
+    first = offline.translate(["two hundred."])[0]
+    position = len(first.split())  # the first word of the second sentence
+    answer = app.post("/v1/alternatives", json={"text": text, "position": position, "k": 2}).json()
+    assert answer["translation"] == whole and answer["position"] == position
+    assert answer["word"] == whole.split()[position]
+    for alternative in answer["alternatives"]:
+        assert alternative["translation"].startswith(first + " ")  # the other sentence as it was
+
+
+def test_html_with_two_sentences_in_one_block_and_a_tag_across_them(app):
+    fragment = "<p>two <b>hundred. seven</b> thousand.</p>"
+    body = {"q": fragment, "source": "en", "target": "it", "format": "html"}
+    answer = app.post("/translate", json=body).json()
+    out = answer["translatedText"]
+    assert out.startswith("<p>") and out.endswith("</p>") and out.count("<b>") == 1 and out.count("</b>") == 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "   \n\t  \n",  # only whitespace
+        "?!... ,; —",  # only punctuation
+        "\n" * 10_000,  # ten thousand newlines
+        "one two three four five six seven eight nine ten " * 100,  # 5,000 characters, no punctuation
+        "Hello мир 世界 مرحبا. two hundred. 🐶",  # mixed scripts
+    ],
+)
+def test_bad_text_gets_a_clear_answer_and_nothing_dropped(app, text):
+    found = translate(app, text)
+    assert found["text"].count("\n") == text.count("\n")
+    if not text.strip():
+        assert found["text"] == text
+    assert "truncated" not in found["warnings"]
+
+
+def test_a_sentence_longer_than_the_model_reads_is_translated_in_parts(app):
+    text = "one two three four five six seven eight nine ten " * 100
+    found = translate(app, text.strip())
+    [sentence] = found["sentences"]
+    assert len(sentence["cuts"]) >= 100 and "sentence_split" in found["warnings"]  # parts of at most 10 tokens
+    assert all(text[cut - 1] == " " for cut in sentence["cuts"]) and found["text"].strip()
+
+
+def test_a_text_of_more_sentences_than_the_queue_holds_is_refused(tiny_checkpoint):
+    config = ServeConfig(max_queue=2)
+    with TestClient(create_app(load_models([tiny_checkpoint], config), config)) as client:
+        response = client.post("/v1/translate", json={"text": "one. two. three."})
+    assert response.status_code == 413 and response.json() == {"error": "3 sentences: over max_queue=2"}
