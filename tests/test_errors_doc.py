@@ -280,6 +280,7 @@ INPUTS: dict[str, Callable[[Path, Path], None]] = {
     "input-binary": lambda d, _: write(d, "in.bin", BINARY),
     "stdin-nul": lambda d, _: write(d, "in.txt", "one\x00two\n\x00\nthree\n"),
     "stdin-long-line": lambda d, _: write(d, "in.txt", "one\n" + "two " * 12_500 + "\nthree\n"),
+    "stdin-long-word": lambda d, _: write(d, "in.txt", "one\n" + "x" * 50_000 + "\nthree\n"),
     "stdin-empty": lambda d, _: write(d, "in.txt", ""),
     "stdin-no-final-newline": lambda d, _: write(d, "in.txt", "one\ntwo"),
     "stdin-separators": lambda d, _: write(d, "in.txt", "one\x0ctwo\x1cthree\u2028four\x85five\vsix\nseven\n"),

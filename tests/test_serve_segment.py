@@ -105,6 +105,16 @@ def test_a_sentence_longer_than_the_model_reads_is_translated_in_parts(app):
     assert all(text[cut - 1] == " " for cut in sentence["cuts"]) and found["text"].strip()
 
 
+def test_views_hold_the_sentence_they_record_to_max_trace_chars(app):
+    long = "one two three four five six seven eight nine ten " * 5  # 250 characters, over max_trace_chars=200
+    for path in ("/v1/explain", "/v1/inspect"):
+        response = app.post(path, json={"text": f"seven. {long.strip()}.", "sentence": 1})
+        assert (
+            response.status_code == 413 and "sentence 1 has 250 characters: over max_trace_chars=200" in response.text
+        )
+        assert app.post(path, json={"text": f"seven. {long.strip()}.", "sentence": 0}).status_code == 200
+
+
 def test_a_text_of_more_sentences_than_the_queue_holds_is_refused(tiny_checkpoint):
     config = ServeConfig(max_queue=2)
     with TestClient(create_app(load_models([tiny_checkpoint], config), config)) as client:
