@@ -113,7 +113,7 @@ def test_explain_shows_the_constraint_state_of_every_hypothesis(app):
         ("/v1/translate", {"text": "one", "prefix": "x" * 61}, 413, "max_chars=60"),
         ("/v1/translate", {"text": "one", "constraints": ["uno " * 20]}, 422, "the output may have"),
         ("/v1/alternatives", {"text": "one", "position": 99}, 422, "position 99: the translation has"),
-        ("/v1/alternatives", {"text": "  ", "position": 0}, 422, "an empty text has no words"),
+        ("/v1/alternatives", {"text": "  ", "position": 0}, 422, "a blank text has nothing to translate"),
         ("/v1/alternatives", {"text": "one", "position": 0, "k": 0}, 422, "k"),
         ("/v1/alternatives", {"text": "one", "position": -1}, 422, "position"),
         ("/v1/explain", {"text": "🐶", "top_k": 2}, 422, "nothing of this text is translated"),
