@@ -88,7 +88,7 @@ def test_overlong_input_is_truncated_with_a_warning_when_not_segmented(translato
 
 
 def test_an_overlong_sentence_is_translated_whole_in_parts(translator, caplog):
-    words = [f"w{i}" for i in range(30)]  # 30 tokens: parts of at most 2/3 of the 15 positions
+    words = [f"w{i}" for i in range(30)]  # 30 tokens: parts of at most the model's 15 positions
     [long] = translator.translations([" ".join(words)], DecodeConfig(beam_size=2), evidence=True)
     assert not any("exceed" in r.getMessage() for r in caplog.records)
     [sentence] = long.sentences
@@ -96,7 +96,7 @@ def test_an_overlong_sentence_is_translated_whole_in_parts(translator, caplog):
     assert sentence.cuts and all(text[cut - 1] == " " for cut in sentence.cuts)  # cut at spaces
     bounds = [0, *sentence.cuts, len(text) + 1]
     parts = [text[a : b - 1] for a, b in zip(bounds, bounds[1:], strict=False)]
-    assert all(len(part.split()) <= 10 for part in parts) and " ".join(parts) == text  # each fits, nothing lost
+    assert all(len(part.split()) <= 15 for part in parts) and " ".join(parts) == text  # each fits, nothing lost
     assert long.text == " ".join(translator.translate(parts, DecodeConfig(beam_size=2)))
     assert "sentence_split" in long.evidence.warnings
 

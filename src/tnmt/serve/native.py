@@ -4,6 +4,7 @@ Statuses: 413 over a size limit, 422 over a search limit or a malformed field, 4
 the queue and the deadline as serve/models.py says.
 """
 
+import asyncio
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -17,6 +18,7 @@ from tnmt.serve.models import ApiError, ServedModel, check_limits, pick, solo, t
 from tnmt.translate.evidence import TokenAttention
 from tnmt.translate.glossary import build_glossary
 from tnmt.translate.replacements import MAX_K, text_replacements
+from tnmt.translate.segment import Layout
 from tnmt.translate.steering import Steering
 from tnmt.translate.translation import SentenceSpan
 from tnmt.translate.translator import Prepared, Translation, Translator
@@ -92,6 +94,15 @@ class TranslateRequest(SteeringFields):
     segment: bool | None = None  # None: the server's setting
 
 
+class SegmentRequest(BaseModel):
+    """POST /v1/segment."""
+
+    model_config = ConfigDict(extra="forbid")
+    text: str | list[str]
+    source: str | None = None
+    target: str | None = None
+
+
 class AlternativesRequest(SteeringFields):
     """POST /v1/alternatives."""
 
@@ -132,10 +143,10 @@ class InspectRequest(BaseModel):
 
 
 def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
-    """`/v1/models`, `/v1/translate`, `/v1/alternatives`, `/v1/explain` and `/v1/inspect` over `models`, within
-    `config`'s limits."""
+    """`/v1/models`, `/v1/translate`, `/v1/segment`, `/v1/alternatives`, `/v1/explain` and `/v1/inspect` over
+    `models`, within `config`'s limits."""
     api = APIRouter()
-    for add in (_translation_routes, _replacement_route, _view_routes):
+    for add in (_translation_routes, _segment_route, _replacement_route, _view_routes):
         add(api, models, config)
     return api
 
@@ -178,6 +189,22 @@ def _translation_routes(api: APIRouter, models: list[ServedModel], config: Serve
             steering=None if steering is None else [steering] * len(texts),
         )
         return {"model": model.id, "translations": [_translation(result, request) for result in results]}
+
+
+def _segment_route(api: APIRouter, models: list[ServedModel], config: ServeConfig) -> None:
+    """`/v1/segment`: how /v1/translate splits a text, without translating it."""
+
+    @api.post("/v1/segment")
+    async def segment(request: SegmentRequest) -> dict[str, Any]:
+        """Each text's sentences as /v1/translate splits them (translate/segment.py), and the characters between
+        them: `gaps` has one entry more than `sentences`, and the text is gaps[0] + sentences[0] + gaps[1] + ...
+        + gaps[-1]. A client that translates as the user types (the page) sends only the sentences it has not
+        translated yet. No model runs: the answer comes at once, outside the queue."""
+        texts = [request.text] if isinstance(request.text, str) else request.text
+        model = pick(models, request.source, request.target)
+        check_limits(texts, 1, 1, config, size_status=413)
+        layouts = await asyncio.to_thread(lambda: [model.translator.layout(text) for text in texts])
+        return {"model": model.id, "texts": [_segments(layout) for layout in layouts]}
 
 
 def _replacement_route(api: APIRouter, models: list[ServedModel], config: ServeConfig) -> None:
@@ -343,6 +370,16 @@ def _attention(attention: TokenAttention | None) -> dict[str, Any] | None:
     source_pieces, target_pieces, maps = attention
     cross = [layer[0].tolist() for layer in maps.cross]  # layers x (H, T, S)
     return {"source_pieces": source_pieces, "target_pieces": target_pieces, "cross": cross}
+
+
+def _segments(layout: Layout) -> dict[str, list[str]]:
+    """A text's sentences and the characters around them, as /v1/segment answers."""
+    spans = layout.sentence_spans
+    ends, starts = [0, *(end for _, end in spans)], [*(start for start, _ in spans), len(layout.text)]
+    return {
+        "sentences": [layout.text[start:end] for start, end in spans],
+        "gaps": [layout.text[a:b] for a, b in zip(ends, starts, strict=True)],
+    }
 
 
 def _describe(model: ServedModel) -> dict[str, Any]:

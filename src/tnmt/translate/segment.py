@@ -59,6 +59,14 @@ class Layout:
             counts[s] += 1
         return counts
 
+    @property
+    def sentence_spans(self) -> list[tuple[int, int]]:
+        """Each sentence's (start, end) characters in `text`: its parts' together."""
+        spans: dict[int, tuple[int, int]] = {}
+        for owner, (start, end) in zip(self.sentence, self.spans, strict=True):
+            spans[owner] = (spans.get(owner, (start, end))[0], end)
+        return list(spans.values())
+
     def gaps(self) -> list[str]:
         """The characters before each segment, and after the last (len(spans) + 1 strings)."""
         ends = [0, *(end for _, end in self.spans)]

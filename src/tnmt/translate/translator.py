@@ -33,13 +33,11 @@ from tnmt.translate.door import QUANTIZE, ModelDoor
 from tnmt.translate.evidence import Evidence, Sentence, TokenAttention, explain
 from tnmt.translate.prepared import Prepared, Source, given_ids, length_batches, prepare
 from tnmt.translate.replaced import Inflections, PlainPass, term_checks
-from tnmt.translate.segment import split_text
+from tnmt.translate.segment import Layout, split_text
 from tnmt.translate.steering import Plan, Planner, Steering, TermChecks, finish
 from tnmt.translate.term_search import search_replacing
 from tnmt.translate.translation import EMPTY, Translation
 from tnmt.translate.whole import Split, segment_steering
-
-LONG_SENTENCE = 2 / 3  # of the model's positions: a longer sentence is translated in parts (translate/segment.py)
 
 
 class TextTokenizer(Protocol):
@@ -191,7 +189,7 @@ class Translator:
             raise UserError(f"{len(steering)} steering entries for {len(texts)} texts: give one per text")
         if not settings.segment:
             return Split(None, self.prepare(texts, steering, settings, first_line=first_line))
-        layouts = [split_text(text, self.source_language, fits=self._fits) for text in texts]
+        layouts = [self.layout(text) for text in texts]
         segments = [segment for layout in layouts for segment in layout.segments]
         steered = [
             segment_steering(one, i)
@@ -201,6 +199,10 @@ class Translator:
         lines = [first_line + n for n, layout in enumerate(layouts) for _ in layout.spans]
         return Split(layouts, self.prepare(segments, steered, settings, lines=lines))
 
+    def layout(self, text: str) -> Layout:
+        """`text` cut into lines, sentences and parts of sentences too long for this model (translate/segment.py)."""
+        return split_text(text, self.source_language, fits=self._fits)
+
     @property
     def source_language(self) -> str:
         """The language this translator reads (its pair's source), which chooses the sentence splitter's rules;
@@ -208,10 +210,9 @@ class Translator:
         return self.source or (self.directions[0][0] if self.directions else "en")
 
     def _fits(self, segment: str) -> bool:
-        """Whether the model reads `segment` well enough whole: at most `LONG_SENTENCE` of its positions (the
-        rest leaves room for a translation longer than its source)."""
+        """Whether the model can read `segment` whole: its tokens fit the model's positions, EOS included."""
         ids, _ = self.tokenizer.encode_source_pieces(segment)
-        return len(ids) <= LONG_SENTENCE * (self.model.config.max_len - 1)
+        return len(ids) <= self.model.config.max_len - 1
 
     def translations(
         self,

@@ -167,12 +167,12 @@ def _sentences(layout: Layout, results: Sequence[Translation], text: str) -> tup
         target_spans.append((at, at + len(r.text)))
         at += len(r.text)
     sentences = []
-    for s in range(len(layout.parts)):
+    for s, source in enumerate(layout.sentence_spans):
         members = [i for i, owner in enumerate(layout.sentence) if owner == s]
         first, last = members[0], members[-1]
         sentences.append(
             SentenceSpan(
-                source=(layout.spans[first][0], layout.spans[last][1]),
+                source=source,
                 target=(target_spans[first][0], target_spans[last][1]),
                 confidence=_confidence([results[i] for i in members]),
                 cuts=tuple(layout.spans[i][0] for i in members[1:]),

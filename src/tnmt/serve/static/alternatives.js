@@ -200,6 +200,7 @@ async function askEvidence(text, choice) {
   const body = {
     text, source: model.source, target: model.target, beam_size: Number(el.beam.value), prefix: choice.translation,
     return_alignment: true, return_confidence: true, ...steering(),
+    segment: false, // the prefix is the whole line's translation: the line is read as one text
   };
   const ignore = () => {};
   await new Latest().send("/v1/translate", body, { // its own: a choice on another line does not cancel it

@@ -18,6 +18,7 @@ const WARNING_WORDS = {
   length_ratio: "The translation is much shorter or longer than translations of such a source usually are.",
   uncovered_source: "A source word got almost no attention: it may be missing from the translation.",
   truncated: "The source was too long for the model: only its beginning was translated.",
+  sentence_split: "A sentence was too long for the model to read whole: it was translated in parts.",
   term_doubled: "A glossary term's source is translated twice: by the term and by the model's own word.",
   term_lost_words: "Words near a glossary term lost their translation when the term was placed.",
 };
@@ -97,6 +98,7 @@ function lineEvidence(translation, line) {
     pairs: Array.isArray(translation.alignment) ? translation.alignment : null,
     probs: Array.isArray(confidence.words) ? confidence.words : null,
     sentence: typeof confidence.sentence === "number" ? confidence.sentence : null,
+    sentences: Array.isArray(confidence.sentences) && confidence.sentences.length > 1 ? confidence.sentences : null,
     warnings: Array.isArray(translation.warnings) ? translation.warnings : [],
     checked: Array.isArray(translation.warnings), // a chosen line waiting for its evidence is not
     constraints: Array.isArray(translation.constraints) ? translation.constraints : [],
@@ -135,7 +137,12 @@ function evidenceItem(line, k, several) {
   item.dataset.line = String(k);
   const head = make("p", "line-head");
   if (several) head.append(make("span", "line-name", `Line ${line.number}`));
-  if (line.sentence != null) head.append(make("span", "confidence", `sentence confidence ${percent(line.sentence)}`));
+  if (line.sentences) { // a line of several sentences: each one's
+    const each = line.sentences.map((c) => (typeof c === "number" ? percent(c) : "?")).join(", ");
+    head.append(make("span", "confidence", `sentence confidences ${each}`));
+  } else if (line.sentence != null) {
+    head.append(make("span", "confidence", `sentence confidence ${percent(line.sentence)}`));
+  }
   if (line.checked && !line.warnings.length) head.append(make("span", "clean", "no warnings"));
   item.append(head);
   if (line.chosen) item.append(make("p", "chosen", line.chosen));

@@ -7,6 +7,7 @@ import { Latest } from "./api.js";
 import { drawAttentionRow, drawPanels, fillExplainLayerHead } from "./explain_panels.js";
 import { bestChild, buildTree, drawEdges, keepSelectionInView, markTree, parentOf } from "./explain_tree.js";
 import { steering } from "./glossary.js";
+import { caretSentence } from "./sentences.js";
 import { DEBOUNCE_MS, currentModel, server, sourceLines } from "./settings.js";
 import { $, clamp, count, sentence } from "./util.js";
 
@@ -41,6 +42,7 @@ export function wireExplain() {
     }
   });
   el.source.addEventListener("input", () => scheduleExplain(DEBOUNCE_MS));
+  for (const moved of ["keyup", "click"]) el.source.addEventListener(moved, () => scheduleExplain(DEBOUNCE_MS));
   el.beam.addEventListener("change", () => scheduleExplain(0));
   el.pair.addEventListener("change", () => scheduleExplain(0));
   el.explainFirst.addEventListener("click", () => navigate(() => goToStep(0, 0)));
@@ -74,14 +76,15 @@ function stopExplaining() {
   pause();
 }
 
-/** The body of POST /v1/explain for the first non-empty line, or null when there is none. */
+/** The body of POST /v1/explain for the sentence the caret is in (the first line's first sentence when it is on
+ * no line), or null when there is none. */
 function explainRequest() {
-  const line = sourceLines()[0];
-  if (!line) return null;
+  const at = caretSentence(el.source, sourceLines());
+  if (!at) return null;
   const model = currentModel();
   return {
-    text: line.text, source: model.source, target: model.target, beam_size: Number(el.beam.value), top_k: TOP_K,
-    ...steering(),
+    text: at.text, sentence: at.sentence, source: model.source, target: model.target, beam_size: Number(el.beam.value),
+    top_k: TOP_K, ...steering(),
   };
 }
 
@@ -89,7 +92,7 @@ async function explain() {
   if (!el.explainSection.open || !server.models.length) return;
   const body = explainRequest();
   const key = JSON.stringify(body);
-  if (key === state.key) return; // e.g. a second line was edited: the first line's trace stands
+  if (key === state.key) return; // e.g. another line was edited: the caret's sentence's trace stands
   state.latest.cancel(); // the newer request wins
   state.key = key;
   el.explainError.textContent = "";

@@ -7,6 +7,7 @@
 import { Latest } from "./api.js";
 import { drawLayers, wireLayers } from "./inside_layers.js";
 import { drawEmbedding, drawMasks, drawPieces, drawSoftmax } from "./inside_panels.js";
+import { caretSentence } from "./sentences.js";
 import { DEBOUNCE_MS, currentModel, server, sourceLines } from "./settings.js";
 import { $, count, sentence } from "./util.js";
 
@@ -26,6 +27,7 @@ const state = {
 export function wireInside() {
   el.section.addEventListener("toggle", () => (el.section.open ? scheduleInside(0) : stopInside()));
   el.source.addEventListener("input", () => scheduleInside(DEBOUNCE_MS));
+  for (const moved of ["keyup", "click"]) el.source.addEventListener(moved, () => scheduleInside(DEBOUNCE_MS));
   el.feed.addEventListener("input", () => scheduleInside(DEBOUNCE_MS));
   el.beam.addEventListener("change", () => scheduleInside(0));
   el.pair.addEventListener("change", () => scheduleInside(0));
@@ -46,14 +48,15 @@ function stopInside() {
   el.view.setAttribute("aria-busy", "false");
 }
 
-/** The body of POST /v1/inspect for the first non-empty line, or null when there is none. */
+/** The body of POST /v1/inspect for the sentence the caret is in (the first line's first sentence when it is on no
+ * line), or null when there is none. */
 function inspectRequest() {
-  const line = sourceLines()[0];
-  if (!line) return null;
+  const at = caretSentence(el.source, sourceLines());
+  if (!at) return null;
   const model = currentModel();
   const feed = el.feed.value.trim();
   return {
-    text: line.text, source: model.source, target: model.target, top_k: TOP_K,
+    text: at.text, sentence: at.sentence, source: model.source, target: model.target, top_k: TOP_K,
     ...(feed ? { translation: feed } : { beam_size: Number(el.beam.value) }), // a given translation needs no search
   };
 }
@@ -62,7 +65,7 @@ async function inspect() {
   if (!el.section.open || !server.models.length) return;
   const body = inspectRequest();
   const key = JSON.stringify(body);
-  if (key === state.key) return; // e.g. a second line was edited: the first line's pass stands
+  if (key === state.key) return; // e.g. another line was edited: the caret's sentence's pass stands
   state.latest.cancel(); // the newer request wins
   state.key = key;
   el.error.textContent = "";

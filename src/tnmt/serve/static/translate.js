@@ -1,6 +1,6 @@
 // The translate view: the source's counter, translating as you type (debounced, one request in flight, retried
-// after a full queue) under the glossary, the translation with its alternatives and the lines the user chose,
-// its status and errors, and copying it.
+// after a full queue; only the sentences not translated yet are sent: sentences.js) under the glossary, the
+// translation with its alternatives and the lines the user chose, its status and errors, and copying it.
 
 import { Latest } from "./api.js";
 import { applyChoices, wireAlternatives } from "./alternatives.js";
@@ -10,7 +10,8 @@ import { showAttention } from "./heatmap.js";
 import {
   DEBOUNCE_MS, choosePair, currentModel, fillAlternatives, longestLine, server, sourceLines,
 } from "./settings.js";
-import { $, sentence } from "./util.js";
+import { countSentences, joinedLines, remember, rememberSplit, unsplit, untranslated } from "./sentences.js";
+import { $, count, sentence } from "./util.js";
 
 const MAX_RETRIES = 3; // after 503 "queue full", honouring Retry-After
 const el = {
@@ -23,6 +24,7 @@ const state = {
   timer: 0, // debounce / retry timer
   retries: 0,
   shown: null, // the arguments of the translation shown, to show it again with a new choice
+  generation: 0, // of the newest translate(): an older one stops before its next request
 };
 
 export function wireTranslate() {
@@ -78,6 +80,9 @@ export function translateNow() {
 async function translate() {
   if (!server.models.length) return;
   state.latest.cancel(); // the newer request wins
+  state.generation += 1; // and an older translate() still between its requests stops at its next one
+  const generation = state.generation;
+  const current = () => generation === state.generation;
   const numbered = sourceLines();
   const lines = numbered.map((line) => line.text);
   if (lines.length === 0) {
@@ -94,36 +99,56 @@ async function translate() {
     showError(`${which} has ${n} characters; the limit is ${server.limits.max_chars} per line. Shorten it by ${n - server.limits.max_chars} to translate.`);
     return;
   }
-  if (lines.length > server.limits.max_texts) {
-    setStale();
-    setStatus("");
-    showError(`The text has ${lines.length} lines; the server translates at most ${server.limits.max_texts} at once.`);
-    return;
-  }
-
   const model = currentModel();
   const beam = Number(el.beam.value);
   const nBest = Number(el.alternatives.value);
-  const single = lines.length === 1;
-  const body = {
-    text: single ? lines[0] : lines, source: model.source, target: model.target, beam_size: beam, ...steering(),
-  };
-  if (nBest > 0) body.n_best = nBest;
-  if (single) body.return_attention = true; // the server gives attention for one sentence only
-  body.return_alignment = true;
-  body.return_confidence = true;
-
+  const pair = { source: model.source, target: model.target };
   setStatus("Translating…");
   const started = performance.now();
-  await state.latest.send("/v1/translate", body, {
-    answer: (data) => {
+  for (const chunk of chunks(unsplit(lines))) { // how the server splits the lines not seen yet
+    if (!current()) return;
+    const ok = await ask("/v1/segment", { text: chunk, ...pair }, (data) => {
+      if (!data || !Array.isArray(data.texts)) throw new Error("the server's answer has no texts");
+      rememberSplit(chunk, data.texts);
+    });
+    if (!ok) return;
+  }
+  const single = lines.length === 1 && countSentences(lines) === 1;
+  const settings = JSON.stringify([model.id, beam, nBest, steering(), single]);
+  const needed = untranslated(lines, settings);
+  for (const chunk of chunks(needed)) { // only the sentences not translated yet
+    if (!current()) return;
+    const body = {
+      text: single ? chunk[0] : chunk, ...pair, beam_size: beam, ...steering(), return_alignment: true,
+      return_confidence: true,
+    };
+    if (nBest > 0) body.n_best = nBest;
+    if (single) body.return_attention = true; // the heat map is of one sentence
+    const ok = await ask("/v1/translate", body, (data) => {
       if (!data || !Array.isArray(data.translations)) throw new Error("the server's answer has no translations");
-      clearError();
-      clearRefusal("server"); // the glossary was accepted
-      state.retries = 0;
-      showTranslation(data.translations, { single, sent: numbered });
-      const ms = Math.round(performance.now() - started);
-      setStatus(`Translated by ${data.model || model.id} with beam ${beam} in ${ms} ms.`);
+      remember(chunk, data.translations, settings);
+    });
+    if (!ok) return;
+  }
+  if (!current()) return;
+  clearError();
+  clearRefusal("server"); // the glossary was accepted
+  state.retries = 0;
+  showTranslation(joinedLines(lines, settings), { single, sent: numbered });
+  const ms = Math.round(performance.now() - started);
+  const total = countSentences(lines);
+  const sent = needed.length === total ? "" : `; ${count(needed.length, "sentence", "sentences")} of ${total} sent`;
+  setStatus(`Translated by ${model.id} with beam ${beam} in ${ms} ms${sent}.`);
+}
+
+/** Sends one request of `translate` through the view's `Latest`: true once `answer` took its answer; false when it
+ * was refused, failed or overtaken by a newer one (which then says what happened). */
+async function ask(path, body, answer) {
+  let answered = false;
+  await state.latest.send(path, body, {
+    answer: (data) => {
+      answer(data);
+      answered = true;
     },
     refused: onHttpError,
     fail: (error) => {
@@ -134,6 +159,13 @@ async function translate() {
         : `Translation failed: ${error.message}.`);
     },
   });
+  return answered;
+}
+
+/** `items` in requests of at most the server's `max_texts`. */
+function chunks(items) {
+  const size = Math.max(1, server.limits.max_texts || 1);
+  return Array.from({ length: Math.ceil(items.length / size) }, (_, k) => items.slice(k * size, (k + 1) * size));
 }
 
 function onHttpError(response, message) {
