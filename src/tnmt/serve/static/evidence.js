@@ -76,7 +76,9 @@ export function showEvidence(translations, sent) {
     markTerms(line.spans.target, line.constraints);
     return box;
   });
-  el.output.replaceChildren(...lines.flatMap((line, k) => (k ? [document.createTextNode("\n"), line] : [line])));
+  // as many line breaks between two lines as in the source: its blank lines stay blank
+  const breaks = (k) => "\n".repeat(Math.max(1, (sent[k] && sent[k - 1] ? sent[k].number - sent[k - 1].number : 1)));
+  el.output.replaceChildren(...lines.flatMap((line, k) => (k ? [document.createTextNode(breaks(k)), line] : [line])));
   const first = el.output.querySelector(".word");
   if (first) first.tabIndex = 0;
 
