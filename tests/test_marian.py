@@ -39,6 +39,7 @@ from tnmt.interop.marian import load_marian, opus_mt_languages
 from tnmt.interop.marian_config import CONFIG_FIELDS, marian_model_config
 from tnmt.recipe import load_recipe
 from tnmt.train.loop import train
+from tnmt.translate.translator import Translator
 
 transformers = pytest.importorskip("transformers")
 
@@ -247,6 +248,15 @@ def test_cli_translates_with_the_imported_checkpoint(hf_dir, imported, sources, 
     expected = hf_generate(hf_dir, source_batch(checkpoint, sources), num_beams=4)
     lines = (tmp_path / "out").read_text(encoding="utf-8").split("\n")[:-1]
     assert lines == [checkpoint.tokenizer.decode_target(ids) for ids in expected]
+
+
+def test_an_imported_model_translates_a_paragraph_sentence_by_sentence(imported, sources):
+    """Segmentation (translate/segment.py) is the translator's, whatever trained the model: an OPUS-MT model too."""
+    translator = Translator.from_checkpoint(imported)
+    first, second = (s.rstrip(".") + "." for s in sources[:2])
+    [paragraph] = translator.translate([f"{first} {second}\n\n  - {first}"])
+    one, two = translator.translate([first, second])
+    assert paragraph == f"{one} {two}\n\n  - {one}"
 
 
 @pytest.mark.parametrize(("share", "tie"), [(False, True), (False, False), (True, False)])

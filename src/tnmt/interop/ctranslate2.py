@@ -37,7 +37,9 @@ from tnmt.errors import UserError
 from tnmt.interop import require
 from tnmt.io import atomic_directory, check_destination
 from tnmt.model import Transformer
+from tnmt.translate.segment import split_text
 from tnmt.translate.translator import EMPTY, Translation
+from tnmt.translate.whole import join_texts
 
 MODEL_FILE = "tnmt_model.json"  # the ModelConfig and DecodeConfig, beside CTranslate2's own config.json
 AN_EXPORT = "a CTranslate2 export of tnmt"  # what `export_ctranslate2` replaces, in its refusal of anything else
@@ -198,7 +200,8 @@ class CTranslate2Translator:
         path = Path(path)
         if not is_export(path):
             raise UserError(f"{path}: not a CTranslate2 export; write one with `tnmt export ctranslate2`")
-        self.config, stored, _ = read_model_json(path / MODEL_FILE)
+        self.config, stored, directions = read_model_json(path / MODEL_FILE)
+        self.source_language = directions[0][0] if directions else "en"  # the sentence splitter's rules
         self.decode = decode or stored
         self.tokenizer = Tokenizer.load(path)
         self.translator = ct2.Translator(
@@ -217,13 +220,27 @@ class CTranslate2Translator:
     def translations(
         self, texts: Sequence[str], settings: DecodeConfig | None = None, *, first_line: int = 1
     ) -> list[Translation]:
-        """The `Translation` of each text, in input order; `EMPTY` for an empty text. `first_line` numbers the
-        texts in warnings."""
+        """The `Translation` of each text, in input order; a blank text as it was. Each text is cut into lines and
+        sentences and joined back, as `Translator.translations` does (translate/segment.py), unless
+        `settings.segment` is false. `first_line` numbers the texts in warnings."""
+        settings = settings or self.decode
+        if not settings.segment:
+            return self._sentences(texts, settings, lines=range(first_line, first_line + len(texts)))
+        layouts = [split_text(text, self.source_language, fits=self._fits) for text in texts]
+        segments = [segment for layout in layouts for segment in layout.segments]
+        lines = [first_line + n for n, layout in enumerate(layouts) for _ in layout.spans]
+        return join_texts(layouts, self._sentences(segments, settings, lines=lines))
+
+    def _fits(self, segment: str) -> bool:
+        """Whether the model can read `segment` whole: its tokens fit the model's positions, EOS included."""
+        return len(self.tokenizer.encode_source(segment)) <= self.config.max_len - 1
+
+    def _sentences(self, texts: Sequence[str], settings: DecodeConfig, *, lines: Sequence[int]) -> list[Translation]:
+        """The translation of each text as one sentence; `EMPTY` for an empty text; `lines` number them in warnings."""
         kept = [i for i, text in enumerate(texts) if text.strip()]
         sources = [self.tokenizer.encode_source(texts[i]) for i in kept]
         results = [EMPTY] * len(texts)
-        lines = [first_line + i for i in kept]
-        for i, hypothesis in zip(kept, self.search(sources, settings, lines=lines), strict=True):
+        for i, hypothesis in zip(kept, self.search(sources, settings, lines=[lines[i] for i in kept]), strict=True):
             text = self.tokenizer.decode_target(hypothesis.tokens)
             results[i] = Translation(text, hypothesis.tokens, hypothesis.score, hypothesis.log_prob)
         return results

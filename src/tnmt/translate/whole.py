@@ -40,13 +40,7 @@ class Split:
 
     def joined(self, results: Sequence[Translation]) -> list[Translation]:
         """Each text's translation from its segments' `results` (in `prepared`'s order)."""
-        if self.layouts is None:
-            return list(results)
-        texts, at = [], 0
-        for layout in self.layouts:
-            texts.append(joined(layout, results[at : at + len(layout.spans)]))
-            at += len(layout.spans)
-        return texts
+        return list(results) if self.layouts is None else join_texts(self.layouts, results)
 
     def locate(self, text: int, sentence: int) -> int:
         """The index in `prepared` of text `text`'s sentence `sentence` (its first part when it was cut).
@@ -63,6 +57,15 @@ class Split:
         if not 0 <= sentence < n:
             raise IndexError(f"sentence {sentence}: the text has {n} sentence{'s' * (n != 1)} (0 to {n - 1})")
         return sum(len(other.spans) for other in self.layouts[:text]) + layout.sentence.index(sentence)
+
+
+def join_texts(layouts: Sequence[Layout], results: Sequence[Translation]) -> list[Translation]:
+    """Each text's translation from its segments' `results` (all the texts' segments, in order)."""
+    texts, at = [], 0
+    for layout in layouts:
+        texts.append(joined(layout, results[at : at + len(layout.spans)]))
+        at += len(layout.spans)
+    return texts
 
 
 def segment_steering(steering: Steering | None, index: int) -> Steering | None:
