@@ -130,7 +130,7 @@ def test_a_glossary_reaches_a_model_trained_with_annotations_through_its_source(
         start=1,
         model_max_len=64,
         max_tokens=63,
-        first_line=1,
+        lines=[1],
     )
     plain_ids, plain_pieces = tokenizer.encode_source_pieces(text)
     ids, pieces = one.source.ids, one.source.pieces

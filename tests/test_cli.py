@@ -267,7 +267,10 @@ def test_translate_follows_a_glossary_and_keeps_listed_terms(tiny_checkpoint, ti
 
 
 def test_overlong_input_warns_in_one_plain_line(tiny_checkpoint):
-    result = tnmt("translate", "--checkpoint", str(tiny_checkpoint), stdin="one two three " * 20 + "\nforty-two\n")
+    text = "one two three " * 20 + "\nforty-two\n"
+    split = tnmt("translate", "--checkpoint", str(tiny_checkpoint), stdin=text)  # translated in parts: no cut
+    assert split.returncode == 0 and split.stdout.count("\n") == 2 and split.stderr == "", split.stderr
+    result = tnmt("translate", "--checkpoint", str(tiny_checkpoint), "--no-segment", stdin=text)
     assert result.returncode == 0 and result.stdout.count("\n") == 2, result.stderr
     assert result.stderr.splitlines() == [
         "tnmt translate: WARNING: line 1: 60 source tokens exceed the model's max_len (16 positions, EOS included);"

@@ -31,6 +31,7 @@ from tnmt.errors import UserError
 from tnmt.model import EncodedSource, Transformer
 from tnmt.translate.door import QUANTIZE, ModelDoor
 from tnmt.translate.evidence import Evidence, Sentence, TokenAttention, explain
+from tnmt.translate.kept import find_kept, take_out
 from tnmt.translate.prepared import Prepared, Source, given_ids, length_batches, prepare
 from tnmt.translate.replaced import Inflections, PlainPass, term_checks
 from tnmt.translate.segment import Layout, split_text
@@ -210,8 +211,11 @@ class Translator:
         return self.source or (self.directions[0][0] if self.directions else "en")
 
     def _fits(self, segment: str) -> bool:
-        """Whether the model can read `segment` whole: its tokens fit the model's positions, EOS included."""
-        ids, _ = self.tokenizer.encode_source_pieces(segment)
+        """Whether the model can read `segment` whole: the tokens of what it reads (the text less its URLs, e-mail
+        addresses, emoji and markup, which are kept as written: translate/kept.py) fit the model's positions, EOS
+        included."""
+        read, _, _ = take_out(segment, find_kept(segment, ()))
+        ids, _ = self.tokenizer.encode_source_pieces(read)
         return len(ids) <= self.model.config.max_len - 1
 
     def translations(
