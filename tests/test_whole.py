@@ -4,6 +4,8 @@ the Translator on a random tiny model over number words (en -> it): a paragraph 
 import math
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tnmt.config import DecodeConfig
 from tnmt.translate.evidence import Evidence
@@ -122,3 +124,20 @@ def test_every_steering_feature_follows_the_whole_text(tiny_translator):
     assert "four" in words
     avoided = tiny_translator.translations(["two. three. five"], SETTINGS, steering=[Steering(avoid=("cento",))])
     assert "cento" not in avoided[0].text.split()
+
+
+WORDS = st.sampled_from(["one", "two", "hundred", "and", "seven", "thousand", ".", "!", "-", "1.", "🐶", "  ", "\n"])
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tokens=st.lists(WORDS, max_size=25))
+def test_property_evidence_indexes_the_whole_text_and_its_translation(tiny_translator, tokens):
+    text = " ".join(tokens)
+    [found] = tiny_translator.translations([text], SETTINGS, evidence=True)
+    n_source, n_target = len(text.split()), len(found.text.split())
+    assert found.text.count("\n") == text.count("\n")
+    assert len(found.evidence.word_probs) == n_target
+    assert all(0 <= i < n_source and 0 <= j < n_target for i, j in found.evidence.alignment)
+    for sentence in found.sentences:
+        (a, b), (c, d) = sentence.source, sentence.target
+        assert text[a:b].strip() == text[a:b] and 0 <= c <= d <= len(found.text)
