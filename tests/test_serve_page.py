@@ -607,7 +607,7 @@ def test_evidence_rendering_and_phone_width(server, page, repo_root):
         "✓ glossary term ciao: used as ciao; the model's own word for it is there too; source words near it lost"
         " their translation: “there”, “friend”"
     )
-    assert page.locator("#output").evaluate("e => e.textContent") == "il  gatto nero dorme\nciao"
+    assert page.locator("#output").evaluate("e => e.textContent") == "il  gatto nero dorme\n\nciao"  # blank kept
     low = [("low" in (words.nth(j).get_attribute("class") or "").split()) for j in range(5)]
     assert low == [False, True, False, True, False]
     style = words.nth(1).evaluate("e => [getComputedStyle(e).textDecorationStyle, getComputedStyle(e).backgroundColor]")
