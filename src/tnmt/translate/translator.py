@@ -1,8 +1,10 @@
 """Text in, text out: the tokenizer, batching and search around a trained Transformer.
 
-`translations` keeps the caller's order and line alignment while batching for speed: sentences sorted by
-length share batches that pad little, and results go back where their inputs were. An empty line gives an empty
-translation without running the model; a sentence longer than the model's `max_len` is cut to its first
+`translations` keeps the caller's order and line alignment while batching for speed: each text is cut into
+lines and sentences (translate/segment.py: `split`), the sentences of all texts sorted by length share batches
+that pad little, and each text is joined back from its sentences' translations (translate/whole.py). A blank text
+comes back as it was without running the model; a sentence longer than the model's `max_len` is translated in
+parts; only one unbroken word that long (or any, with `DecodeConfig.segment` off) is cut to its first
 `max_len - 1` tokens plus EOS, with a one-line warning, so one bad line cannot stop a whole file.
 
 A text is prepared once (translate/prepared.py: its steering planned, what the model reads tokenised), and every
@@ -132,7 +134,7 @@ class Translator:
     def translate(
         self, texts: Sequence[str], settings: DecodeConfig | None = None, *, first_line: int = 1
     ) -> list[str]:
-        """The best translation of each text, in input order; an empty or all-whitespace text gives ""."""
+        """The best translation of each text, in input order; a blank text comes back as it was."""
         return [translation.text for translation in self.translations(texts, settings, first_line=first_line)]
 
     def prepare(
@@ -230,7 +232,7 @@ class Translator:
         steering: Sequence[Steering | None] | None = None,
         prepared: Sequence[Prepared] | None = None,
     ) -> list[Translation]:
-        """The translation of each text, in input order; `EMPTY` for an empty or all-whitespace text.
+        """The translation of each text, in input order; a blank text as it was (`EMPTY` when it is "").
 
         Args:
             texts: The texts: each is cut into lines and sentences and joined back (translate/segment.py,
