@@ -188,8 +188,13 @@ def speed(url: str, sources: list[str], runs: int, baseline: str | None) -> dict
         "long_text_25_requests_s": statistics.median(split),
         "single_sentence_request_s": statistics.median(mine),
     }
+    result["runs_s"] = {"long_text_one_request": whole, "long_text_25_requests": split, "single": mine}
     if baseline:
         result["single_sentence_request_baseline_s"] = statistics.median(theirs)
+        result["runs_s"]["single_baseline"] = theirs
+        result["single_sentence_paired_ratio_median"] = statistics.median(
+            a / b for a, b in zip(mine, theirs, strict=True)
+        )
     return result
 
 
@@ -217,6 +222,7 @@ def main() -> None:
             baseline.close()
     Path(args.out).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     summary = {k: v for k, v in result["quality"].items() if not k.startswith("example")} | result["speed"]
+    summary.pop("runs_s")
     print(json.dumps(summary, indent=2))
 
 

@@ -288,14 +288,16 @@ class Translator:
         return results
 
     def attention(self, text: str, settings: DecodeConfig | None = None) -> TokenAttention:
-        """Translate `text` (settings as for `translations`), then return the attention weights the model used.
+        """Translate `text` as one sentence (settings as for `translations`, not split), then return the attention
+        weights the model used: a map is one sentence's (a server's caller picks a sentence of a text).
 
         Raises:
             ValueError: `text` is empty.
         """
         if not text.strip():
             raise ValueError("cannot show attention for an empty text")
-        return self.translations([text], settings, attention=True)[0].attention
+        one = replace(settings or self.decode, segment=False)  # one map: the text read as one sentence
+        return self.translations([text], one, attention=True)[0].attention
 
     def trace(
         self,
@@ -306,7 +308,8 @@ class Translator:
         steering: Steering | None = None,
         prepared: Prepared | None = None,
     ) -> Trace:
-        """Translate `text` as `translations` does and return the search step by step (decode/trace.py): every
+        """Translate `text` as one sentence (not split: a server's caller picks a sentence of a text) as
+        `translations` does, and return the search step by step (decode/trace.py): every
         step's open hypotheses with their `top_k` likeliest next tokens, the candidates kept, finished and
         pruned, the finished list and the cross-attention rows; and the encoder's self-attention. With
         `steering` (or a `prepared` text) the search is the steered one, each open hypothesis telling which
