@@ -136,12 +136,12 @@ def _evidence(
     for r, (source_at, target_at) in zip(results, places, strict=True):
         alignment += [(source_at + i, target_at + j) for i, j in r.evidence.alignment]
         probs[target_at : target_at + len(r.evidence.word_probs)] = r.evidence.word_probs
-    source_at = target_at = 0  # the words between segments (list markers) are copied: each its own
-    for gap, (start, end), r in zip(layout.gaps(), [*layout.spans, (0, 0)], [*results, None], strict=True):
+    # the words between segments (list markers) are copied: each aligned to itself, the gap's words ending where
+    # the next segment's start (the last gap's, where the text and the translation end)
+    ends = [*places, (len(layout.text.split()), n_target)]
+    for gap, (source_end, target_end) in zip(layout.gaps(), ends, strict=True):
         copied = len(gap.split())
-        alignment += [(source_at + k, target_at + k) for k in range(copied)]
-        source_at += copied + len(layout.text[start:end].split())
-        target_at += copied + (len(r.text.split()) if r is not None else 0)
+        alignment += [(source_end - copied + k, target_end - copied + k) for k in range(copied)]
     warnings = {w for r in results for w in r.evidence.warnings}
     if len(layout.parts) < len(layout.spans):
         warnings.add("sentence_split")
