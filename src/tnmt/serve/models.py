@@ -193,7 +193,7 @@ async def solo(
     client: Request,
     steering: Steering | None = None,
     sentence: int | None = 0,
-    longest: int | None = None,
+    max_trace_chars: int | None = None,
 ) -> Result:
     """What `feature` makes of one text alone (a traced search, a word's replacements, a look inside) by the
     model's batcher, within the deadline: the text is split and prepared now by the pair's translator with
@@ -202,7 +202,7 @@ async def solo(
     a feature of the whole text). A `UserError`, a steering entry that cannot be met (before anything is queued)
     or the feature's own (a word position outside the translation), is a 422; so are a sentence the text does not
     have and a sentence of which the model reads nothing (all of it kept as written), refused before anything is
-    queued, and a sentence over `longest` characters is a 413."""
+    queued, and a sentence over `max_trace_chars` characters is a 413."""
     translator = model.translator
     with _refused_when_full(), _refused_input(422):
         split = translator.split([text], [steering], settings)
@@ -210,11 +210,11 @@ async def solo(
             try:
                 chosen = split.prepared[split.locate(0, sentence)]
             except IndexError as error:
-                raise UserError(f"{error} (a blank text has none)" if not text.strip() else str(error)) from None
+                raise UserError(str(error)) from None
             chosen.searched()  # refused now: a feature of one sentence reads what the model reads of it
-            if longest is not None and len(chosen.text) > longest:
-                n = len(chosen.text)
-                raise ApiError(413, f"sentence {sentence} has {n} characters: over max_trace_chars={longest}")
+            if max_trace_chars is not None and len(chosen.text) > max_trace_chars:
+                n, limit = len(chosen.text), max_trace_chars
+                raise ApiError(413, f"sentence {sentence} has {n} characters: over max_trace_chars={limit}")
         else:
             chosen = max(split.prepared, key=lambda p: 0 if p.source is None else len(p.source.ids), default=None)
             if chosen is None:

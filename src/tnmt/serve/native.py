@@ -260,7 +260,7 @@ def _view_routes(api: APIRouter, models: list[ServedModel], config: ServeConfig)
             client=http,
             steering=request.steering(config),
             sentence=request.sentence,
-            longest=config.max_trace_chars,
+            max_trace_chars=config.max_trace_chars,
         )
         return {"model": model.id, **explanation(traced, model.translator.tokenizer, settings, request.top_k)}
 
@@ -294,7 +294,7 @@ def _view_routes(api: APIRouter, models: list[ServedModel], config: ServeConfig)
             timeout=config.timeout_s,
             client=http,
             sentence=request.sentence,
-            longest=config.max_trace_chars,
+            max_trace_chars=config.max_trace_chars,
         )
         translator = model.translator
         piece = translator.tokenizer.target_pieces
