@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tnmt.translate.segment import Layout, split_text, whole
+from tnmt.translate.segment import Layout, split_text
 
 HARD_CASES = [
     (
@@ -53,7 +53,6 @@ def test_a_blank_text_has_no_segment_and_comes_back_as_it_was():
     for text in ("", "   ", "\n\n\n", "\t \r\n"):
         layout = split_text(text, "en")
         assert layout.spans == () and layout.join([]) == text
-    assert whole("  a b.  ").segments == ["a b."] and whole(" ").spans == ()
 
 
 def test_a_long_sentence_is_cut_at_clause_punctuation_near_its_middle():

@@ -79,15 +79,6 @@ class Layout:
         return "".join(gap + t for gap, t in zip(gaps[:-1], translations, strict=True)) + gaps[-1]
 
 
-def whole(text: str) -> Layout:
-    """The text as one segment (segmentation off: a caller that segments itself), or none when it is blank."""
-    stripped = text.strip()
-    if not stripped:
-        return Layout(text, (), ())
-    start = len(text) - len(text.lstrip())
-    return Layout(text, ((start, start + len(stripped)),), (0,))
-
-
 def split_text(text: str, language: str, *, fits: Callable[[str], bool] = lambda segment: True) -> Layout:
     """`text` cut into lines, sentences and parts (the module docstring says how); `language`: the source's code,
     which chooses sentencex's abbreviations (a code it does not know falls back to its generic rules)."""

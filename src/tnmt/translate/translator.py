@@ -217,6 +217,9 @@ class Translator:
         addresses, emoji and markup, which are kept as written: translate/kept.py) fit the model's positions, EOS
         included."""
         read, _, _ = take_out(segment, find_kept(segment, ()))
+        # a piece is at least one byte or a word's start mark: a text this short needs no tokenising to know
+        if len(read.encode("utf-8", "surrogatepass")) + len(read) < self.model.config.max_len:
+            return True
         ids, _ = self.tokenizer.encode_source_pieces(read)
         return len(ids) <= self.model.config.max_len - 1
 

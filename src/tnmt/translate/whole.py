@@ -108,7 +108,7 @@ def joined(layout: Layout, results: Sequence[Translation]) -> Translation:
         evidence=_evidence(layout, results, places, text),
         constraints=constraints,
         token_log_probs=tuple(p for r in results for p in r.token_log_probs),
-        sentences=_sentences(layout, results, text),
+        sentences=_sentences(layout, results),
     )
 
 
@@ -160,7 +160,7 @@ def _confidence(results: Sequence[Translation]) -> float:
     return math.exp(sum(n * math.log(max(c, 1e-300)) for n, c in weighted) / total)
 
 
-def _sentences(layout: Layout, results: Sequence[Translation], text: str) -> tuple[SentenceSpan, ...]:
+def _sentences(layout: Layout, results: Sequence[Translation]) -> tuple[SentenceSpan, ...]:
     """Per sentence: its characters in the text and in the translation, its confidence, and the source offsets
     where it was cut into parts (empty when it was translated whole)."""
     gaps = layout.gaps()
