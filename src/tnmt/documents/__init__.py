@@ -1,0 +1,10 @@
+"""Documents translated in their own format (issue 66; in progress on this branch).
+
+A format reads a file into `Unit`s (units.py: each a piece of text to translate, with what must be kept as written)
+and writes them back translated; `translate_units` translates all the units of a document as one batch of
+sentences (translate/segment.py splits them), so a 300-segment document costs what 300 sentences cost.
+
+Formats so far: plain text (`plain.py`), SubRip subtitles (`subtitles.py`, the `srt` library: timings and
+numbering kept, each cue's lines re-flowed into as many lines), gettext catalogues (`gettext.py`, `polib`:
+msgid -> msgstr, plural forms, placeholders kept, the fuzzy flag set).
+"""

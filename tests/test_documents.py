@@ -1,0 +1,104 @@
+"""tnmt/documents (issue 66, in progress): units with placeholders kept, subtitles and gettext catalogues
+translated in their own format, on the tiny en -> it model."""
+
+from datetime import timedelta
+
+import polib
+import pytest
+import srt
+
+from tnmt.config import DecodeConfig
+from tnmt.documents.gettext import read_po, write_po
+from tnmt.documents.subtitles import read_srt, reflow, write_srt
+from tnmt.documents.units import translate_units, unit
+from tnmt.errors import UserError
+
+SETTINGS = DecodeConfig(beam_size=2, max_len=12)
+
+SUBTITLES = """1
+00:00:01,000 --> 00:00:02,500
+two hundred
+and five
+
+2
+00:00:03,000 --> 00:00:04,000
+seven
+"""
+
+CATALOGUE = r"""msgid ""
+msgstr ""
+"Content-Type: text/plain; charset=UTF-8\n"
+"Plural-Forms: nplurals=2; plural=(n != 1);\n"
+
+#: app.py:3
+msgid "two %s hundred"
+msgstr ""
+
+msgid "one thousand"
+msgid_plural "{count} thousand"
+msgstr[0] ""
+msgstr[1] ""
+
+msgid "seven"
+msgstr "sette"
+"""
+
+
+def test_placeholders_are_units_strings_to_keep():
+    assert unit("Delete %s files from {folder} (%(count)d left), ${HOME}").keep == (
+        "%s",
+        "{folder}",
+        "%(count)d",
+        "${HOME}",
+    )
+    assert unit("no placeholder here").keep == ()
+
+
+def test_units_keep_their_placeholders_through_the_translation(tiny_translator):
+    [found] = translate_units(tiny_translator, [unit("two %s hundred {name}")], SETTINGS)
+    assert "%s" in found.text.split() and "{name}" in found.text.split()
+
+
+@pytest.mark.parametrize(
+    ("text", "lines", "expected"),
+    [
+        ("uno due tre quattro", 2, ["uno due", "tre quattro"]),
+        ("a bb ccc dddd eeeee", 2, ["a bb ccc", "dddd eeeee"]),
+        ("solo", 3, ["solo"]),
+        ("uno due tre", 1, ["uno due tre"]),
+        ("a b c", 3, ["a", "b", "c"]),
+    ],
+)
+def test_reflow_keeps_the_cues_number_of_lines(text, lines, expected):
+    assert reflow(text, lines) == expected
+
+
+def test_subtitles_keep_numbers_and_timings_and_each_cue_its_lines(tiny_translator):
+    cues, units = read_srt(SUBTITLES, where="s.srt")
+    assert [u.text for u in units] == ["two hundred and five", "seven"]
+    translations = [t.text for t in translate_units(tiny_translator, units, SETTINGS)]
+    out = list(srt.parse(write_srt(cues, translations)))
+    assert [(c.index, c.start, c.end) for c in out] == [
+        (1, timedelta(seconds=1), timedelta(seconds=2.5)),
+        (2, timedelta(seconds=3), timedelta(seconds=4)),
+    ]
+    assert [" ".join(c.content.split()) for c in out] == [" ".join(t.split()) for t in translations]
+    assert len(out[0].content.splitlines()) == min(2, len(translations[0].split()) or 1)
+
+
+def test_a_file_that_is_not_subrip_is_named():
+    with pytest.raises(UserError, match=r"^s\.srt: not a SubRip file"):
+        read_srt("1\nnot a timing\nhello\n", where="s.srt")
+
+
+def test_a_catalogue_fills_msgstr_and_plurals_marks_fuzzy_and_keeps_the_rest(tiny_translator):
+    catalogue, places, units = read_po(CATALOGUE, where="m.po")
+    assert [u.text for u in units] == ["two %s hundred", "one thousand", "{count} thousand"]
+    translations = [t.text for t in translate_units(tiny_translator, units, SETTINGS)]
+    out = polib.pofile(write_po(catalogue, places, translations))
+    first, plural, done = out[0], out[1], out[2]
+    assert first.msgstr == translations[0] and "%s" in first.msgstr and "fuzzy" in first.flags
+    assert first.occurrences == [("app.py", "3")]
+    assert plural.msgstr_plural == {0: translations[1], 1: translations[2]} and "{count}" in plural.msgstr_plural[1]
+    assert (done.msgstr, done.flags) == ("sette", [])  # translated already: left alone
+    assert out.metadata["Plural-Forms"] == "nplurals=2; plural=(n != 1);"
