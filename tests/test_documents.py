@@ -1,6 +1,8 @@
 """tnmt/documents (issue 66, in progress): units with placeholders kept, subtitles and gettext catalogues
 translated in their own format, on the tiny en -> it model."""
 
+import html
+import re
 from datetime import timedelta
 
 import polib
@@ -102,3 +104,39 @@ def test_a_catalogue_fills_msgstr_and_plurals_marks_fuzzy_and_keeps_the_rest(tin
     assert plural.msgstr_plural == {0: translations[1], 1: translations[2]} and "{count}" in plural.msgstr_plural[1]
     assert (done.msgstr, done.flags) == ("sette", [])  # translated already: left alone
     assert out.metadata["Plural-Forms"] == "nplurals=2; plural=(n != 1);"
+
+
+def test_a_word_document_keeps_its_paragraphs_and_runs_formatting_on_the_aligned_words(tiny_translator):
+    import io
+
+    import docx
+
+    from tnmt.documents.units import translate_markup
+    from tnmt.documents.word import read_docx, write_docx
+
+    document = docx.Document()
+    paragraph = document.add_paragraph("two ")
+    paragraph.add_run("hundred").bold = True
+    paragraph.add_run(" and five")
+    document.add_paragraph("")
+    document.add_table(rows=1, cols=1).cell(0, 0).text = "seven"
+    buffer = io.BytesIO()
+    document.save(buffer)
+
+    loaded, paragraphs, fragments = read_docx(buffer.getvalue(), where="d.docx")
+    assert fragments == ['two <span data-run="1">hundred</span> and five', "seven"]
+    translated = translate_markup(tiny_translator, fragments, SETTINGS)
+    out = docx.Document(io.BytesIO(write_docx(loaded, paragraphs, translated)))
+    assert len(out.paragraphs) == 2 and len(out.tables) == 1  # the same structure
+    runs = out.paragraphs[0].runs
+    assert [run.bold for run in runs].count(True) <= 1 and all(run.bold in (None, True) for run in runs)
+    plain = [re.sub(r"</?span[^>]*>", "", fragment) for fragment in translated]
+    expected = [re.sub("[\x00-\x08\x0b\x0c\x0e-\x1f]", "", html.unescape(text)) for text in plain]  # not XML
+    assert [out.paragraphs[0].text, out.tables[0].cell(0, 0).text] == expected
+
+
+def test_a_file_that_is_not_a_word_document_is_named():
+    from tnmt.documents.word import read_docx
+
+    with pytest.raises(UserError, match=r"^d\.docx: not a Word document"):
+        read_docx(b"PK\x03\x04 not really", where="d.docx")

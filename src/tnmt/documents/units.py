@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from tnmt.config import DecodeConfig
+from tnmt.serve.libretranslate.markup import parse
 from tnmt.translate.steering import Steering
 from tnmt.translate.translator import Translation, Translator
 
@@ -47,3 +48,24 @@ def translate_units(
         for u in units
     ]
     return translator.translations([u.text for u in units], settings, steering=steerings, evidence=evidence)
+
+
+def translate_markup(
+    translator: Translator,
+    fragments: Sequence[str],
+    settings: DecodeConfig | None = None,
+    *,
+    steering: Steering | None = None,
+) -> list[str]:
+    """Each inline-markup fragment (a paragraph whose formatted stretches are `<span>`s: serve/libretranslate's
+    markup.py) translated, its elements placed around the words aligned to theirs, all fragments' sentences in
+    one batch."""
+    documents = [parse(fragment) for fragment in fragments]
+    texts = [text for document in documents for text in document.texts]
+    found = translate_units(translator, [unit(text) for text in texts], settings, steering=steering, evidence=True)
+    out, at = [], 0
+    for document in documents:
+        n = len(document.texts)
+        out.append(document.render([(t.text, t.evidence.alignment) for t in found[at : at + n]]))
+        at += n
+    return out

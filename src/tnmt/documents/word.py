@@ -1,0 +1,139 @@
+"""Word documents (.docx), read and written by `python-docx`: each paragraph (of the body, its tables, headers
+and footers) is translated whole, and its formatting follows the words: the runs whose formatting differs from
+the paragraph's commonest one (by characters) become inline elements, which tag transfer places around the
+translated words aligned to theirs (serve/libretranslate/tag_transfer.py), and each piece of the translation
+is written as a run with the formatting of the run it came from. Paragraphs holding anything but runs of text
+(hyperlinks, fields, drawings) are left as they are for now."""
+
+import copy
+import html
+import io
+import re
+import zipfile
+from collections import Counter
+from html.parser import HTMLParser
+
+import docx
+from docx.document import Document
+from docx.oxml.ns import qn
+from docx.text.paragraph import Paragraph
+
+from tnmt.errors import UserError
+
+_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+
+
+def read_docx(data: bytes, *, where: str) -> tuple[Document, list[Paragraph], list[str]]:
+    """The document, its paragraphs to translate, and each one as an inline-markup fragment.
+
+    Raises:
+        UserError: not a Word document (named after `where`).
+    """
+    try:
+        document = docx.Document(io.BytesIO(data))
+    except (zipfile.BadZipFile, KeyError, ValueError) as error:
+        raise UserError(f"{where}: not a Word document ({error})") from None
+    paragraphs = [p for p in _paragraphs(document) if p.text.strip() and _only_runs(p)]
+    return document, paragraphs, [_fragment(p) for p in paragraphs]
+
+
+def write_docx(document: Document, paragraphs: list[Paragraph], fragments: list[str]) -> bytes:
+    """The document with each paragraph's runs replaced by its translated fragment's pieces."""
+    for paragraph, fragment in zip(paragraphs, fragments, strict=True):
+        runs = list(paragraph.runs)
+        plain = _plain_run(runs)
+        for run in runs:
+            paragraph._p.remove(run._r)
+        for source, text in _pieces(fragment):
+            element = copy.deepcopy((runs[source] if source is not None else plain)._r)
+            for child in list(element):
+                if child.tag != qn("w:rPr"):
+                    element.remove(child)
+            paragraph._p.append(element)
+            paragraph.runs[-1].text = _XML_INVALID.sub("", text)  # a model may write what XML cannot hold
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def _paragraphs(document: Document) -> list[Paragraph]:
+    """Every paragraph of the body, of its tables (nested too) and of its headers and footers, in order."""
+    found = []
+
+    def walk(container) -> None:
+        found.extend(container.paragraphs)
+        for table in getattr(container, "tables", []):
+            for row in table.rows:
+                for cell in row.cells:
+                    walk(cell)
+
+    walk(document)
+    for section in document.sections:
+        for part in (section.header, section.footer):
+            if not part.is_linked_to_previous:
+                walk(part)
+    return found
+
+
+def _only_runs(paragraph: Paragraph) -> bool:
+    """Whether the paragraph's content is runs of text alone (the other content is kept as it is for now)."""
+    allowed = {qn("w:r"), qn("w:pPr"), qn("w:proofErr"), qn("w:bookmarkStart"), qn("w:bookmarkEnd")}
+    return all(child.tag in allowed for child in paragraph._p) and all(
+        all(c.tag in {qn("w:rPr"), qn("w:t"), qn("w:tab")} for c in run._r) for run in paragraph.runs
+    )
+
+
+def _format(run) -> bytes:
+    """A run's formatting, as its w:rPr element's XML (b"" for none)."""
+    rpr = run._r.find(qn("w:rPr"))
+    return b"" if rpr is None else rpr.xml.encode() if hasattr(rpr, "xml") else b""
+
+
+def _plain_run(runs: list):
+    """The run whose formatting is the paragraph's commonest by characters: its text is not an element."""
+    weights: Counter[bytes] = Counter()
+    for run in runs:
+        weights[_format(run)] += len(run.text)
+    common = weights.most_common(1)[0][0] if weights else b""
+    return next(run for run in runs if _format(run) == common)
+
+
+def _fragment(paragraph: Paragraph) -> str:
+    """The paragraph as inline markup: its plain runs as text, each other run as `<span data-run="k">`."""
+    runs = paragraph.runs
+    plain = _format(_plain_run(runs))
+    parts = []
+    for k, run in enumerate(runs):
+        text = html.escape(run.text, quote=False)
+        parts.append(text if _format(run) == plain else f'<span data-run="{k}">{text}</span>')
+    return "".join(parts)
+
+
+class _Pieces(HTMLParser):
+    """A translated fragment as (the run it came from or None, text) pieces, in order."""
+
+    def __init__(self, fragment: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.pieces: list[tuple[int | None, str]] = []
+        self._open: list[int | None] = []
+        self.feed(fragment)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        run = dict(attrs).get("data-run")
+        self._open.append(int(run) if run is not None else None)
+
+    def handle_endtag(self, tag: str) -> None:
+        if self._open:
+            self._open.pop()
+
+    def handle_data(self, data: str) -> None:
+        source = next((k for k in reversed(self._open) if k is not None), None)
+        if self.pieces and self.pieces[-1][0] == source:
+            self.pieces[-1] = (source, self.pieces[-1][1] + data)
+        else:
+            self.pieces.append((source, data))
+
+
+def _pieces(fragment: str) -> list[tuple[int | None, str]]:
+    return _Pieces(fragment).pieces
