@@ -140,3 +140,20 @@ def test_a_file_that_is_not_a_word_document_is_named():
 
     with pytest.raises(UserError, match=r"^d\.docx: not a Word document"):
         read_docx(b"PK\x03\x04 not really", where="d.docx")
+
+
+def test_a_file_is_translated_in_the_format_its_name_says(tiny_translator):
+    from tnmt.documents.files import file_format, translate_file
+
+    text = "two hundred.\n\n  - seven\n"
+    assert (
+        translate_file(tiny_translator, text.encode(), "a.txt", settings=SETTINGS).decode()
+        == (tiny_translator.translate([text], SETTINGS)[0])
+    )
+    srt_out = translate_file(tiny_translator, SUBTITLES.encode(), "S.SRT", settings=SETTINGS).decode()
+    assert [c.index for c in srt.parse(srt_out)] == [1, 2]
+    assert file_format("notes", "po") == "po"
+    with pytest.raises(UserError, match=r"^x\.pdf: cannot tell its format from its name \(--format is one of: "):
+        file_format("x.pdf")
+    with pytest.raises(UserError, match=r"^a\.txt: not UTF-8 text \(byte 0\)"):
+        translate_file(tiny_translator, b"\xff\xfe", "a.txt")

@@ -1,0 +1,62 @@
+"""A file translated in its own format, the format chosen by the file's extension (or given)."""
+
+from pathlib import PurePath
+
+from tnmt.config import DecodeConfig
+from tnmt.documents.gettext import read_po, write_po
+from tnmt.documents.subtitles import read_srt, write_srt
+from tnmt.documents.units import translate_markup, translate_units, unit
+from tnmt.documents.word import read_docx, write_docx
+from tnmt.errors import UserError
+from tnmt.translate.steering import Steering
+from tnmt.translate.translator import Translator
+
+FORMATS = {".txt": "txt", ".srt": "srt", ".po": "po", ".docx": "docx"}
+
+
+def file_format(name: str, given: str | None = None) -> str:
+    """The format of a file named `name`: `given`, else its extension's.
+
+    Raises:
+        UserError: a format tnmt does not translate, naming the ones it does.
+    """
+    chosen = given or FORMATS.get(PurePath(name).suffix.lower())
+    if chosen not in FORMATS.values():
+        known = ", ".join(sorted(FORMATS.values()))
+        raise UserError(f"{name}: cannot tell its format from its name (--format is one of: {known})")
+    return chosen
+
+
+def translate_file(
+    translator: Translator,
+    data: bytes,
+    name: str,
+    *,
+    fmt: str | None = None,
+    settings: DecodeConfig | None = None,
+    steering: Steering | None = None,
+) -> bytes:
+    """The translation of file `name` (its bytes `data`), in its own format (`file_format`).
+
+    Raises:
+        UserError: an unknown format, a text file that is not UTF-8, or a file its format's library refuses.
+    """
+    chosen = file_format(name, fmt)
+    if chosen == "docx":
+        document, paragraphs, fragments = read_docx(data, where=name)
+        translated = translate_markup(translator, fragments, settings, steering=steering)
+        return write_docx(document, paragraphs, translated)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise UserError(f"{name}: not UTF-8 text (byte {error.start})") from None
+    if chosen == "txt":
+        [found] = translate_units(translator, [unit(text)], settings, steering=steering)
+        return found.text.encode("utf-8")
+    if chosen == "srt":
+        cues, units = read_srt(text, where=name)
+        found = translate_units(translator, units, settings, steering=steering)
+        return write_srt(cues, [t.text for t in found]).encode("utf-8")
+    catalogue, places, units = read_po(text, where=name)
+    found = translate_units(translator, units, settings, steering=steering)
+    return write_po(catalogue, places, [t.text for t in found]).encode("utf-8")
