@@ -157,3 +157,17 @@ def test_a_file_is_translated_in_the_format_its_name_says(tiny_translator):
         file_format("x.pdf")
     with pytest.raises(UserError, match=r"^a\.txt: not UTF-8 text \(byte 0\)"):
         translate_file(tiny_translator, b"\xff\xfe", "a.txt")
+
+
+def test_the_cli_translates_a_file_into_another(tiny_checkpoint, tmp_path, capsys):
+    from tnmt.cli import main
+
+    (tmp_path / "s.srt").write_text(SUBTITLES, encoding="utf-8")
+    out = tmp_path / "s.it.srt"
+    assert (
+        main(["translate", "--checkpoint", str(tiny_checkpoint), "--file", str(tmp_path / "s.srt"), "--out", str(out)])
+        == 0
+    )
+    assert [c.index for c in srt.parse(out.read_text(encoding="utf-8"))] == [1, 2]
+    assert main(["translate", "--checkpoint", str(tiny_checkpoint), "--file", str(tmp_path / "x.pdf")]) == 2
+    assert "x.pdf: cannot tell its format from its name" in capsys.readouterr().err

@@ -128,7 +128,11 @@ def _add_decoding_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("translate", help="translate stdin (or -i FILE) line by line")
     _decode_options(p)
     p.add_argument("-i", "--input", type=_path_text, help="input file (default: stdin)")
-    p.add_argument("-o", "--output", type=_path_text, help="output file (default: stdout)")
+    p.add_argument("-o", "--output", "--out", type=_path_text, help="output file (default: stdout)")
+    p.add_argument(
+        "--file", type=_path_text, help="a document translated in its own format (txt, srt, po, docx), into -o"
+    )
+    p.add_argument("--format", help="the --file's format when its extension does not say it")
     p.add_argument(
         "--engine",
         choices=["tnmt", "ctranslate2"],
@@ -435,6 +439,8 @@ def _translate(args: argparse.Namespace, _: list[str]) -> int:
     steering = _steering(args)
     if steering is not None and args.engine != "tnmt":
         raise UserError("--glossary and --do-not-translate are for --engine tnmt (its search meets them)")
+    if args.file is not None:
+        return _translate_file(args, steering)
     translator, settings = _translator(args)
     translator.steering = steering
     if any(annotate.values()):
@@ -446,6 +452,25 @@ def _translate(args: argparse.Namespace, _: list[str]) -> int:
             out.write("".join(line + "\n" for line in chunk).encode("utf-8"))
             out.flush()
             bar.update(len(chunk))
+    return 0
+
+
+def _translate_file(args: argparse.Namespace, steering: Any) -> int:
+    """`tnmt translate --file`: one document in its own format (tnmt/documents), written whole or not at all."""
+    from tnmt.documents.files import file_format, translate_file
+
+    if args.input is not None or args.engine != "tnmt" or args.alignment or args.scores or args.warnings:
+        raise UserError("--file translates one document with --engine tnmt: not with -i or the evidence columns")
+    file_format(args.file, args.format)  # before the model loads
+    _check_output(args.output)
+    try:
+        data = Path(args.file).read_bytes()
+    except OSError as error:
+        raise UserError(f"{args.file}: {error.strerror.lower() if error.strerror else error}") from None
+    translator, settings = _translator(args)
+    translated = translate_file(translator, data, args.file, fmt=args.format, settings=settings, steering=steering)
+    with _output(args.output) as out:
+        out.write(translated)
     return 0
 
 
