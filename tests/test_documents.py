@@ -171,3 +171,25 @@ def test_the_cli_translates_a_file_into_another(tiny_checkpoint, tmp_path, capsy
     assert [c.index for c in srt.parse(out.read_text(encoding="utf-8"))] == [1, 2]
     assert main(["translate", "--checkpoint", str(tiny_checkpoint), "--file", str(tmp_path / "x.pdf")]) == 2
     assert "x.pdf: cannot tell its format from its name" in capsys.readouterr().err
+
+
+def test_a_presentation_keeps_its_slides_and_runs_formatting(tiny_translator):
+    import io
+
+    import pptx
+
+    from tnmt.documents.files import translate_file
+
+    presentation = pptx.Presentation()
+    slide = presentation.slides.add_slide(presentation.slide_layouts[1])
+    slide.shapes.title.text = "seven"
+    paragraph = slide.placeholders[1].text_frame.paragraphs[0]
+    for text, bold in (("two ", None), ("hundred", True), (" and five", None)):
+        run = paragraph.add_run()
+        run.text, run.font.bold = text, bold
+    buffer = io.BytesIO()
+    presentation.save(buffer)
+    out = pptx.Presentation(io.BytesIO(translate_file(tiny_translator, buffer.getvalue(), "p.pptx", settings=SETTINGS)))
+    assert len(out.slides) == 1 and len(list(out.slides[0].shapes)) == 2  # the same structure
+    runs = out.slides[0].placeholders[1].text_frame.paragraphs[0].runs
+    assert [run.font.bold for run in runs].count(True) <= 1 and all(run.font.bold in (None, True) for run in runs)

@@ -7,9 +7,11 @@ sentences (translate/segment.py splits them), so a 300-segment document costs wh
 Formats so far: plain text (`plain.py`), SubRip subtitles (`subtitles.py`, the `srt` library: timings and
 numbering kept, each cue's lines re-flowed into as many lines), gettext catalogues (`gettext.py`, `polib`:
 msgid -> msgstr, plural forms, placeholders kept, the fuzzy flag set), Word (`word.py`, `python-docx`: each
-paragraph whole, its formatted runs carried to the aligned words by tag transfer, `units.translate_markup`).
+paragraph whole, its formatted runs carried to the aligned words by tag transfer: `runs.py`,
+`units.translate_markup`) and PowerPoint (`slides.py`, `python-pptx`, the same way); `files.py` picks the format
+by the file's extension (`tnmt translate --file`).
 
-Still to come (issue 66): txt/html/md/odt/pptx/vtt/xliff, `translate_file` (format by extension), the CLI's
-`--file`, LibreTranslate's `/translate_file` and `/v1/translate_file`, the page's Files tab, the safety limits
-(zip bombs, entity expansion with defusedxml, path traversal, size), the per-segment report and the benchmarks.
+Still to come (issue 66): html/md/odt/vtt/xliff, LibreTranslate's `/translate_file` and `/v1/translate_file`, the
+page's Files tab, the safety limits (zip bombs, entity expansion with defusedxml, path traversal, size), the
+per-segment report and the benchmarks.
 """

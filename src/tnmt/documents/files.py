@@ -4,6 +4,7 @@ from pathlib import PurePath
 
 from tnmt.config import DecodeConfig
 from tnmt.documents.gettext import read_po, write_po
+from tnmt.documents.slides import read_pptx, write_pptx
 from tnmt.documents.subtitles import read_srt, write_srt
 from tnmt.documents.units import translate_markup, translate_units, unit
 from tnmt.documents.word import read_docx, write_docx
@@ -11,7 +12,7 @@ from tnmt.errors import UserError
 from tnmt.translate.steering import Steering
 from tnmt.translate.translator import Translator
 
-FORMATS = {".txt": "txt", ".srt": "srt", ".po": "po", ".docx": "docx"}
+FORMATS = {".txt": "txt", ".srt": "srt", ".po": "po", ".docx": "docx", ".pptx": "pptx"}
 
 
 def file_format(name: str, given: str | None = None) -> str:
@@ -42,10 +43,10 @@ def translate_file(
         UserError: an unknown format, a text file that is not UTF-8, or a file its format's library refuses.
     """
     chosen = file_format(name, fmt)
-    if chosen == "docx":
-        document, paragraphs, fragments = read_docx(data, where=name)
-        translated = translate_markup(translator, fragments, settings, steering=steering)
-        return write_docx(document, paragraphs, translated)
+    if chosen in ("docx", "pptx"):  # paragraphs of formatted runs
+        read, write = (read_docx, write_docx) if chosen == "docx" else (read_pptx, write_pptx)
+        document, paragraphs, fragments = read(data, where=name)
+        return write(document, paragraphs, translate_markup(translator, fragments, settings, steering=steering))
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:

@@ -6,21 +6,16 @@ is written as a run with the formatting of the run it came from. Paragraphs hold
 (hyperlinks, fields, drawings) are left as they are for now."""
 
 import copy
-import html
 import io
-import re
 import zipfile
-from collections import Counter
-from html.parser import HTMLParser
 
 import docx
 from docx.document import Document
 from docx.oxml.ns import qn
 from docx.text.paragraph import Paragraph
 
+from tnmt.documents.runs import fragment, pieces, plain_run
 from tnmt.errors import UserError
-
-_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
 
 
 def read_docx(data: bytes, *, where: str) -> tuple[Document, list[Paragraph], list[str]]:
@@ -39,18 +34,18 @@ def read_docx(data: bytes, *, where: str) -> tuple[Document, list[Paragraph], li
 
 def write_docx(document: Document, paragraphs: list[Paragraph], fragments: list[str]) -> bytes:
     """The document with each paragraph's runs replaced by its translated fragment's pieces."""
-    for paragraph, fragment in zip(paragraphs, fragments, strict=True):
+    for paragraph, translated in zip(paragraphs, fragments, strict=True):
         runs = list(paragraph.runs)
-        plain = _plain_run(runs)
+        plain = runs[plain_run([run.text for run in runs], [_format(run) for run in runs])]
         for run in runs:
             paragraph._p.remove(run._r)
-        for source, text in _pieces(fragment):
+        for source, text in pieces(translated):
             element = copy.deepcopy((runs[source] if source is not None else plain)._r)
             for child in list(element):
                 if child.tag != qn("w:rPr"):
                     element.remove(child)
             paragraph._p.append(element)
-            paragraph.runs[-1].text = _XML_INVALID.sub("", text)  # a model may write what XML cannot hold
+            paragraph.runs[-1].text = text
     out = io.BytesIO()
     document.save(out)
     return out.getvalue()
@@ -86,54 +81,10 @@ def _only_runs(paragraph: Paragraph) -> bool:
 def _format(run) -> bytes:
     """A run's formatting, as its w:rPr element's XML (b"" for none)."""
     rpr = run._r.find(qn("w:rPr"))
-    return b"" if rpr is None else rpr.xml.encode() if hasattr(rpr, "xml") else b""
-
-
-def _plain_run(runs: list):
-    """The run whose formatting is the paragraph's commonest by characters: its text is not an element."""
-    weights: Counter[bytes] = Counter()
-    for run in runs:
-        weights[_format(run)] += len(run.text)
-    common = weights.most_common(1)[0][0] if weights else b""
-    return next(run for run in runs if _format(run) == common)
+    return b"" if rpr is None else rpr.xml.encode()
 
 
 def _fragment(paragraph: Paragraph) -> str:
-    """The paragraph as inline markup: its plain runs as text, each other run as `<span data-run="k">`."""
+    """The paragraph as inline markup (runs.py)."""
     runs = paragraph.runs
-    plain = _format(_plain_run(runs))
-    parts = []
-    for k, run in enumerate(runs):
-        text = html.escape(run.text, quote=False)
-        parts.append(text if _format(run) == plain else f'<span data-run="{k}">{text}</span>')
-    return "".join(parts)
-
-
-class _Pieces(HTMLParser):
-    """A translated fragment as (the run it came from or None, text) pieces, in order."""
-
-    def __init__(self, fragment: str) -> None:
-        super().__init__(convert_charrefs=True)
-        self.pieces: list[tuple[int | None, str]] = []
-        self._open: list[int | None] = []
-        self.feed(fragment)
-        self.close()
-
-    def handle_starttag(self, tag: str, attrs: list) -> None:
-        run = dict(attrs).get("data-run")
-        self._open.append(int(run) if run is not None else None)
-
-    def handle_endtag(self, tag: str) -> None:
-        if self._open:
-            self._open.pop()
-
-    def handle_data(self, data: str) -> None:
-        source = next((k for k in reversed(self._open) if k is not None), None)
-        if self.pieces and self.pieces[-1][0] == source:
-            self.pieces[-1] = (source, self.pieces[-1][1] + data)
-        else:
-            self.pieces.append((source, data))
-
-
-def _pieces(fragment: str) -> list[tuple[int | None, str]]:
-    return _Pieces(fragment).pieces
+    return fragment([run.text for run in runs], [_format(run) for run in runs])
