@@ -193,3 +193,32 @@ def test_a_presentation_keeps_its_slides_and_runs_formatting(tiny_translator):
     assert len(out.slides) == 1 and len(list(out.slides[0].shapes)) == 2  # the same structure
     runs = out.slides[0].placeholders[1].text_frame.paragraphs[0].runs
     assert [run.font.bold for run in runs].count(True) <= 1 and all(run.font.bold in (None, True) for run in runs)
+
+
+def zipped(*entries: tuple[str, bytes]) -> bytes:
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, content in entries:
+            archive.writestr(name, content)
+    return buffer.getvalue()
+
+
+def test_archives_over_the_limits_or_naming_paths_outside_are_refused_before_they_are_opened():
+    from tnmt.documents.archive import check_archive
+
+    word = {"where": "d.docx", "kind": "a Word document"}
+    check_archive(zipped(("word/document.xml", b"<x/>")), **word)  # within every limit
+    with pytest.raises(UserError, match=r"^d\.docx: not a Word document"):
+        check_archive(b"not a zip", **word)
+    with pytest.raises(UserError, match=r"^d\.docx: 3 entries in the archive: over 2$"):
+        check_archive(zipped(("a", b""), ("b", b""), ("c", b"")), **word, max_entries=2)
+    with pytest.raises(UserError, match=r"^d\.docx: 5000 bytes once uncompressed: over 4000$"):
+        check_archive(zipped(("a", b"x" * 5000)), **word, max_uncompressed=4000)
+    with pytest.raises(UserError, match=r"^d\.docx: a is compressed \d+ times: over 200 \(a zip bomb\?\)$"):
+        check_archive(zipped(("a", b"\0" * 1_000_000)), **word)
+    for name in ("../evil.xml", "/etc/passwd", "word\\..\\..\\evil"):
+        with pytest.raises(UserError, match=r"names a path outside it"):
+            check_archive(zipped((name, b"x")), **word)

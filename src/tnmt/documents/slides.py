@@ -11,6 +11,7 @@ from pptx.oxml.ns import qn
 from pptx.presentation import Presentation
 from pptx.text.text import _Paragraph
 
+from tnmt.documents.archive import check_archive
 from tnmt.documents.runs import fragment, pieces, plain_run
 from tnmt.errors import UserError
 
@@ -21,6 +22,7 @@ def read_pptx(data: bytes, *, where: str) -> tuple[Presentation, list[_Paragraph
     Raises:
         UserError: not a PowerPoint presentation (named after `where`).
     """
+    check_archive(data, where=where, kind="a PowerPoint presentation")
     try:
         presentation = pptx.Presentation(io.BytesIO(data))
     except (zipfile.BadZipFile, KeyError, ValueError) as error:

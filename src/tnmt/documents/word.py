@@ -14,6 +14,7 @@ from docx.document import Document
 from docx.oxml.ns import qn
 from docx.text.paragraph import Paragraph
 
+from tnmt.documents.archive import check_archive
 from tnmt.documents.runs import fragment, pieces, plain_run
 from tnmt.errors import UserError
 
@@ -24,6 +25,7 @@ def read_docx(data: bytes, *, where: str) -> tuple[Document, list[Paragraph], li
     Raises:
         UserError: not a Word document (named after `where`).
     """
+    check_archive(data, where=where, kind="a Word document")
     try:
         document = docx.Document(io.BytesIO(data))
     except (zipfile.BadZipFile, KeyError, ValueError) as error:

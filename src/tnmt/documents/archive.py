@@ -1,0 +1,53 @@
+"""The checks a zip-based document (docx, pptx, odt) passes before its library opens it.
+
+A server that opens files from the network must not be made to inflate a zip bomb or to trust an archive's
+names. So before python-docx or python-pptx reads a file, its zip directory is read (nothing inflated) and the
+file is refused when it has more than `MAX_ENTRIES` entries, declares more than `MAX_UNCOMPRESSED` bytes in all
+or an entry compressed more than `MAX_RATIO` times (a bomb's signature: real documents stay far below), or names
+an entry with an absolute path or "..". The libraries then read it with their own XML parsers, which do not
+resolve entities (no entity expansion, no external entities). Nothing is ever extracted to disk.
+"""
+
+import io
+import zipfile
+from pathlib import PurePosixPath
+
+from tnmt.errors import UserError
+
+MAX_ENTRIES = 10_000
+MAX_UNCOMPRESSED = 256 * 2**20  # bytes declared by all entries together
+MAX_RATIO = 200  # uncompressed / compressed size of one entry (past a few kB)
+
+
+def check_archive(
+    data: bytes,
+    *,
+    where: str,
+    kind: str,
+    max_entries: int = MAX_ENTRIES,
+    max_uncompressed: int = MAX_UNCOMPRESSED,
+    max_ratio: int = MAX_RATIO,
+) -> None:
+    """Refuse `data` unless it is a zip archive within the limits (the module docstring says which).
+
+    Raises:
+        UserError: naming `where`, what it is not (`kind`: "a Word document") or the limit it is over.
+    """
+    try:
+        entries = zipfile.ZipFile(io.BytesIO(data)).infolist()
+    except (zipfile.BadZipFile, OSError, ValueError) as error:
+        raise UserError(f"{where}: not {kind} ({error})") from None
+    if len(entries) > max_entries:
+        raise UserError(f"{where}: {len(entries)} entries in the archive: over {max_entries}")
+    total = sum(entry.file_size for entry in entries)
+    if total > max_uncompressed:
+        raise UserError(f"{where}: {total} bytes once uncompressed: over {max_uncompressed}")
+    for entry in entries:
+        path = PurePosixPath(entry.filename.replace("\\", "/"))
+        if path.is_absolute() or ".." in path.parts:
+            raise UserError(f"{where}: an archive entry names a path outside it ({entry.filename!r})")
+        if entry.file_size > 4096 and entry.file_size > max_ratio * max(entry.compress_size, 1):
+            raise UserError(
+                f"{where}: {entry.filename} is compressed {entry.file_size // max(entry.compress_size, 1)} times:"
+                f" over {max_ratio} (a zip bomb?)"
+            )
