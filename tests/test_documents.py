@@ -222,3 +222,47 @@ def test_archives_over_the_limits_or_naming_paths_outside_are_refused_before_the
     for name in ("../evil.xml", "/etc/passwd", "word\\..\\..\\evil"):
         with pytest.raises(UserError, match=r"names a path outside it"):
             check_archive(zipped((name, b"x")), **word)
+
+
+VTT = """WEBVTT
+
+00:00:01.000 --> 00:00:02.500 align:start
+two <i>hundred</i>
+and five
+
+NOTE kept as it is
+
+00:00:03.000 --> 00:00:04.000
+<v Roger>seven</v>
+"""
+
+
+def test_webvtt_keeps_header_notes_timings_settings_and_tags(tiny_translator):
+    import webvtt
+
+    from tnmt.documents.files import translate_file
+
+    out = translate_file(tiny_translator, VTT.encode(), "s.vtt", settings=SETTINGS).decode()
+    assert out.startswith("WEBVTT\n") and "NOTE kept as it is" in out and "align:start" in out
+    captions = list(webvtt.from_string(out))
+    assert [(c.start, c.end) for c in captions] == [("00:00:01.000", "00:00:02.500"), ("00:00:03.000", "00:00:04.000")]
+    assert captions[0].raw_text.count("<i>") == 1 and captions[1].raw_text.startswith("<v Roger>")
+    assert len(captions[0].raw_text.splitlines()) <= 2
+
+
+@pytest.mark.parametrize(
+    ("markup", "lines", "expected"),
+    [
+        (
+            "<v Roger>Ein Mann</v> fährt <i>auf einem</i> Fahrrad.",
+            2,
+            "<v Roger>Ein Mann</v> fährt\n<i>auf einem</i> Fahrrad.",
+        ),
+        ("a<i>b</i> c d", 2, "a<i>b</i>\nc d"),
+        ("one", 2, "one"),
+    ],
+)
+def test_reflow_markup_breaks_lines_between_words_and_keeps_every_tag(markup, lines, expected):
+    from tnmt.documents.subtitles import reflow_markup
+
+    assert reflow_markup(markup, lines) == expected

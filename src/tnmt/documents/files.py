@@ -5,14 +5,14 @@ from pathlib import PurePath
 from tnmt.config import DecodeConfig
 from tnmt.documents.gettext import read_po, write_po
 from tnmt.documents.slides import read_pptx, write_pptx
-from tnmt.documents.subtitles import read_srt, write_srt
+from tnmt.documents.subtitles import read_srt, read_vtt, write_srt, write_vtt
 from tnmt.documents.units import translate_markup, translate_units, unit
 from tnmt.documents.word import read_docx, write_docx
 from tnmt.errors import UserError
 from tnmt.translate.steering import Steering
 from tnmt.translate.translator import Translator
 
-FORMATS = {".txt": "txt", ".srt": "srt", ".po": "po", ".docx": "docx", ".pptx": "pptx"}
+FORMATS = {".txt": "txt", ".srt": "srt", ".vtt": "vtt", ".po": "po", ".docx": "docx", ".pptx": "pptx"}
 
 
 def file_format(name: str, given: str | None = None) -> str:
@@ -54,6 +54,9 @@ def translate_file(
     if chosen == "txt":
         [found] = translate_units(translator, [unit(text)], settings, steering=steering)
         return found.text.encode("utf-8")
+    if chosen == "vtt":
+        captions, fragments = read_vtt(text, where=name)
+        return write_vtt(captions, translate_markup(translator, fragments, settings, steering=steering)).encode()
     if chosen == "srt":
         cues, units = read_srt(text, where=name)
         found = translate_units(translator, units, settings, steering=steering)

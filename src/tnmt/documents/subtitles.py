@@ -1,10 +1,15 @@
-"""SubRip subtitles (.srt), read and written by the `srt` library: every cue keeps its number and timings, its
-text is translated as one unit (a sentence cut across a cue's lines reads whole) and re-flowed into as many lines
-as it had, balanced by characters (a viewer's eye expects the cue's shape)."""
+"""Subtitles: SubRip (.srt, the `srt` library) and WebVTT (.vtt, `webvtt-py`). Every cue keeps its number (or
+identifier), timings and settings, and a WebVTT file its header and NOTE blocks; a cue's text is translated as one
+unit (a sentence cut across its lines reads whole) and re-flowed into as many lines as it had, the longest line as
+short as the words allow (a viewer's eye expects the cue's shape). A WebVTT cue's tags (`<i>`, `<b>`,
+`<v Speaker>`, `<c.class>`) are inline markup carried to the aligned words (serve/libretranslate/markup.py)."""
 
+import io
+import re
 from functools import cache
 
 import srt
+import webvtt
 
 from tnmt.documents.units import Unit, unit
 from tnmt.errors import UserError
@@ -59,3 +64,55 @@ def reflow(text: str, lines: int) -> list[str]:
     _, cuts = best(0, lines)
     bounds = [0, *cuts, len(words)]
     return [" ".join(words[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+def read_vtt(data: str, *, where: str) -> tuple[webvtt.WebVTT, list[str]]:
+    """The captions of a WebVTT file and each cue's text as an inline-markup fragment (its lines joined).
+
+    Raises:
+        UserError: not WebVTT (the library's reason, after `where`).
+    """
+    try:
+        captions = webvtt.from_buffer(io.StringIO(data))
+    except (webvtt.errors.MalformedFileError, webvtt.errors.MalformedCaptionError, ValueError) as error:
+        raise UserError(f"{where}: not a WebVTT file ({error})") from None
+    return captions, [" ".join(caption.raw_text.split()) for caption in captions]
+
+
+def write_vtt(captions: webvtt.WebVTT, fragments: list[str]) -> str:
+    """The file with each cue's text replaced by its translated fragment, in as many lines as the cue had."""
+    for caption, fragment in zip(captions, fragments, strict=True):
+        lines = max(1, len([line for line in caption.raw_text.splitlines() if line.strip()]))
+        caption.text = reflow_markup(fragment, lines)
+    return captions.content
+
+
+_TAG = re.compile(r"<[^>]*>")
+
+
+def reflow_markup(markup: str, lines: int) -> str:
+    """`markup`'s words (text between whitespace, whatever tags cut it) in `lines` lines as `reflow` lays them
+    out, each tag where it was: the space before each line's first word becomes a line break."""
+    layout = reflow(_TAG.sub("", markup), lines)
+    breaks, at = set(), 0
+    for line in layout[:-1]:
+        at += len(line.split())
+        breaks.add(at)
+    out: list[str] = []
+    words, space = 0, None  # words started so far; where the whitespace before the next word is in `out`
+    started = False
+    for token in re.split(r"(<[^>]*>|\s+)", markup):
+        if not token:
+            continue
+        if _TAG.fullmatch(token):
+            out.append(token)
+        elif token.isspace():
+            space, started = len(out), False
+            out.append(" ")
+        else:
+            if not started:  # a word begins
+                if words in breaks and space is not None:
+                    out[space] = "\n"
+                words, started = words + 1, True
+            out.append(token)
+    return "".join(out).strip()
