@@ -161,6 +161,7 @@ ACCEPTED: dict[tuple[str, str], str] = {
     ("evaluate.hyp_out", "missing"): NEW_OUTPUT,
     ("evaluate.hyp_out", "file"): "--hyp-out replaces a file, as a shell redirection does (atomically)",
     ("translate.input", "file"): "a text file: translated line by line",
+    ("translate.file", "file"): "a text file (.txt): translated whole, in its own format, to stdout",
     ("translate.do_not_translate", "file"): "a text file: one term to keep per line",
     # other values
     **{

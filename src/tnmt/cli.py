@@ -441,6 +441,8 @@ def _translate(args: argparse.Namespace, _: list[str]) -> int:
         raise UserError("--glossary and --do-not-translate are for --engine tnmt (its search meets them)")
     if args.file is not None:
         return _translate_file(args, steering)
+    if args.format is not None:
+        raise UserError("--format is for --file (the format of a document)")
     translator, settings = _translator(args)
     translator.steering = steering
     if any(annotate.values()):

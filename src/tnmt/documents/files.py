@@ -21,9 +21,13 @@ def file_format(name: str, given: str | None = None) -> str:
     Raises:
         UserError: a format tnmt does not translate, naming the ones it does.
     """
-    chosen = given or FORMATS.get(PurePath(name).suffix.lower())
-    if chosen not in FORMATS.values():
-        known = ", ".join(sorted(FORMATS.values()))
+    known = ", ".join(sorted(FORMATS.values()))
+    if given is not None:
+        if given not in FORMATS.values():
+            raise UserError(f"--format {given!r}: not a format tnmt translates (one of: {known})")
+        return given
+    chosen = FORMATS.get(PurePath(name).suffix.lower())
+    if chosen is None:
         raise UserError(f"{name}: cannot tell its format from its name (--format is one of: {known})")
     return chosen
 
