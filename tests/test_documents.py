@@ -12,10 +12,17 @@ import srt
 from tnmt.config import DecodeConfig
 from tnmt.documents.gettext import read_po, write_po
 from tnmt.documents.subtitles import read_srt, reflow, write_srt
-from tnmt.documents.units import translate_units, unit
+from tnmt.documents.units import Pending, marked, unit
 from tnmt.errors import UserError
 
 SETTINGS = DecodeConfig(beam_size=2, max_len=12)
+
+
+def translate_units(translator, units, settings):
+    """Each unit's translation, steered as a pending document steers it (its placeholders kept)."""
+    steering = Pending(units, bytes).steering(None)
+    return translator.translations([u.text for u in units], settings, steering=steering)
+
 
 SUBTITLES = """1
 00:00:01,000 --> 00:00:02,500
@@ -111,7 +118,6 @@ def test_a_word_document_keeps_its_paragraphs_and_runs_formatting_on_the_aligned
 
     import docx
 
-    from tnmt.documents.units import translate_markup
     from tnmt.documents.word import read_docx, write_docx
 
     document = docx.Document()
@@ -125,8 +131,9 @@ def test_a_word_document_keeps_its_paragraphs_and_runs_formatting_on_the_aligned
 
     loaded, paragraphs, fragments = read_docx(buffer.getvalue(), where="d.docx")
     assert fragments == ['two <span data-run="1">hundred</span> and five', "seven"]
-    translated = translate_markup(tiny_translator, fragments, SETTINGS)
-    out = docx.Document(io.BytesIO(write_docx(loaded, paragraphs, translated)))
+    translated = []
+    written = marked(fragments, lambda out: translated.extend(out) or write_docx(loaded, paragraphs, out))
+    out = docx.Document(io.BytesIO(written.translate(tiny_translator, SETTINGS)))
     assert len(out.paragraphs) == 2 and len(out.tables) == 1  # the same structure
     runs = out.paragraphs[0].runs
     assert [run.bold for run in runs].count(True) <= 1 and all(run.bold in (None, True) for run in runs)

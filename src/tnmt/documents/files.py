@@ -6,7 +6,7 @@ from tnmt.config import DecodeConfig
 from tnmt.documents.gettext import read_po, write_po
 from tnmt.documents.slides import read_pptx, write_pptx
 from tnmt.documents.subtitles import read_srt, read_vtt, write_srt, write_vtt
-from tnmt.documents.units import translate_markup, translate_units, unit
+from tnmt.documents.units import Pending, marked, plain, unit
 from tnmt.documents.word import read_docx, write_docx
 from tnmt.errors import UserError
 from tnmt.translate.steering import Steering
@@ -32,6 +32,33 @@ def file_format(name: str, given: str | None = None) -> str:
     return chosen
 
 
+def read_file(data: bytes, name: str, *, fmt: str | None = None) -> Pending:
+    """File `name` (its bytes `data`) read in its format (`file_format`), waiting for its units' translations.
+
+    Raises:
+        UserError: an unknown format, a text file that is not UTF-8, or a file its format's library refuses.
+    """
+    chosen = file_format(name, fmt)
+    if chosen in ("docx", "pptx"):  # paragraphs of formatted runs
+        read, write = (read_docx, write_docx) if chosen == "docx" else (read_pptx, write_pptx)
+        document, paragraphs, fragments = read(data, where=name)
+        return marked(fragments, lambda translated: write(document, paragraphs, translated))
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise UserError(f"{name}: not UTF-8 text (byte {error.start})") from None
+    if chosen == "txt":
+        return plain([unit(text)], lambda translated: translated[0].encode())
+    if chosen == "vtt":
+        captions, fragments = read_vtt(text, where=name)
+        return marked(fragments, lambda translated: write_vtt(captions, translated).encode())
+    if chosen == "srt":
+        cues, units = read_srt(text, where=name)
+        return plain(units, lambda translated: write_srt(cues, translated).encode())
+    catalogue, places, units = read_po(text, where=name)
+    return plain(units, lambda translated: write_po(catalogue, places, translated).encode())
+
+
 def translate_file(
     translator: Translator,
     data: bytes,
@@ -41,30 +68,9 @@ def translate_file(
     settings: DecodeConfig | None = None,
     steering: Steering | None = None,
 ) -> bytes:
-    """The translation of file `name` (its bytes `data`), in its own format (`file_format`).
+    """The translation of file `name` (its bytes `data`), in its own format, by `translator` in one call.
 
     Raises:
-        UserError: an unknown format, a text file that is not UTF-8, or a file its format's library refuses.
+        UserError: as `read_file`.
     """
-    chosen = file_format(name, fmt)
-    if chosen in ("docx", "pptx"):  # paragraphs of formatted runs
-        read, write = (read_docx, write_docx) if chosen == "docx" else (read_pptx, write_pptx)
-        document, paragraphs, fragments = read(data, where=name)
-        return write(document, paragraphs, translate_markup(translator, fragments, settings, steering=steering))
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise UserError(f"{name}: not UTF-8 text (byte {error.start})") from None
-    if chosen == "txt":
-        [found] = translate_units(translator, [unit(text)], settings, steering=steering)
-        return found.text.encode("utf-8")
-    if chosen == "vtt":
-        captions, fragments = read_vtt(text, where=name)
-        return write_vtt(captions, translate_markup(translator, fragments, settings, steering=steering)).encode()
-    if chosen == "srt":
-        cues, units = read_srt(text, where=name)
-        found = translate_units(translator, units, settings, steering=steering)
-        return write_srt(cues, [t.text for t in found]).encode("utf-8")
-    catalogue, places, units = read_po(text, where=name)
-    found = translate_units(translator, units, settings, steering=steering)
-    return write_po(catalogue, places, [t.text for t in found]).encode("utf-8")
+    return read_file(data, name, fmt=fmt).translate(translator, settings, steering=steering)

@@ -1,17 +1,21 @@
-"""What a document format hands to the translator: units of text, and their translation as one batch.
+"""What a document format hands to a translator: units of text, and a `Pending` document that writes itself
+once they are translated.
 
 A unit is one piece of a document that is translated as a whole (a paragraph, a subtitle cue, a catalogue
 message), with the strings in it that must come back as written (placeholders such as `%s`, `{name}` or
-`%(count)d`: they become do-not-translate terms, translate/kept.py). The units of a document go to the
-translator together, so their sentences share decoder batches.
+`%(count)d`: they become do-not-translate terms, translate/kept.py). A paragraph with formatting is an
+inline-markup fragment instead (its formatted stretches are elements, serve/libretranslate/markup.py): its
+sentences are the units, and their word alignments carry the elements to the translated words. A `Pending`
+document lists every unit of the document with its steering, so that whoever translates (the CLI's translator,
+the server's shared batches) translates them all as one batch of sentences, and then writes the document.
 """
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from tnmt.config import DecodeConfig
-from tnmt.serve.libretranslate.markup import parse
+from tnmt.serve.libretranslate.markup import Markup, parse
 from tnmt.translate.steering import Steering
 from tnmt.translate.translator import Translation, Translator
 
@@ -32,40 +36,49 @@ def unit(text: str) -> Unit:
     return Unit(text, tuple(dict.fromkeys(m.group() for m in PLACEHOLDER.finditer(text))))
 
 
-def translate_units(
-    translator: Translator,
-    units: Sequence[Unit],
-    settings: DecodeConfig | None = None,
-    *,
-    steering: Steering | None = None,
-    evidence: bool = False,
-) -> list[Translation]:
-    """Each unit's translation, all in one call (their sentences batched together), `steering` (a glossary, terms
-    to keep) applied to every unit with the unit's own strings to keep added."""
-    base = steering or Steering()
-    steerings = [
-        replace(base, do_not_translate=tuple(dict.fromkeys((*base.do_not_translate, *u.keep)))) if u.keep else steering
-        for u in units
-    ]
-    return translator.translations([u.text for u in units], settings, steering=steerings, evidence=evidence)
+@dataclass
+class Pending:
+    """A document read and waiting for its units' translations: `units` in order, and `write`, which takes one
+    translation per unit and returns the translated document's bytes."""
+
+    units: list[Unit]
+    write: Callable[[list[Translation]], bytes]
+
+    def steering(self, steering: Steering | None) -> list[Steering | None]:
+        """Each unit's steering: `steering` (a glossary, terms to keep) with the unit's own strings to keep."""
+        base = steering or Steering()
+        return [
+            replace(base, do_not_translate=tuple(dict.fromkeys((*base.do_not_translate, *u.keep))))
+            if u.keep
+            else steering
+            for u in self.units
+        ]
+
+    def translate(
+        self, translator: Translator, settings: DecodeConfig | None = None, *, steering: Steering | None = None
+    ) -> bytes:
+        """The document translated by `translator` in one call (every unit's sentences batched together)."""
+        texts = [u.text for u in self.units]
+        return self.write(translator.translations(texts, settings, steering=self.steering(steering), evidence=True))
 
 
-def translate_markup(
-    translator: Translator,
-    fragments: Sequence[str],
-    settings: DecodeConfig | None = None,
-    *,
-    steering: Steering | None = None,
-) -> list[str]:
-    """Each inline-markup fragment (a paragraph whose formatted stretches are `<span>`s: serve/libretranslate's
-    markup.py) translated, its elements placed around the words aligned to theirs, all fragments' sentences in
-    one batch."""
-    documents = [parse(fragment) for fragment in fragments]
-    texts = [text for document in documents for text in document.texts]
-    found = translate_units(translator, [unit(text) for text in texts], settings, steering=steering, evidence=True)
-    out, at = [], 0
-    for document in documents:
-        n = len(document.texts)
-        out.append(document.render([(t.text, t.evidence.alignment) for t in found[at : at + n]]))
-        at += n
-    return out
+def plain(units: list[Unit], write: Callable[[list[str]], bytes]) -> Pending:
+    """A document of plain units, written from their translations' texts."""
+    return Pending(units, lambda found: write([t.text for t in found]))
+
+
+def marked(fragments: Sequence[str], write: Callable[[list[str]], bytes]) -> Pending:
+    """A document of inline-markup fragments, written from each fragment translated: its sentences are the units,
+    and each one's word alignment places its elements (tag transfer)."""
+    documents: list[Markup] = [parse(fragment) for fragment in fragments]
+    units = [unit(text) for document in documents for text in document.texts]
+
+    def rendered(found: list[Translation]) -> bytes:
+        out, at = [], 0
+        for document in documents:
+            n = len(document.texts)
+            out.append(document.render([(t.text, t.evidence.alignment) for t in found[at : at + n]]))
+            at += n
+        return write(out)
+
+    return Pending(units, rendered)
