@@ -273,3 +273,22 @@ def test_reflow_markup_breaks_lines_between_words_and_keeps_every_tag(markup, li
     from tnmt.documents.subtitles import reflow_markup
 
     assert reflow_markup(markup, lines) == expected
+
+
+def test_the_server_translates_a_file_into_the_same_format(tiny_checkpoint):
+    from fastapi.testclient import TestClient
+
+    from tnmt.config import ServeConfig
+    from tnmt.serve.app import create_app
+    from tnmt.serve.models import load_models
+
+    config = ServeConfig()
+    with TestClient(create_app(load_models([tiny_checkpoint], config), config)) as client:
+        answer = client.post("/v1/translate_file", files={"file": ("talk.srt", SUBTITLES.encode())})
+        assert answer.status_code == 200, answer.text
+        assert answer.headers["content-disposition"] == 'attachment; filename="talk.it.srt"'
+        assert [c.index for c in srt.parse(answer.text)] == [1, 2]
+        refused = client.post("/v1/translate_file", files={"file": ("talk.pdf", b"%PDF")})
+        assert refused.status_code == 415 and "cannot tell its format" in refused.json()["error"]
+        broken = client.post("/v1/translate_file", files={"file": ("d.docx", b"PK\x03\x04 broken")})
+        assert broken.status_code == 422 and broken.json()["error"].startswith("d.docx: not a Word document")

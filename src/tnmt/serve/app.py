@@ -29,6 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tnmt.config import ServeConfig
 from tnmt.serve.body_deadline import BodyDeadline
+from tnmt.serve.files import router as files_api
 from tnmt.serve.libretranslate.api import router as libretranslate_api
 from tnmt.serve.models import ApiError, ServedModel, batchers, translations
 from tnmt.serve.native import router as native_api
@@ -57,6 +58,7 @@ def create_app(models: list[ServedModel], config: ServeConfig) -> FastAPI:
     app.add_middleware(BodyDeadline, seconds=config.body_timeout_s)  # inside the size limit: added first
     _add_error_handlers(app, config, metrics)
     app.include_router(native_api(models, config))
+    app.include_router(files_api(models, config))
     app.include_router(libretranslate_api(models, config))
     _add_probes(app, models, config)
     if STATIC.is_dir():
