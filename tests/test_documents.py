@@ -292,3 +292,27 @@ def test_the_server_translates_a_file_into_the_same_format(tiny_checkpoint):
         assert refused.status_code == 415 and "cannot tell its format" in refused.json()["error"]
         broken = client.post("/v1/translate_file", files={"file": ("d.docx", b"PK\x03\x04 broken")})
         assert broken.status_code == 422 and broken.json()["error"].startswith("d.docx: not a Word document")
+
+
+def test_libretranslate_s_file_translation_answers_a_url_that_serves_the_file(tiny_checkpoint):
+    from fastapi.testclient import TestClient
+
+    from tnmt.config import ServeConfig
+    from tnmt.serve.app import create_app
+    from tnmt.serve.models import load_models
+
+    config = ServeConfig()
+    with TestClient(create_app(load_models([tiny_checkpoint], config), config)) as client:
+        settings = client.get("/frontend/settings").json()
+        assert settings["filesTranslation"] is True and ".srt" in settings["supportedFilesFormat"]
+        body = {"source": "en", "target": "it"}
+        answer = client.post("/translate_file", data=body, files={"file": ("../../talk.srt", SUBTITLES.encode())})
+        assert answer.status_code == 200, answer.text
+        url = answer.json()["translatedFileUrl"]
+        assert url.startswith("http://testserver/download_file/") and url.endswith(".talk.it.srt")
+        download = client.get(url)
+        assert download.status_code == 200 and [c.index for c in srt.parse(download.text)] == [1, 2]
+        for bad in ("../../etc/passwd", "x" * 32 + ".talk.it.srt", "%2e%2e%2fapp.py"):
+            assert client.get(f"/download_file/{bad}").status_code == 404
+        refused = client.post("/translate_file", data=body, files={"file": ("a.pdf", b"%PDF")})
+        assert refused.status_code == 400 and "cannot tell its format" in refused.json()["error"]

@@ -608,8 +608,8 @@ def test_frontend_settings_give_the_limit_and_preselect_auto(server):
         "apiKeys": False,
         "keyRequired": False,
         "suggestions": False,
-        "filesTranslation": False,
-        "supportedFilesFormat": [],
+        "filesTranslation": True,  # /translate_file (tnmt/documents)
+        "supportedFilesFormat": [".docx", ".po", ".pptx", ".srt", ".txt", ".vtt"],
         "language": {"source": {"code": "auto", "name": "Auto Detect"}, "target": {"code": "it", "name": "Italian"}},
     }
 

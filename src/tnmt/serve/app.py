@@ -29,8 +29,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tnmt.config import ServeConfig
 from tnmt.serve.body_deadline import BodyDeadline
+from tnmt.serve.file_store import FileStore
 from tnmt.serve.files import router as files_api
 from tnmt.serve.libretranslate.api import router as libretranslate_api
+from tnmt.serve.libretranslate.files import router as libretranslate_files
 from tnmt.serve.models import ApiError, ServedModel, batchers, translations
 from tnmt.serve.native import router as native_api
 
@@ -41,6 +43,8 @@ PROBE = "Hello."  # what /ready translates
 def create_app(models: list[ServedModel], config: ServeConfig) -> FastAPI:
     """The FastAPI application; the batchers start and stop with it (lifespan)."""
 
+    store = FileStore()  # translated files waiting for their download (LibreTranslate's /translate_file)
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         for batcher in batchers(models).values():
@@ -48,6 +52,7 @@ def create_app(models: list[ServedModel], config: ServeConfig) -> FastAPI:
         yield
         for batcher in batchers(models).values():  # uvicorn stopped accepting and finished the requests in flight
             await asyncio.to_thread(batcher.stop)
+        store.close()
 
     # FastAPIOffline is FastAPI whose /docs page loads its scripts from this server, not a CDN. No /redoc:
     # ReDoc still fetches its logo from cdn.redoc.ly.
@@ -60,6 +65,7 @@ def create_app(models: list[ServedModel], config: ServeConfig) -> FastAPI:
     app.include_router(native_api(models, config))
     app.include_router(files_api(models, config))
     app.include_router(libretranslate_api(models, config))
+    app.include_router(libretranslate_files(models, config, store))
     _add_probes(app, models, config)
     if STATIC.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC), name="static")

@@ -29,6 +29,43 @@ MEDIA_TYPES = {
 }
 
 
+async def translated_document(
+    model: ServedModel,
+    upload: UploadFile,
+    fmt: str | None,
+    config: ServeConfig,
+    http: Request,
+    *,
+    unsupported: int,
+    refused: int,
+) -> tuple[bytes, str, str]:
+    """The uploaded document translated by `model`: its bytes, its format and its name for the target language
+    (`talk.srt` -> `talk.de.srt`). A format tnmt does not translate is `unsupported` (415 on /v1), a file its
+    format's library refuses `refused` (422 on /v1; LibreTranslate's endpoints answer 400 to both)."""
+    name = PurePath(upload.filename or "document").name
+    try:
+        chosen = file_format(name, fmt)
+    except UserError as error:
+        raise ApiError(unsupported, str(error)) from None
+    try:
+        pending = await asyncio.to_thread(read_file, await upload.read(), name, fmt=chosen)
+    except UserError as error:
+        raise ApiError(refused, str(error)) from None
+    found = await translations(
+        model,
+        [u.text for u in pending.units],
+        model.translator.decode,
+        timeout=config.timeout_s,
+        client=http,
+        steering=pending.steering(None),
+        refused=refused,
+        too_large=413 if refused == 422 else refused,
+    )
+    out = await asyncio.to_thread(pending.write, found)
+    stem, suffix = PurePath(name).stem, PurePath(name).suffix or f".{chosen}"
+    return out, chosen, f"{stem}.{model.target}{suffix}"
+
+
 def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
     """`/v1/translate_file` over `models`."""
     api = APIRouter()
@@ -44,28 +81,8 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
         """The document `file` translated in its own format (txt, srt, vtt, po, docx, pptx; `format` when its name
         does not say it), answered as a file named after it with the target language (`report.de.docx`)."""
         model = pick(models, source, target)
-        name = PurePath(file.filename or "document").name
-        try:
-            chosen = file_format(name, format)
-        except UserError as error:
-            raise ApiError(415, str(error)) from None
-        data = await file.read()
-        try:
-            pending = await asyncio.to_thread(read_file, data, name, fmt=chosen)
-        except UserError as error:
-            raise ApiError(422, str(error)) from None
-        settings = model.translator.decode
-        found = await translations(
-            model,
-            [u.text for u in pending.units],
-            settings,
-            timeout=config.timeout_s,
-            client=http,
-            steering=pending.steering(None),
-        )
-        out = await asyncio.to_thread(pending.write, found)
-        stem, suffix = PurePath(name).stem, PurePath(name).suffix or f".{chosen}"
-        disposition = f'attachment; filename="{_safe(stem)}.{model.target}{_safe(suffix)}"'
+        out, chosen, name = await translated_document(model, file, format, config, http, unsupported=415, refused=422)
+        disposition = f'attachment; filename="{_safe(name)}"'
         return Response(out, media_type=MEDIA_TYPES[chosen], headers={"Content-Disposition": disposition})
 
     return api

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request
 from pydantic import ValidationError
 
 from tnmt.config import ServeConfig
+from tnmt.documents.files import FORMATS
 from tnmt.serve.libretranslate.detect import Detector
 from tnmt.serve.libretranslate.translate import answers, languages_of, route_auto, served_detector
 from tnmt.serve.models import ApiError, ServedModel, check_limits, pick
@@ -117,8 +118,8 @@ def _language_routes(api: APIRouter, models: list[ServedModel], config: ServeCon
             "apiKeys": False,
             "keyRequired": False,
             "suggestions": False,
-            "filesTranslation": False,
-            "supportedFilesFormat": [],
+            "filesTranslation": True,
+            "supportedFilesFormat": sorted(FORMATS),
             "language": {
                 "source": {"code": "auto", "name": "Auto Detect"},
                 "target": {"code": target, "name": LANGUAGE_NAMES.get(target, target)},

@@ -1,0 +1,44 @@
+"""LibreTranslate's file translation: `POST /translate_file` (multipart `file`, `source`, `target`) answers
+`{"translatedFileUrl": ...}`, and `GET /download_file/<name>` serves the translated file until it expires
+(serve/file_store.py), as LibreTranslate's clients and page expect. Every bad request is a 400."""
+
+from typing import Any
+
+from fastapi import APIRouter, File, Form, UploadFile
+from fastapi.responses import FileResponse
+from starlette.requests import Request
+
+from tnmt.config import ServeConfig
+from tnmt.serve.file_store import FileStore
+from tnmt.serve.files import MEDIA_TYPES, translated_document
+from tnmt.serve.models import ApiError, ServedModel, pick
+
+
+def router(models: list[ServedModel], config: ServeConfig, store: FileStore) -> APIRouter:
+    """`/translate_file` and `/download_file/<name>` over `models`, the translations kept in `store`."""
+    api = APIRouter()
+
+    @api.post("/translate_file")
+    async def translate_file(
+        http: Request,
+        file: UploadFile = File(...),  # noqa: B008 (FastAPI's way of declaring a form field)
+        source: str = Form(...),  # noqa: B008
+        target: str = Form(...),  # noqa: B008
+    ) -> dict[str, Any]:
+        """LibreTranslate's file translation: the URL the translated file can be downloaded from."""
+        model = pick(models, None if source == "auto" else source, target)
+        out, _, name = await translated_document(model, file, None, config, http, unsupported=400, refused=400)
+        key = store.put(name, out)
+        return {"translatedFileUrl": str(http.url_for("download_file", filename=key))}
+
+    @api.get("/download_file/{filename}", name="download_file")
+    async def download_file(filename: str) -> FileResponse:
+        """A translated file, until it expires (404 after, or for a name the server never gave)."""
+        path = store.get(filename)
+        if path is None:
+            raise ApiError(404, "no such file: it expired, or was never translated here")
+        name = filename.split(".", 1)[1]
+        media = MEDIA_TYPES.get(name.rsplit(".", 1)[-1].lower(), "application/octet-stream")
+        return FileResponse(path, media_type=media, filename=name)
+
+    return api
