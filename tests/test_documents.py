@@ -316,3 +316,23 @@ def test_libretranslate_s_file_translation_answers_a_url_that_serves_the_file(ti
             assert client.get(f"/download_file/{bad}").status_code == 404
         refused = client.post("/translate_file", data=body, files={"file": ("a.pdf", b"%PDF")})
         assert refused.status_code == 400 and "cannot tell its format" in refused.json()["error"]
+
+
+def test_an_html_page_keeps_its_markup_and_translates_its_text(tiny_translator):
+    from html.parser import HTMLParser
+
+    from tnmt.documents.files import translate_file
+
+    page = (
+        "<!DOCTYPE html><html><head><style>p{}</style></head>"
+        "<body><p>two <b>hundred</b>.</p><ul><li>seven</li></ul></body></html>"
+    )
+    out = translate_file(tiny_translator, page.encode(), "p.html", settings=SETTINGS).decode()
+    tags = []
+
+    class Tags(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            tags.append(tag)
+
+    Tags().feed(out)
+    assert tags == ["html", "head", "style", "body", "p", "b", "ul", "li"] and "<style>p{}</style>" in out

@@ -130,9 +130,11 @@ def _add_decoding_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-i", "--input", type=_path_text, help="input file (default: stdin)")
     p.add_argument("-o", "--output", "--out", type=_path_text, help="output file (default: stdout)")
     p.add_argument(
-        "--file", type=_path_text, help="a document translated in its own format (txt srt vtt po docx pptx), into -o"
+        "--file",
+        type=_path_text,
+        help="a document translated in its own format (txt html srt vtt po docx pptx), into -o",
     )
-    p.add_argument("--format", help="the --file's format when its extension does not say it")
+    p.add_argument("--format", help="--file's format if its extension does not say it: txt html srt vtt po docx pptx")
     p.add_argument(
         "--engine",
         choices=["tnmt", "ctranslate2"],

@@ -12,7 +12,16 @@ from tnmt.errors import UserError
 from tnmt.translate.steering import Steering
 from tnmt.translate.translator import Translator
 
-FORMATS = {".txt": "txt", ".srt": "srt", ".vtt": "vtt", ".po": "po", ".docx": "docx", ".pptx": "pptx"}
+FORMATS = {
+    ".txt": "txt",
+    ".html": "html",
+    ".htm": "html",
+    ".srt": "srt",
+    ".vtt": "vtt",
+    ".po": "po",
+    ".docx": "docx",
+    ".pptx": "pptx",
+}
 
 
 def file_format(name: str, given: str | None = None) -> str:
@@ -49,6 +58,8 @@ def read_file(data: bytes, name: str, *, fmt: str | None = None) -> Pending:
         raise UserError(f"{name}: not UTF-8 text (byte {error.start})") from None
     if chosen == "txt":
         return plain([unit(text)], lambda translated: translated[0].encode())
+    if chosen == "html":  # the page whole: its blocks' sentences, inline tags carried (serve/libretranslate/markup.py)
+        return marked([text], lambda translated: translated[0].encode())
     if chosen == "vtt":
         captions, fragments = read_vtt(text, where=name)
         return marked(fragments, lambda translated: write_vtt(captions, translated).encode())
