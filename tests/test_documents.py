@@ -336,3 +336,40 @@ def test_an_html_page_keeps_its_markup_and_translates_its_text(tiny_translator):
 
     Tags().feed(out)
     assert tags == ["html", "head", "style", "body", "p", "b", "ul", "li"] and "<style>p{}</style>" in out
+
+
+XLIFF = """<?xml version="1.0" encoding="UTF-8"?>
+<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2">
+  <file source-language="en" target-language="it" datatype="plaintext" original="app">
+    <body>
+      <trans-unit id="1"><source>two <g id="b">hundred</g> and <x id="br"/>five</source></trans-unit>
+      <trans-unit id="2"><source>seven</source><target>sette</target></trans-unit>
+      <trans-unit id="3" translate="no"><source>nine</source></trans-unit>
+    </body>
+  </file>
+</xliff>
+"""
+
+
+def test_xliff_fills_targets_and_keeps_every_inline_code_once(tiny_translator):
+    import xml.etree.ElementTree as ET
+
+    from tnmt.documents.files import translate_file
+
+    out = translate_file(tiny_translator, XLIFF.encode(), "app.xlf", settings=SETTINGS)
+    ns = {"x": "urn:oasis:names:tc:xliff:document:1.2"}
+    units = ET.fromstring(out).findall(".//x:trans-unit", ns)
+    first = units[0].find("x:target", ns)
+    assert first.get("state") == "needs-review-translation"
+    assert sorted(c.tag.split("}")[1] for c in first.iter() if c is not first) == ["g", "x"]  # each code once
+    assert units[1].find("x:target", ns).text == "sette" and units[2].find("x:target", ns) is None
+
+
+def test_xliff_with_entities_is_refused_not_expanded():
+    from tnmt.documents.xliff import read_xliff
+
+    bomb = b'<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "aaaa"><!ENTITY b "&a;&a;&a;">]><xliff>&b;</xliff>'
+    with pytest.raises(UserError, match=r"^b\.xlf: not an XLIFF file \(DTDForbidden"):
+        read_xliff(bomb, where="b.xlf")
+    with pytest.raises(UserError, match=r"^c\.xlf: not an XLIFF 1\.2 file"):
+        read_xliff(b"<root/>", where="c.xlf")

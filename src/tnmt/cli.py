@@ -134,7 +134,9 @@ def _add_decoding_commands(sub: argparse._SubParsersAction) -> None:
         type=_path_text,
         help="a document translated in its own format (txt html srt vtt po docx pptx), into -o",
     )
-    p.add_argument("--format", help="--file's format if its extension does not say it: txt html srt vtt po docx pptx")
+    p.add_argument(
+        "--format", help="--file's format if its extension does not say it: txt html srt vtt po docx pptx xliff"
+    )
     p.add_argument(
         "--engine",
         choices=["tnmt", "ctranslate2"],

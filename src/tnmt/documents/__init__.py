@@ -11,11 +11,16 @@ Formats so far (`files.py` picks one by the file's extension; `tnmt translate --
   each cue's lines re-flowed into as many lines, WebVTT's tags carried;
 - gettext catalogues (`gettext.py`, `polib`): msgid -> msgstr, plural forms, placeholders kept, entries marked
   fuzzy;
+- XLIFF 1.2 (`xliff.py`, parsed with `defusedxml`): targets filled, inline codes carried, state
+  needs-review-translation;
 - Word (`word.py`, `python-docx`) and PowerPoint (`slides.py`, `python-pptx`): each paragraph whole, its
-  formatted runs carried to the aligned words by tag transfer (`runs.py`, `units.translate_markup`), the archive
-  checked before it is opened (`archive.py`: zip bombs, paths outside it).
+  formatted runs carried to the aligned words by tag transfer (`runs.py`, `units.marked`), the archive
+  checked before it is opened (`archive.py`: zip bombs, paths outside it);
+- HTML pages (the page whole: blocks' sentences, inline tags carried).
 
-Still to come (issue 66): html, md, odt, xliff; LibreTranslate's `/translate_file` and `/v1/translate_file`; the
-page's Files tab; a size limit per request and the file section of the bad-input campaign; the per-segment
+Served by `/v1/translate_file` (serve/files.py) and LibreTranslate's `/translate_file` with `/download_file`
+(serve/libretranslate/files.py, serve/file_store.py).
+
+Still to come (issue 66): md, odt; the page's Files tab; the evidence report of `/v1/translate_file`; a size limit per request and the file section of the bad-input campaign; the per-segment
 report; the benchmarks.
 """

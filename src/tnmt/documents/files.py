@@ -8,6 +8,7 @@ from tnmt.documents.slides import read_pptx, write_pptx
 from tnmt.documents.subtitles import read_srt, read_vtt, write_srt, write_vtt
 from tnmt.documents.units import Pending, marked, plain, unit
 from tnmt.documents.word import read_docx, write_docx
+from tnmt.documents.xliff import read_xliff, write_xliff
 from tnmt.errors import UserError
 from tnmt.translate.steering import Steering
 from tnmt.translate.translator import Translator
@@ -21,6 +22,8 @@ FORMATS = {
     ".po": "po",
     ".docx": "docx",
     ".pptx": "pptx",
+    ".xlf": "xliff",
+    ".xliff": "xliff",
 }
 
 
@@ -48,6 +51,9 @@ def read_file(data: bytes, name: str, *, fmt: str | None = None) -> Pending:
         UserError: an unknown format, a text file that is not UTF-8, or a file its format's library refuses.
     """
     chosen = file_format(name, fmt)
+    if chosen == "xliff":
+        tree, units, fragments, codes = read_xliff(data, where=name)
+        return marked(fragments, lambda translated: write_xliff(tree, units, translated, codes))
     if chosen in ("docx", "pptx"):  # paragraphs of formatted runs
         read, write = (read_docx, write_docx) if chosen == "docx" else (read_pptx, write_pptx)
         document, paragraphs, fragments = read(data, where=name)

@@ -27,6 +27,7 @@ MEDIA_TYPES = {
     "po": "text/x-gettext-translation; charset=utf-8",
     "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    "xliff": "application/xliff+xml",
 }
 
 
