@@ -21,6 +21,6 @@ Formats so far (`files.py` picks one by the file's extension; `tnmt translate --
 Served by `/v1/translate_file` (serve/files.py) and LibreTranslate's `/translate_file` with `/download_file`
 (serve/libretranslate/files.py, serve/file_store.py).
 
-Still to come (issue 66): md, odt; the page's Files tab; the evidence report of `/v1/translate_file`; a size limit per request and the file section of the bad-input campaign; the per-segment
-report; the benchmarks.
+Still to come (issue 66): md, odt; the page's Files tab; the evidence report of `/v1/translate_file`; a size limit
+per request and the file section of the bad-input campaign; the per-segment report; the benchmarks.
 """
