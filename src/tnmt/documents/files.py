@@ -17,10 +17,13 @@ FORMATS = {
     ".txt": "txt",
     ".html": "html",
     ".htm": "html",
+    ".md": "markdown",
+    ".markdown": "markdown",
     ".srt": "srt",
     ".vtt": "vtt",
     ".po": "po",
     ".docx": "docx",
+    ".odt": "odt",
     ".pptx": "pptx",
     ".xlf": "xliff",
     ".xliff": "xliff",
@@ -54,6 +57,10 @@ def read_file(data: bytes, name: str, *, fmt: str | None = None) -> Pending:
     if chosen == "xliff":
         tree, units, fragments, codes = read_xliff(data, where=name)
         return marked(fragments, lambda translated: write_xliff(tree, units, translated, codes))
+    if chosen == "odt":
+        from tnmt.documents.opendocument import read_odt
+
+        return read_odt(data, where=name)
     if chosen in ("docx", "pptx"):  # paragraphs of formatted runs
         read, write = (read_docx, write_docx) if chosen == "docx" else (read_pptx, write_pptx)
         document, paragraphs, fragments = read(data, where=name)
@@ -66,6 +73,10 @@ def read_file(data: bytes, name: str, *, fmt: str | None = None) -> Pending:
         return plain([unit(text)], lambda translated: translated[0].encode())
     if chosen == "html":  # the page whole: its blocks' sentences, inline tags carried (serve/libretranslate/markup.py)
         return marked([text], lambda translated: translated[0].encode())
+    if chosen == "markdown":
+        from tnmt.documents.markdown import read_markdown
+
+        return read_markdown(text, where=name)
     if chosen == "vtt":
         captions, fragments = read_vtt(text, where=name)
         return marked(fragments, lambda translated: write_vtt(captions, translated).encode())

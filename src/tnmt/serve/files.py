@@ -22,11 +22,13 @@ from tnmt.serve.models import ApiError, ServedModel, pick, translations
 MEDIA_TYPES = {
     "txt": "text/plain; charset=utf-8",
     "html": "text/html; charset=utf-8",
+    "markdown": "text/markdown; charset=utf-8",
     "srt": "application/x-subrip; charset=utf-8",
     "vtt": "text/vtt; charset=utf-8",
     "po": "text/x-gettext-translation; charset=utf-8",
     "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    "odt": "application/vnd.oasis.opendocument.text",
     "xliff": "application/xliff+xml",
 }
 
