@@ -5,6 +5,7 @@ import html
 import re
 from datetime import timedelta
 
+import bad_documents as docs
 import polib
 import pytest
 import srt
@@ -160,7 +161,7 @@ def test_a_file_is_translated_in_the_format_its_name_says(tiny_translator):
     srt_out = translate_file(tiny_translator, SUBTITLES.encode(), "S.SRT", settings=SETTINGS).decode()
     assert [c.index for c in srt.parse(srt_out)] == [1, 2]
     assert file_format("notes", "po") == "po"
-    with pytest.raises(UserError, match=r"^x\.pdf: cannot tell its format from its name \(--format is one of: "):
+    with pytest.raises(UserError, match=r"^x\.pdf: cannot tell its format from its name \(formats: docx, html, markdown, odt,"):
         file_format("x.pdf")
     with pytest.raises(UserError, match=r"^a\.txt: not UTF-8 text \(byte 0\)"):
         translate_file(tiny_translator, b"\xff\xfe", "a.txt")
@@ -318,6 +319,77 @@ def test_libretranslate_s_file_translation_answers_a_url_that_serves_the_file(ti
         assert refused.status_code == 400 and "cannot tell its format" in refused.json()["error"]
 
 
+def test_refused_documents_leave_nothing_in_the_store(tiny_checkpoint):
+    from fastapi.testclient import TestClient
+
+    from tnmt.config import ServeConfig
+    from tnmt.serve.app import create_app
+    from tnmt.serve.models import load_models
+
+    config = ServeConfig()
+    app = create_app(load_models([tiny_checkpoint], config), config)
+    body = {"source": "en", "target": "it"}
+    hostile = [docs.entities_in_word(), docs.outside(), docs.zipped(("word/document.xml", bytes(2_000_000)))]
+    with TestClient(app) as client:
+        for data in [*hostile, docs.presentation(), b""]:
+            assert client.post("/translate_file", data=body, files={"file": ("d.docx", data)}).status_code == 400
+            assert client.post("/v1/translate_file", files={"file": ("d.docx", data)}).status_code == 422
+        assert app.state.file_store._directory is None  # nothing was ever written
+        assert client.get("/health").status_code == 200
+
+
+def test_macros_and_embedded_objects_are_kept_byte_for_byte(tiny_translator):
+    import io
+    import zipfile
+
+    from tnmt.documents.files import translate_file
+
+    out = zipfile.ZipFile(io.BytesIO(translate_file(tiny_translator, docs.with_macros(), "d.docx", settings=SETTINGS)))
+    assert out.read("word/vbaProject.bin") == out.read("word/embeddings/oleObject1.bin") == docs.MACROS
+
+
+def test_the_evidence_report_has_a_segment_per_unit_with_its_confidence_terms_and_splits(tiny_checkpoint):
+    import base64
+
+    from fastapi.testclient import TestClient
+
+    from tnmt.config import ServeConfig
+    from tnmt.documents.report import lowest
+    from tnmt.serve.app import create_app
+    from tnmt.serve.models import load_models
+
+    config = ServeConfig()
+    with TestClient(create_app(load_models([tiny_checkpoint], config), config)) as client:
+        plain = client.post("/v1/translate_file", files={"file": ("talk.srt", SUBTITLES.encode())})
+        answer = client.post(
+            "/v1/translate_file", files={"file": ("talk.srt", SUBTITLES.encode())}, data={"evidence": "true"}
+        )
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert base64.b64decode(body["file"]) == plain.content  # the same file, in JSON
+    assert body["filename"] == "talk.it.srt" and body["media_type"].startswith("application/x-subrip")
+    segments = body["report"]["segments"]
+    assert [s["source"] for s in segments] == ["two hundred and five", "seven"]
+    assert all(0 <= s["confidence"] <= 1 and s["sentences"] == 1 and not s["split"] for s in segments)
+    summary = body["report"]["summary"]
+    assert summary["segments"] == 2 and summary["lowest_confidence"] == min(s["confidence"] for s in segments)
+    assert [s["index"] for s in lowest(body["report"], 1)] == [min(segments, key=lambda s: s["confidence"])["index"]]
+
+
+def test_the_report_names_glossary_terms_met_and_placeholders_kept(tiny_translator):
+    from tnmt.documents.report import segment_report
+    from tnmt.translate.glossary import glossary_entry
+    from tnmt.translate.steering import Steering
+
+    pending = Pending([unit("two %s hundred"), unit("seven")], bytes)
+    steering = Steering(glossary=(glossary_entry("seven", "sette", where="test"),))
+    report = segment_report(pending.units, pending.translations(tiny_translator, SETTINGS, steering=steering))
+    first, second = report["segments"]
+    assert first["kept"] == ["%s"] and first["terms"] == [] and "%s" in first["translation"]
+    assert second["terms"] == [{"term": "sette", "met": True, "form": "sette"}]
+    assert report["summary"]["terms_missed"] == 0
+
+
 def test_an_html_page_keeps_its_markup_and_translates_its_text(tiny_translator):
     from html.parser import HTMLParser
 
@@ -369,7 +441,7 @@ def test_xliff_with_entities_is_refused_not_expanded():
     from tnmt.documents.xliff import read_xliff
 
     bomb = b'<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "aaaa"><!ENTITY b "&a;&a;&a;">]><xliff>&b;</xliff>'
-    with pytest.raises(UserError, match=r"^b\.xlf: not an XLIFF file \(DTDForbidden"):
+    with pytest.raises(UserError, match=r"^b\.xlf: declares a DTD: refused \(its entities could expand\)$"):
         read_xliff(bomb, where="b.xlf")
     with pytest.raises(UserError, match=r"^c\.xlf: not an XLIFF 1\.2 file"):
         read_xliff(b"<root/>", where="c.xlf")

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import bad_documents as docs
 import pytest
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "errors.md"
@@ -286,6 +287,29 @@ INPUTS: dict[str, Callable[[Path, Path], None]] = {
     "stdin-separators": lambda d, _: write(d, "in.txt", "one\x0ctwo\x1cthree\u2028four\x85five\vsix\nseven\n"),
     "stdin-crlf": lambda d, _: write(d, "in.txt", "one\r\ntwo\r\n"),
     "stdin-blank-lines": lambda d, _: write(d, "in.txt", "one\n\n \t \ntwo\n"),
+    # documents
+    "file-unknown-format": lambda d, _: write(d, "report.pdf", b"%PDF-1.7"),
+    "file-format-unknown": lambda d, _: write(d, "report.txt", "one\n"),
+    "file-missing": lambda d, _: None,
+    "file-empty-docx": lambda d, _: write(d, "d.docx", b""),
+    "file-truncated-docx": lambda d, _: write(d, "d.docx", docs.word("two")[:5000]),
+    "file-claims-another-format": lambda d, _: write(d, "d.docx", docs.presentation()),
+    "file-zip-bomb": lambda d, _: write(d, "d.docx", docs.zipped(("word/document.xml", b"\0" * 2_000_000))),
+    "file-too-many-entries": lambda d, _: write(d, "d.docx", docs.zipped(*[(f"{k}.xml", b"") for k in range(10_001)])),
+    "file-path-traversal": lambda d, _: write(d, "d.docx", docs.outside()),
+    "file-entity-expansion": lambda d, _: write(d, "d.docx", docs.entities_in_word()),
+    "file-xliff-entities": lambda d, _: write(d, "app.xlf", docs.BILLION_LAUGHS + b"<xliff/>"),
+    "file-xliff-not-xml": lambda d, _: write(d, "app.xlf", "<xliff"),
+    "file-po-broken": lambda d, _: write(d, "app.po", 'msgid "one"\nmsgstr ""\nnot gettext\n'),
+    "file-srt-latin1": lambda d, _: write(
+        d, "talk.srt", "1\n00:00:01,000 --> 00:00:02,000\ncaf\xe9\n".encode("latin-1")
+    ),
+    "file-srt-not-subtitles": lambda d, _: write(d, "talk.srt", "one two\nthree\n"),
+    "file-vtt-empty": lambda d, _: write(d, "talk.vtt", ""),
+    "file-out-is-directory": lambda d, _: (write(d, "in.txt", "one\n"), (d / "out").mkdir()),
+    "file-report-without-file": lambda d, _: write(d, "in.txt", "one\n"),
+    "file-empty-txt": lambda d, _: write(d, "in.txt", ""),
+    "file-macros": lambda d, _: write(d, "d.docx", docs.with_macros()),
 }
 
 
@@ -325,7 +349,10 @@ def test_cli_row(row_id, tiny_checkpoint, tmp_path, capsys, monkeypatch):
     INPUTS[row_id](tmp_path, tiny_checkpoint)
     if row_id in MISSING_MODULES:
         monkeypatch.setitem(sys.modules, MISSING_MODULES[row_id], None)
+    before = sorted(tmp_path.rglob("*"))
     status, out, err, stdin = run_cli(row, tmp_path, tiny_checkpoint, capsys, monkeypatch)
+    if row_id.startswith("file-") and status:  # a refused document leaves nothing behind
+        assert sorted(tmp_path.rglob("*")) == before
     expected = "" if row["message"] == NOTHING else row["message"] + "\n"
     assert status == int(row["status"]) and matches(expected, err), (err, status)
     assert row["kind"] == ("error" if status else "behaviour")
@@ -341,7 +368,9 @@ def test_cli_row(row_id, tiny_checkpoint, tmp_path, capsys, monkeypatch):
 def serve_config():
     from tnmt.config import ServeConfig
 
-    return ServeConfig(max_texts=4, max_chars=100, max_body_bytes=2000, max_queue=2, timeout_s=1.0)
+    return ServeConfig(
+        max_texts=4, max_chars=100, max_body_bytes=2000, max_file_bytes=50_000, max_queue=2, timeout_s=1.0
+    )
 
 
 @pytest.fixture
@@ -375,7 +404,25 @@ def serving(models, *pairs: str) -> object:
     return TestClient(create_app(served, ServeConfig(max_chars=100)))
 
 
+def upload(client, name: str, data: bytes, path: str = "/v1/translate_file", **form: str) -> object:
+    """A document sent as a browser's form sends it (multipart: `file` and the other fields)."""
+    return client.post(path, files={"file": (name, data)}, data={"source": "en", "target": "it", **form})
+
+
 SPECIAL_REQUESTS: dict[str, Callable] = {
+    "http-file-unknown-format": lambda c, _: upload(c, "report.pdf", b"%PDF-1.7"),
+    "http-file-format-unknown": lambda c, _: upload(c, "report.txt", b"one", format="pdf"),
+    "http-file-not-a-document": lambda c, _: upload(c, "d.docx", b"\x89PNG\r\n\x1a\n" + bytes(100)),
+    "http-file-zip-bomb": lambda c, _: upload(c, "d.docx", docs.zipped(("word/document.xml", b"\0" * 2_000_000))),
+    "http-file-entity-expansion": lambda c, _: upload(c, "d.docx", docs.entities_in_word()),
+    "http-file-path-traversal": lambda c, _: upload(
+        c, "d.docx", docs.edited(docs.word("two"), **{"../../evil.xml": b"x"})
+    ),
+    "http-file-too-large": lambda c, _: upload(c, "in.txt", b"one " * 15_000),
+    "http-file-too-many-sentences": lambda c, _: upload(c, "in.txt", b"one.\ntwo.\nthree.\n"),
+    "http-file-missing": lambda c, _: c.post("/v1/translate_file", data={"source": "en", "target": "it"}),
+    "libre-file-not-a-document": lambda c, _: upload(c, "d.docx", b"\x89PNG" + bytes(100), "/translate_file"),
+    "libre-file-unknown-format": lambda c, _: upload(c, "report.pdf", b"%PDF-1.7", "/translate_file"),
     "http-body-too-large": lambda c, _: c.post("/v1/translate", json={"text": "x" * 3000}),
     "http-chunked-body": lambda c, _: c.post("/v1/translate", content=iter([b'{"text": ', b'"one"}'])),
     "http-too-many-texts": lambda c, _: c.post("/v1/translate", json={"text": ["one"] * 5}),

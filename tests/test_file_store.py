@@ -16,7 +16,14 @@ def test_a_file_is_kept_under_a_key_of_its_own_and_served_until_it_expires():
     os.utime(path, (old, old))
     assert store.get(key) is None and not path.exists()  # expired: removed on the next request
     store.close()
-    assert not store.directory.exists()
+    assert not path.parent.exists()
+
+
+def test_a_store_that_never_kept_a_file_made_no_directory():
+    store = FileStore()
+    assert store.get("0" * 32 + ".a.txt") is None
+    store.close()
+    assert store._directory is None
 
 
 def test_keys_the_server_did_not_make_are_refused():

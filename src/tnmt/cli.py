@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Literal, NoReturn, TypeVar, get_args, get_origin
 
 from tnmt.config import MAX_THREADS, DecodeConfig, ServeConfig
-from tnmt.errors import UserError
+from tnmt.errors import UserError, reading_file
 
 C = TypeVar("C")
 
@@ -132,10 +132,16 @@ def _add_decoding_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--file",
         type=_path_text,
-        help="a document translated in its own format (txt html srt vtt po docx pptx), into -o",
+        help="a document translated in its own format (txt html md srt vtt po docx odt pptx xliff), into -o",
     )
     p.add_argument(
-        "--format", help="--file's format if its extension does not say it: txt html srt vtt po docx pptx xliff"
+        "--format",
+        help="--file's format when its extension does not say it (txt html markdown srt vtt po docx odt pptx xliff)",
+    )
+    p.add_argument(
+        "--report",
+        type=_path_text,
+        help="with --file: a JSON report per segment (confidence, warnings, glossary terms met, sentences split)",
     )
     p.add_argument(
         "--engine",
@@ -445,8 +451,8 @@ def _translate(args: argparse.Namespace, _: list[str]) -> int:
         raise UserError("--glossary and --do-not-translate are for --engine tnmt (its search meets them)")
     if args.file is not None:
         return _translate_file(args, steering)
-    if args.format is not None:
-        raise UserError("--format is for --file (the format of a document)")
+    if args.format is not None or args.report is not None:
+        raise UserError("--format and --report are for --file (a document)")
     translator, settings = _translator(args)
     translator.steering = steering
     if any(annotate.values()):
@@ -462,21 +468,31 @@ def _translate(args: argparse.Namespace, _: list[str]) -> int:
 
 
 def _translate_file(args: argparse.Namespace, steering: Any) -> int:
-    """`tnmt translate --file`: one document in its own format (tnmt/documents), written whole or not at all."""
-    from tnmt.documents.files import file_format, translate_file
+    """`tnmt translate --file`: one document in its own format (tnmt/documents), written whole or not at all, and
+    with `--report` its report per segment (documents/report.py) as JSON."""
+    import json
+
+    from tnmt.documents.files import file_format, read_file
+    from tnmt.documents.report import segment_report
 
     if args.input is not None or args.engine != "tnmt" or args.alignment or args.scores or args.warnings:
         raise UserError("--file translates one document with --engine tnmt: not with -i or the evidence columns")
     file_format(args.file, args.format)  # before the model loads
     _check_output(args.output)
-    try:
+    _check_output(args.report)
+    with reading_file(args.file):
         data = Path(args.file).read_bytes()
-    except OSError as error:
-        raise UserError(f"{args.file}: {error.strerror.lower() if error.strerror else error}") from None
+    pending = read_file(data, args.file, fmt=args.format)
     translator, settings = _translator(args)
-    translated = translate_file(translator, data, args.file, fmt=args.format, settings=settings, steering=steering)
+    with _progress_bar(total=len(pending.units), unit=" segments") as bar:
+        found = pending.translations(translator, settings, steering=steering, progress=lambda n: bar.update(n - bar.n))
+    translated = pending.write(found)
     with _output(args.output) as out:
         out.write(translated)
+    if args.report:
+        report = json.dumps(segment_report(pending.units, found), ensure_ascii=False, indent=1)
+        with _output(args.report) as out:
+            out.write((report + "\n").encode("utf-8"))
     return 0
 
 
@@ -576,11 +592,12 @@ def _output(path: str | None) -> Iterator[BinaryIO]:
             yield f
 
 
-def _progress_bar(total: int | None = None) -> Any:
-    """Sentences translated and sentences/s on stderr, only when stderr is a terminal (never in a pipe or log)."""
+def _progress_bar(total: int | None = None, unit: str = " sentences") -> Any:
+    """Sentences (segments) translated and their rate on stderr, only when stderr is a terminal (never in a pipe or
+    a log)."""
     from tqdm import tqdm
 
-    return tqdm(total=total, unit=" sentences", file=sys.stderr, disable=not sys.stderr.isatty(), dynamic_ncols=True)
+    return tqdm(total=total, unit=unit, file=sys.stderr, disable=not sys.stderr.isatty(), dynamic_ncols=True)
 
 
 def _average(args: argparse.Namespace, _: list[str]) -> int:

@@ -375,6 +375,12 @@ class ServeConfig:
     max_chars: int = field(default=10_000, metadata=_help("characters per text: about four pages (over: 413)"))
     max_texts: int = field(default=64, metadata=_help("texts per request (over: 413)"))
     max_body_bytes: int = field(default=1_000_000, metadata=_help("request body size (over: 413)"))
+    max_file_bytes: int = field(
+        default=10_000_000, metadata=_help("a document's request body (/v1/translate_file, /translate_file; over: 413)")
+    )
+    file_ttl_s: float = field(
+        default=600.0, metadata=_help("seconds a translated file waits for its download (/translate_file)")
+    )
     max_beam_size: int = field(default=8, metadata=_help("largest beam a request may ask for (over: 422)"))
     max_n_best: int = field(default=8, metadata=_help("most alternatives a request may ask for (over: 422)"))
     max_trace_chars: int = field(
@@ -418,14 +424,14 @@ class ServeConfig:
         _check(self, "host", bool(self.host.strip()), "an address or host name (0.0.0.0: every interface)")
         _check(self, "port", _is_int(self.port) and 0 <= self.port <= 65535, "from 0 to 65535 (0: a free port)")
         _check(self, "threads", _is_int(self.threads) and 0 <= self.threads <= MAX_THREADS, f"from 0 to {MAX_THREADS}")
-        limits = ("max_chars", "max_texts", "max_body_bytes", "max_beam_size", "max_n_best", "max_queue")
-        for name in (*limits, "max_trace_chars", "max_trace_beam", "max_top_k", "max_glossary"):
+        limits = ("max_chars", "max_texts", "max_body_bytes", "max_file_bytes", "max_beam_size", "max_n_best")
+        for name in (*limits, "max_queue", "max_trace_chars", "max_trace_beam", "max_top_k", "max_glossary"):
             _check(self, name, _is_int(getattr(self, name)) and getattr(self, name) >= 1, ">= 1")
         _check(self, "max_batch_tokens", self.max_batch_tokens >= 1, ">= 1")
         threshold = self.mmap_threshold_mb
         _check(self, "mmap_threshold_mb", _is_int(threshold) and 0 <= threshold <= 32, "from 0 to 32 (glibc's most)")
         _check(self, "max_wait_ms", 0 <= self.max_wait_ms <= DAY_S * 1000, f"from 0 to {DAY_S * 1000:.0f} (a day)")
-        for name in ("timeout_s", "ready_timeout_s", "body_timeout_s"):  # 0 would answer every request 504 (408)
+        for name in ("timeout_s", "ready_timeout_s", "body_timeout_s", "file_ttl_s"):  # 0: every request 504 (408)
             _check(self, name, 0 < getattr(self, name) <= DAY_S, f"over 0 and at most {DAY_S:.0f} (a day)")
 
 

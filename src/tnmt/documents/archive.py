@@ -4,12 +4,15 @@ A server that opens files from the network must not be made to inflate a zip bom
 names. So before python-docx or python-pptx reads a file, its zip directory is read (nothing inflated) and the
 file is refused when it has more than `MAX_ENTRIES` entries, declares more than `MAX_UNCOMPRESSED` bytes in all
 or an entry compressed more than `MAX_RATIO` times (a bomb's signature: real documents stay far below), or names
-an entry with an absolute path or "..". The libraries then read it with their own XML parsers, which do not
-resolve entities (no entity expansion, no external entities). Nothing is ever extracted to disk.
+an entry with an absolute path or "..". An XML entry that declares a DTD is refused too: Office and OpenDocument
+files never do, and a DTD is where entity expansion (a "billion laughs") and external entities live; the libraries'
+own parsers do not resolve entities either. Nothing is ever extracted to disk.
 """
 
 import io
+import re
 import zipfile
+import zlib
 from pathlib import PurePosixPath
 
 from tnmt.errors import UserError
@@ -17,6 +20,8 @@ from tnmt.errors import UserError
 MAX_ENTRIES = 10_000
 MAX_UNCOMPRESSED = 256 * 2**20  # bytes declared by all entries together
 MAX_RATIO = 200  # uncompressed / compressed size of one entry (past a few kB)
+PROLOG_BYTES = 65_536  # of each XML entry read for a DTD: a DTD comes before the root element
+_DTD = re.compile(rb"<!DOCTYPE", re.IGNORECASE)
 
 
 def check_archive(
@@ -34,7 +39,8 @@ def check_archive(
         UserError: naming `where`, what it is not (`kind`: "a Word document") or the limit it is over.
     """
     try:
-        entries = zipfile.ZipFile(io.BytesIO(data)).infolist()
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        entries = archive.infolist()
     except (zipfile.BadZipFile, OSError, ValueError) as error:
         raise UserError(f"{where}: not {kind} ({error})") from None
     if len(entries) > max_entries:
@@ -51,3 +57,22 @@ def check_archive(
                 f"{where}: {entry.filename} is compressed {entry.file_size // max(entry.compress_size, 1)} times:"
                 f" over {max_ratio} (a zip bomb?)"
             )
+    for entry in entries:
+        if entry.filename.lower().endswith((".xml", ".rels")) and _DTD.search(_prolog(archive, entry, where, kind)):
+            raise UserError(f"{where}: {entry.filename} declares a DTD: refused (its entities could expand)")
+
+
+def library_reason(error: Exception) -> str:
+    """A document library's error as a one-line reason, without the stream's address it names
+    (python-docx: "file '<_io.BytesIO object at 0x7f...>' is not a Word file")."""
+    reason = re.sub(r"file '<[^>]*>' is not an? [\w ]+ file, content type is", "its content type is", str(error))
+    return " ".join(reason.split())
+
+
+def _prolog(archive: zipfile.ZipFile, entry: zipfile.ZipInfo, where: str, kind: str) -> bytes:
+    """The first `PROLOG_BYTES` of an entry, inflated; a damaged entry is a damaged document."""
+    try:
+        with archive.open(entry) as stream:
+            return stream.read(PROLOG_BYTES)
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, NotImplementedError) as error:
+        raise UserError(f"{where}: not {kind} ({entry.filename}: {error})") from None

@@ -36,14 +36,14 @@ def file_format(name: str, given: str | None = None) -> str:
     Raises:
         UserError: a format tnmt does not translate, naming the ones it does.
     """
-    known = ", ".join(sorted(FORMATS.values()))
+    known = ", ".join(sorted(set(FORMATS.values())))
     if given is not None:
         if given not in FORMATS.values():
-            raise UserError(f"--format {given!r}: not a format tnmt translates (one of: {known})")
+            raise UserError(f"format {given!r}: not a format tnmt translates (one of: {known})")
         return given
     chosen = FORMATS.get(PurePath(name).suffix.lower())
     if chosen is None:
-        raise UserError(f"{name}: cannot tell its format from its name (--format is one of: {known})")
+        raise UserError(f"{name}: cannot tell its format from its name (formats: {known})")
     return chosen
 
 

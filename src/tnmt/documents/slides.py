@@ -11,7 +11,7 @@ from pptx.oxml.ns import qn
 from pptx.presentation import Presentation
 from pptx.text.text import _Paragraph
 
-from tnmt.documents.archive import check_archive
+from tnmt.documents.archive import check_archive, library_reason
 from tnmt.documents.runs import fragment, pieces, plain_run
 from tnmt.errors import UserError
 
@@ -26,7 +26,7 @@ def read_pptx(data: bytes, *, where: str) -> tuple[Presentation, list[_Paragraph
     try:
         presentation = pptx.Presentation(io.BytesIO(data))
     except (zipfile.BadZipFile, KeyError, ValueError) as error:
-        raise UserError(f"{where}: not a PowerPoint presentation ({error})") from None
+        raise UserError(f"{where}: not a PowerPoint presentation ({library_reason(error)})") from None
     paragraphs = [p for p in _paragraphs(presentation) if "".join(r.text for r in p.runs).strip() and _only_runs(p)]
     return presentation, paragraphs, [_fragment(p) for p in paragraphs]
 

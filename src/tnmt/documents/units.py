@@ -20,6 +20,7 @@ from tnmt.translate.steering import Steering
 from tnmt.translate.translator import Translation, Translator
 
 # printf (%s, %d, %(name)s, %1$s), brace ({name}, {0}, {{x}}) and shell-like ($name, ${name}) placeholders
+CHUNK = 256  # units translated in one call by `Pending.translations` (its progress steps)
 PLACEHOLDER = re.compile(r"%(?:\(\w+\)|\d+\$)?[-+ #0]*\d*(?:\.\d+)?[sdifuxXeEgGcr%]|\{\{?[\w.:!-]*\}?\}|\$\{?\w+\}?")
 
 
@@ -54,12 +55,30 @@ class Pending:
             for u in self.units
         ]
 
+    def translations(
+        self,
+        translator: Translator,
+        settings: DecodeConfig | None = None,
+        *,
+        steering: Steering | None = None,
+        progress: Callable[[int], object] | None = None,
+    ) -> list[Translation]:
+        """Each unit's translation by `translator` (with its evidence), `CHUNK` units at a time: each chunk's
+        sentences are batched together (a chunk is many batches' worth), and `progress(units done)` follows."""
+        steerings, texts, found = self.steering(steering), [u.text for u in self.units], []
+        for at in range(0, len(texts), CHUNK):
+            found += translator.translations(
+                texts[at : at + CHUNK], settings, steering=steerings[at : at + CHUNK], evidence=True
+            )
+            if progress is not None:
+                progress(len(found))
+        return found
+
     def translate(
         self, translator: Translator, settings: DecodeConfig | None = None, *, steering: Steering | None = None
     ) -> bytes:
-        """The document translated by `translator` in one call (every unit's sentences batched together)."""
-        texts = [u.text for u in self.units]
-        return self.write(translator.translations(texts, settings, steering=self.steering(steering), evidence=True))
+        """The document translated by `translator`."""
+        return self.write(self.translations(translator, settings, steering=steering))
 
 
 def plain(units: list[Unit], write: Callable[[list[str]], bytes]) -> Pending:

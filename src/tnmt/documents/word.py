@@ -14,7 +14,7 @@ from docx.document import Document
 from docx.oxml.ns import qn
 from docx.text.paragraph import Paragraph
 
-from tnmt.documents.archive import check_archive
+from tnmt.documents.archive import check_archive, library_reason
 from tnmt.documents.runs import fragment, pieces, plain_run
 from tnmt.errors import UserError
 
@@ -29,7 +29,7 @@ def read_docx(data: bytes, *, where: str) -> tuple[Document, list[Paragraph], li
     try:
         document = docx.Document(io.BytesIO(data))
     except (zipfile.BadZipFile, KeyError, ValueError) as error:
-        raise UserError(f"{where}: not a Word document ({error})") from None
+        raise UserError(f"{where}: not a Word document ({library_reason(error)})") from None
     paragraphs = [p for p in _paragraphs(document) if p.text.strip() and _only_runs(p)]
     return document, paragraphs, [_fragment(p) for p in paragraphs]
 

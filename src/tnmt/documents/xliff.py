@@ -33,7 +33,9 @@ def read_xliff(data: bytes, *, where: str) -> tuple[ET.ElementTree, list[ET.Elem
     """
     try:
         tree = ET.ElementTree(SafeET.fromstring(data, forbid_dtd=True))
-    except (ET.ParseError, DefusedXmlException, ValueError) as error:
+    except DefusedXmlException:
+        raise UserError(f"{where}: declares a DTD: refused (its entities could expand)") from None
+    except (ET.ParseError, ValueError) as error:
         raise UserError(f"{where}: not an XLIFF file ({type(error).__name__}: {error})") from None
     root = tree.getroot()
     if root.tag != _q("xliff"):

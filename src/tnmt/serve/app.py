@@ -30,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tnmt.config import ServeConfig
 from tnmt.serve.body_deadline import BodyDeadline
 from tnmt.serve.file_store import FileStore
+from tnmt.serve.files import FILE_PATHS
 from tnmt.serve.files import router as files_api
 from tnmt.serve.libretranslate.api import router as libretranslate_api
 from tnmt.serve.libretranslate.files import router as libretranslate_files
@@ -43,7 +44,7 @@ PROBE = "Hello."  # what /ready translates
 def create_app(models: list[ServedModel], config: ServeConfig) -> FastAPI:
     """The FastAPI application; the batchers start and stop with it (lifespan)."""
 
-    store = FileStore()  # translated files waiting for their download (LibreTranslate's /translate_file)
+    store = FileStore(ttl_s=config.file_ttl_s)  # translated files waiting for their download (LibreTranslate's)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -57,6 +58,7 @@ def create_app(models: list[ServedModel], config: ServeConfig) -> FastAPI:
     # FastAPIOffline is FastAPI whose /docs page loads its scripts from this server, not a CDN. No /redoc:
     # ReDoc still fetches its logo from cdn.redoc.ly.
     app = FastAPIOffline(title="tnmt", summary="Transformer machine translation", lifespan=lifespan, redoc_url=None)
+    app.state.file_store = store
     metrics = _Metrics(models)
     for batcher in batchers(models).values():
         batcher.on_batch = metrics.batch_sentences.observe
@@ -130,7 +132,8 @@ def _add_error_handlers(app: FastAPI, config: ServeConfig, metrics: _Metrics) ->
 
 
 class _MeasureAndLimit:
-    """ASGI middleware: refuse bodies over `max_body_bytes` (and chunked ones) before they are read, and count
+    """ASGI middleware: refuse bodies over `max_body_bytes` (`max_file_bytes` for a document's routes) and chunked
+    ones before they are read, and count
     every HTTP request and its latency by route and status.
 
     Plain ASGI rather than `@app.middleware("http")`: Starlette's BaseHTTPMiddleware runs each request in an
@@ -153,12 +156,17 @@ class _MeasureAndLimit:
             await send(message)
 
         headers = Headers(scope=scope)
-        length, limit = headers.get("content-length"), self.config.max_body_bytes
+        name, limit = (
+            ("max_file_bytes", self.config.max_file_bytes)
+            if scope["path"] in FILE_PATHS
+            else ("max_body_bytes", self.config.max_body_bytes)
+        )
+        length = headers.get("content-length")
         try:
             if length is None and "transfer-encoding" in headers:  # a chunked body would escape the limit
                 await _error(411, "send the body with a Content-Length header")(scope, receive, send_and_note)
             elif length is not None and (not length.isdigit() or int(length) > limit):
-                await _error(413, f"request body over max_body_bytes={limit}")(scope, receive, send_and_note)
+                await _error(413, f"request body over {name}={limit}")(scope, receive, send_and_note)
             else:
                 await self.app(scope, receive, send_and_note)
         finally:

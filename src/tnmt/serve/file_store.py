@@ -1,6 +1,7 @@
 """Translated files waiting for their download (LibreTranslate's `/translate_file` answers a URL, not the file).
 
-A store is a directory of its own (a fresh temporary one per server, removed when the server stops). A file is
+A store is a directory of its own (a fresh temporary one per server, made at the first file and removed when the
+server stops). A file is
 written atomically (tnmt/io.py) under a name the server makes, a random hex key and the client's file name
 reduced to safe characters, so no client name becomes a path; a download names the key, which must match that
 shape exactly. The store is bounded: files expire `ttl_s` seconds after they were written, and past `max_files`
@@ -25,9 +26,16 @@ class FileStore:
     """Translated files, each downloadable by its key until it expires."""
 
     def __init__(self, *, ttl_s: float = 600.0, max_files: int = 256, max_bytes: int = 512 * 2**20) -> None:
-        self.directory = Path(tempfile.mkdtemp(prefix="tnmt-files-"))
+        self._directory: Path | None = None
         self.ttl_s, self.max_files, self.max_bytes = ttl_s, max_files, max_bytes
         self._lock = threading.Lock()
+
+    @property
+    def directory(self) -> Path:
+        """The store's directory, made on first use (a server that never stores a file makes none)."""
+        if self._directory is None:
+            self._directory = Path(tempfile.mkdtemp(prefix="tnmt-files-"))
+        return self._directory
 
     def put(self, name: str, data: bytes) -> str:
         """Keep `data` as the file `name` (the client's name: only its safe characters are used); its key."""
@@ -40,7 +48,7 @@ class FileStore:
 
     def get(self, key: str) -> Path | None:
         """The stored file of `key`, or None when the key is malformed, unknown or expired."""
-        if not KEY.fullmatch(key):
+        if not KEY.fullmatch(key) or self._directory is None:
             return None
         with self._lock:
             self._sweep()
@@ -49,7 +57,8 @@ class FileStore:
 
     def close(self) -> None:
         """Remove the store and everything in it."""
-        shutil.rmtree(self.directory, ignore_errors=True)
+        if self._directory is not None:
+            shutil.rmtree(self._directory, ignore_errors=True)
 
     def _sweep(self) -> None:
         """Remove expired files, then the oldest while over `max_files` or `max_bytes` (the newest is kept)."""

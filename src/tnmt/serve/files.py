@@ -1,12 +1,16 @@
-"""`POST /v1/translate_file`: a document translated in its own format (tnmt/documents), answered as the file.
+"""`POST /v1/translate_file`: a document translated in its own format (tnmt/documents), answered as the file, or
+with `evidence=true` as JSON: the file (base64) and a report per segment (documents/report.py).
 
 The document is read as it arrives (a bad file is refused before anything is queued: 422 naming the problem,
 415 a format tnmt does not translate), its units go through the model's batcher as the sentences of any request
 do (serve/models.py's `translations`: shared batches, the deadline, the queue), and the document is written in a
-worker thread (a large one takes a moment). Its size is held by `max_body_bytes` like any request's.
+worker thread (a large one takes a moment). Its upload is held to `max_file_bytes` (serve/app.py), its archive to
+the limits of documents/archive.py, and its sentences to `max_queue`.
 """
 
 import asyncio
+import base64
+from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
@@ -16,6 +20,7 @@ from starlette.requests import Request
 
 from tnmt.config import ServeConfig
 from tnmt.documents.files import file_format, read_file
+from tnmt.documents.report import segment_report
 from tnmt.errors import UserError
 from tnmt.serve.models import ApiError, ServedModel, pick, translations
 
@@ -33,6 +38,20 @@ MEDIA_TYPES = {
 }
 
 
+FILE_PATHS = ("/v1/translate_file", "/translate_file")  # the routes that take a document (`max_file_bytes`)
+
+
+@dataclass(frozen=True)
+class Translated:
+    """A document translated: its bytes, its format, its name for the target language (`talk.srt` ->
+    `talk.de.srt`) and its report per segment."""
+
+    data: bytes
+    fmt: str
+    name: str
+    report: dict[str, Any]
+
+
 async def translated_document(
     model: ServedModel,
     upload: UploadFile,
@@ -42,10 +61,9 @@ async def translated_document(
     *,
     unsupported: int,
     refused: int,
-) -> tuple[bytes, str, str]:
-    """The uploaded document translated by `model`: its bytes, its format and its name for the target language
-    (`talk.srt` -> `talk.de.srt`). A format tnmt does not translate is `unsupported` (415 on /v1), a file its
-    format's library refuses `refused` (422 on /v1; LibreTranslate's endpoints answer 400 to both)."""
+) -> Translated:
+    """The uploaded document translated by `model`. A format tnmt does not translate is `unsupported` (415 on
+    /v1), a file its format's library refuses `refused` (422 on /v1; LibreTranslate's endpoints answer 400 to both)."""
     name = PurePath(upload.filename or "document").name
     try:
         chosen = file_format(name, fmt)
@@ -67,7 +85,7 @@ async def translated_document(
     )
     out = await asyncio.to_thread(pending.write, found)
     stem, suffix = PurePath(name).stem, PurePath(name).suffix or f".{chosen}"
-    return out, chosen, f"{stem}.{model.target}{suffix}"
+    return Translated(out, chosen, f"{stem}.{model.target}{suffix}", segment_report(pending.units, found))
 
 
 def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
@@ -81,13 +99,18 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
         source: str | None = Form(None),  # noqa: B008
         target: str | None = Form(None),  # noqa: B008
         format: str | None = Form(None),  # noqa: A002, B008 (the API's name)
+        evidence: bool = Form(False),  # noqa: B008
     ) -> Any:
-        """The document `file` translated in its own format (txt, srt, vtt, po, docx, pptx; `format` when its name
-        does not say it), answered as a file named after it with the target language (`report.de.docx`)."""
+        """The document `file` translated in its own format (`format` when its name does not say it), answered as
+        a file named after it with the target language (`report.de.docx`); with `evidence`, as JSON: `filename`,
+        `media_type`, `file` (base64) and `report` (a segment each: confidence, warnings, terms met, split)."""
         model = pick(models, source, target)
-        out, chosen, name = await translated_document(model, file, format, config, http, unsupported=415, refused=422)
-        disposition = f'attachment; filename="{_safe(name)}"'
-        return Response(out, media_type=MEDIA_TYPES[chosen], headers={"Content-Disposition": disposition})
+        done = await translated_document(model, file, format, config, http, unsupported=415, refused=422)
+        if evidence:
+            encoded = base64.b64encode(done.data).decode("ascii")
+            return {"filename": done.name, "media_type": MEDIA_TYPES[done.fmt], "file": encoded, "report": done.report}
+        disposition = f'attachment; filename="{_safe(done.name)}"'
+        return Response(done.data, media_type=MEDIA_TYPES[done.fmt], headers={"Content-Disposition": disposition})
 
     return api
 

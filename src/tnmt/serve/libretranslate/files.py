@@ -2,6 +2,7 @@
 `{"translatedFileUrl": ...}`, and `GET /download_file/<name>` serves the translated file until it expires
 (serve/file_store.py), as LibreTranslate's clients and page expect. Every bad request is a 400."""
 
+from pathlib import PurePath
 from typing import Any
 
 from fastapi import APIRouter, File, Form, UploadFile
@@ -9,6 +10,7 @@ from fastapi.responses import FileResponse
 from starlette.requests import Request
 
 from tnmt.config import ServeConfig
+from tnmt.documents.files import FORMATS
 from tnmt.serve.file_store import FileStore
 from tnmt.serve.files import MEDIA_TYPES, translated_document
 from tnmt.serve.models import ApiError, ServedModel, pick
@@ -27,8 +29,8 @@ def router(models: list[ServedModel], config: ServeConfig, store: FileStore) -> 
     ) -> dict[str, Any]:
         """LibreTranslate's file translation: the URL the translated file can be downloaded from."""
         model = pick(models, None if source == "auto" else source, target)
-        out, _, name = await translated_document(model, file, None, config, http, unsupported=400, refused=400)
-        key = store.put(name, out)
+        done = await translated_document(model, file, None, config, http, unsupported=400, refused=400)
+        key = store.put(done.name, done.data)
         return {"translatedFileUrl": str(http.url_for("download_file", filename=key))}
 
     @api.get("/download_file/{filename}", name="download_file")
@@ -38,7 +40,8 @@ def router(models: list[ServedModel], config: ServeConfig, store: FileStore) -> 
         if path is None:
             raise ApiError(404, "no such file: it expired, or was never translated here")
         name = filename.split(".", 1)[1]
-        media = MEDIA_TYPES.get(name.rsplit(".", 1)[-1].lower(), "application/octet-stream")
+        fmt = FORMATS.get(PurePath(name).suffix.lower())
+        media = MEDIA_TYPES[fmt] if fmt else "application/octet-stream"
         return FileResponse(path, media_type=media, filename=name)
 
     return api

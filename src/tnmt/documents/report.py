@@ -1,0 +1,56 @@
+"""What a translated document's reader should check first: one entry per segment (a unit of the document: a
+paragraph or its sentence, a cue, a message) with the evidence of its translation.
+
+A document is read by people who did not see the model work; the report tells them where to look. Each segment
+carries its confidence (translate/evidence.py: the geometric mean of its tokens' probabilities), its warnings,
+the glossary terms it was asked to use and whether each was met, the strings kept as written (placeholders) and
+whether a sentence of it was too long and translated in parts. `lowest` orders them as a reviewer would read
+them: the least confident first.
+"""
+
+from collections import Counter
+from typing import Any
+
+from tnmt.documents.units import Unit
+from tnmt.translate.translation import Translation
+
+
+def segment_report(units: list[Unit], found: list[Translation]) -> dict[str, Any]:
+    """The report of a document whose `units` were translated as `found` (one translation per unit, in order):
+    `segments` in document order, and a `summary` (counts, the mean and lowest confidence, warnings by code)."""
+    segments = [_segment(k, u, t) for k, (u, t) in enumerate(zip(units, found, strict=True))]
+    confidences = [s["confidence"] for s in segments]
+    warnings: Counter[str] = Counter(code for s in segments for code in s["warnings"])
+    return {
+        "segments": segments,
+        "summary": {
+            "segments": len(segments),
+            "mean_confidence": round(sum(confidences) / len(confidences), 4) if confidences else None,
+            "lowest_confidence": min(confidences) if confidences else None,
+            "warnings": dict(sorted(warnings.items())),
+            "split": sum(s["split"] for s in segments),
+            "terms_missed": sum(not term["met"] for s in segments for term in s["terms"]),
+        },
+    }
+
+
+def lowest(report: dict[str, Any], n: int) -> list[dict[str, Any]]:
+    """The report's `n` least confident segments, the least first (document order among equals)."""
+    return sorted(report["segments"], key=lambda s: (s["confidence"], s["index"]))[:n]
+
+
+def _segment(index: int, unit: Unit, found: Translation) -> dict[str, Any]:
+    evidence = found.evidence
+    return {
+        "index": index,
+        "source": unit.text,
+        "translation": found.text,
+        "confidence": round(evidence.confidence, 4) if evidence else None,
+        "warnings": list(evidence.warnings) if evidence else [],
+        "terms": [
+            {"term": c.target, "met": c.met, "form": c.form} for c in found.constraints if c.source == "glossary"
+        ],
+        "kept": list(unit.keep),
+        "sentences": max(1, len(found.sentences)),
+        "split": bool(evidence and "sentence_split" in evidence.warnings),
+    }
