@@ -161,7 +161,9 @@ def test_a_file_is_translated_in_the_format_its_name_says(tiny_translator):
     srt_out = translate_file(tiny_translator, SUBTITLES.encode(), "S.SRT", settings=SETTINGS).decode()
     assert [c.index for c in srt.parse(srt_out)] == [1, 2]
     assert file_format("notes", "po") == "po"
-    with pytest.raises(UserError, match=r"^x\.pdf: cannot tell its format from its name \(formats: docx, html, markdown, odt,"):
+    with pytest.raises(
+        UserError, match=r"^x\.pdf: cannot tell its format from its name \(formats: docx, html, markdown, odt,"
+    ):
         file_format("x.pdf")
     with pytest.raises(UserError, match=r"^a\.txt: not UTF-8 text \(byte 0\)"):
         translate_file(tiny_translator, b"\xff\xfe", "a.txt")
@@ -227,6 +229,10 @@ def test_archives_over_the_limits_or_naming_paths_outside_are_refused_before_the
         check_archive(zipped(("a", b"x" * 5000)), **word, max_uncompressed=4000)
     with pytest.raises(UserError, match=r"^d\.docx: a is compressed \d+ times: over 200 \(a zip bomb\?\)$"):
         check_archive(zipped(("a", b"\0" * 1_000_000)), **word)
+    module = b'<?xml version="1.0"?><!DOCTYPE script:module PUBLIC "-//OpenOffice.org//DTD" "module.dtd"><m/>'
+    check_archive(zipped(("Basic/Standard/Module1.xml", module)), **word)  # a DTD by reference: LibreOffice's macros
+    with pytest.raises(UserError, match=r"^d\.docx: a\.xml declares entities: refused \(they could expand\)$"):
+        check_archive(zipped(("a.xml", docs.BILLION_LAUGHS + b"<d/>")), **word)
     for name in ("../evil.xml", "/etc/passwd", "word\\..\\..\\evil"):
         with pytest.raises(UserError, match=r"names a path outside it"):
             check_archive(zipped((name, b"x")), **word)

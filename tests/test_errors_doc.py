@@ -420,6 +420,8 @@ SPECIAL_REQUESTS: dict[str, Callable] = {
     ),
     "http-file-too-large": lambda c, _: upload(c, "in.txt", b"one " * 15_000),
     "http-file-too-many-sentences": lambda c, _: upload(c, "in.txt", b"one.\ntwo.\nthree.\n"),
+    "http-file-glossary-not-json": lambda c, _: upload(c, "in.txt", b"one", glossary="one=uno"),
+    "http-file-glossary-shape": lambda c, _: upload(c, "in.txt", b"one", glossary='[{"source": "one"}]'),
     "http-file-missing": lambda c, _: c.post("/v1/translate_file", data={"source": "en", "target": "it"}),
     "libre-file-not-a-document": lambda c, _: upload(c, "d.docx", b"\x89PNG" + bytes(100), "/translate_file"),
     "libre-file-unknown-format": lambda c, _: upload(c, "report.pdf", b"%PDF-1.7", "/translate_file"),

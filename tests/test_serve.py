@@ -324,7 +324,9 @@ def test_models_lists_languages_size_decoding_defaults_and_limits(server, offlin
         "max_trace_beam": 4,
         "max_top_k": 10,
         "max_glossary": 256,
+        "max_file_bytes": 10_000_000,
     }
+    assert ".docx" in body["file_formats"] and ".srt" in body["file_formats"]
 
 
 def test_health_ready_and_languages(server):

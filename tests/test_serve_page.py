@@ -1235,3 +1235,55 @@ def test_the_page_offers_every_pair_of_a_multilingual_model_grouped_by_source(mu
         assert (requests[-1]["source"], requests[-1]["target"]) == ("de", "it")
         expected = httpx.post(f"{url}/v1/translate", json=requests[-1]).json()["translations"][0]["text"]
         assert page.locator("#output").text_content() == expected
+
+
+def test_a_document_translated_in_the_files_view_downloads_with_its_report(server, page, repo_root, tmp_path):
+    """A subtitle file chosen in the Files view: sent with the pair, offered back under the server's name with the
+    same cues, the report the least confident first; an unknown format and an over-limit file refused before
+    anything is sent; the view at phone width without sideways scroll."""
+    subtitles = "1\n00:00:01,000 --> 00:00:02,000\ntwo hundred\n\n2\n00:00:03,000 --> 00:00:04,000\nseven\n"
+    sent = []
+    page.on("request", lambda r: sent.append(r.url) if r.url.endswith("/v1/translate_file") else None)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(error))
+    page.goto(server)
+    expect(page.locator("#pair")).to_be_enabled()
+    page.locator("#files-section > summary").click()
+    expect(page.locator("#files-formats")).to_contain_text(".docx")
+    assert ".srt" in page.locator("#files-input").get_attribute("accept").split(",")
+
+    page.locator("#files-input").set_input_files(
+        files=[{"name": "r.pdf", "mimeType": "application/pdf", "buffer": b"%PDF"}]
+    )
+    expect(page.locator("#files-error")).to_contain_text("r.pdf: the server does not translate this format")
+    assert not sent  # refused here
+
+    (tmp_path / "talk.srt").write_text(subtitles)
+    page.locator("#files-input").set_input_files(str(tmp_path / "talk.srt"))
+    expect(page.locator("#files-download")).to_have_text("Download talk.it.srt")
+    expect(page.locator("#files-error")).to_be_empty()
+    assert len(sent) == 1
+    rows = page.locator("#files-rows tr")
+    expect(rows).to_have_count(2)
+    confidences = [int(t.strip("%<>")) for t in rows.locator(".files-confidence").all_inner_texts()]
+    assert confidences == sorted(confidences)  # the least confident first
+    expect(page.locator("#files-summary")).to_contain_text("2 segments, mean confidence")
+    with page.expect_download() as download:
+        page.locator("#files-download").click()
+    cues = download.value.path().read_text().split("\n\n")
+    assert download.value.suggested_filename == "talk.it.srt"
+    assert [c.splitlines()[:2] for c in cues if c.strip()] == [
+        ["1", "00:00:01,000 --> 00:00:02,000"],
+        ["2", "00:00:03,000 --> 00:00:04,000"],
+    ]
+    (repo_root / "outputs").mkdir(exist_ok=True)
+    page.locator("#files-section").screenshot(path=str(repo_root / "outputs" / "files_page.png"))
+    page.set_viewport_size({"width": 375, "height": 800})
+    page.wait_for_timeout(200)
+    wide = page.evaluate(
+        "[...document.querySelectorAll('#files-section *')].filter(e => e.getBoundingClientRect().right > 375)"
+        ".map(e => e.tagName + '#' + e.id + '.' + e.className + ' ' + e.getBoundingClientRect().right)"
+    )
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375, wide
+    page.locator("#files-section").screenshot(path=str(repo_root / "outputs" / "files_page_phone.png"))
+    assert not errors, f"JavaScript errors: {errors}"

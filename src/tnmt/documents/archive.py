@@ -4,9 +4,11 @@ A server that opens files from the network must not be made to inflate a zip bom
 names. So before python-docx or python-pptx reads a file, its zip directory is read (nothing inflated) and the
 file is refused when it has more than `MAX_ENTRIES` entries, declares more than `MAX_UNCOMPRESSED` bytes in all
 or an entry compressed more than `MAX_RATIO` times (a bomb's signature: real documents stay far below), or names
-an entry with an absolute path or "..". An XML entry that declares a DTD is refused too: Office and OpenDocument
-files never do, and a DTD is where entity expansion (a "billion laughs") and external entities live; the libraries'
-own parsers do not resolve entities either. Nothing is ever extracted to disk.
+an entry with an absolute path or "..". An XML entry that declares entities (a DTD with an internal subset, or an
+`<!ENTITY`) is refused too: Office and OpenDocument files never do, and that is where entity expansion (a "billion
+laughs") and external entities live; the libraries' own parsers do not resolve entities either. A DTD named by
+reference alone is allowed: LibreOffice writes one into each Basic macro module it stores, and no parser here
+fetches it. Nothing is ever extracted to disk.
 """
 
 import io
@@ -21,7 +23,7 @@ MAX_ENTRIES = 10_000
 MAX_UNCOMPRESSED = 256 * 2**20  # bytes declared by all entries together
 MAX_RATIO = 200  # uncompressed / compressed size of one entry (past a few kB)
 PROLOG_BYTES = 65_536  # of each XML entry read for a DTD: a DTD comes before the root element
-_DTD = re.compile(rb"<!DOCTYPE", re.IGNORECASE)
+_ENTITIES = re.compile(rb"<!DOCTYPE[^>\[]*\[|<!ENTITY", re.IGNORECASE)  # an internal subset, or a declaration
 
 
 def check_archive(
@@ -58,8 +60,9 @@ def check_archive(
                 f" over {max_ratio} (a zip bomb?)"
             )
     for entry in entries:
-        if entry.filename.lower().endswith((".xml", ".rels")) and _DTD.search(_prolog(archive, entry, where, kind)):
-            raise UserError(f"{where}: {entry.filename} declares a DTD: refused (its entities could expand)")
+        xml = entry.filename.lower().endswith((".xml", ".rels"))
+        if xml and _ENTITIES.search(_prolog(archive, entry, where, kind)):
+            raise UserError(f"{where}: {entry.filename} declares entities: refused (they could expand)")
 
 
 def library_reason(error: Exception) -> str:

@@ -10,12 +10,14 @@ the limits of documents/archive.py, and its sentences to `max_queue`.
 
 import asyncio
 import base64
+import json
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
 from fastapi import APIRouter, File, Form, UploadFile
 from fastapi.responses import Response
+from pydantic import ValidationError
 from starlette.requests import Request
 
 from tnmt.config import ServeConfig
@@ -23,6 +25,8 @@ from tnmt.documents.files import file_format, read_file
 from tnmt.documents.report import segment_report
 from tnmt.errors import UserError
 from tnmt.serve.models import ApiError, ServedModel, pick, translations
+from tnmt.serve.native import SteeringFields
+from tnmt.translate.steering import Steering
 
 MEDIA_TYPES = {
     "txt": "text/plain; charset=utf-8",
@@ -61,6 +65,7 @@ async def translated_document(
     *,
     unsupported: int,
     refused: int,
+    steering: Steering | None = None,
 ) -> Translated:
     """The uploaded document translated by `model`. A format tnmt does not translate is `unsupported` (415 on
     /v1), a file its format's library refuses `refused` (422 on /v1; LibreTranslate's endpoints answer 400 to both)."""
@@ -79,7 +84,7 @@ async def translated_document(
         model.translator.decode,
         timeout=config.timeout_s,
         client=http,
-        steering=pending.steering(None),
+        steering=pending.steering(steering),
         refused=refused,
         too_large=413 if refused == 422 else refused,
     )
@@ -100,12 +105,18 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
         target: str | None = Form(None),  # noqa: B008
         format: str | None = Form(None),  # noqa: A002, B008 (the API's name)
         evidence: bool = Form(False),  # noqa: B008
+        glossary: str | None = Form(None),  # noqa: B008
+        do_not_translate: str | None = Form(None),  # noqa: B008
     ) -> Any:
         """The document `file` translated in its own format (`format` when its name does not say it), answered as
         a file named after it with the target language (`report.de.docx`); with `evidence`, as JSON: `filename`,
-        `media_type`, `file` (base64) and `report` (a segment each: confidence, warnings, terms met, split)."""
+        `media_type`, `file` (base64) and `report` (a segment each: confidence, warnings, terms met, split).
+        `glossary` and `do_not_translate` are JSON, as /v1/translate takes them, and apply to every segment."""
         model = pick(models, source, target)
-        done = await translated_document(model, file, format, config, http, unsupported=415, refused=422)
+        steering = _steering(config, glossary=glossary, do_not_translate=do_not_translate)
+        done = await translated_document(
+            model, file, format, config, http, unsupported=415, refused=422, steering=steering
+        )
         if evidence:
             encoded = base64.b64encode(done.data).decode("ascii")
             return {"filename": done.name, "media_type": MEDIA_TYPES[done.fmt], "file": encoded, "report": done.report}
@@ -113,6 +124,26 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
         return Response(done.data, media_type=MEDIA_TYPES[done.fmt], headers={"Content-Disposition": disposition})
 
     return api
+
+
+def _steering(config: ServeConfig, **fields: str | None) -> Steering | None:
+    """The steering of a document's form fields, each a JSON text (`glossary`: [{"source", "target"}, ...]).
+
+    Raises:
+        ApiError: 422 a field that is not JSON or not of its shape, naming it; what /v1/translate refuses.
+    """
+    values = {}
+    for name, text in fields.items():
+        if text is not None:
+            try:
+                values[name] = json.loads(text)
+            except json.JSONDecodeError as error:
+                raise ApiError(422, f"{name}: not JSON ({error.msg} at character {error.pos})") from None
+    try:
+        return SteeringFields.model_validate(values).steering(config)
+    except ValidationError as error:
+        first = error.errors()[0]
+        raise ApiError(422, f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
 
 
 def _safe(name: str) -> str:

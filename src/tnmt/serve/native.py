@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tnmt.config import DecodeConfig, ServeConfig
 from tnmt.decode.trace import Trace
+from tnmt.documents.files import FORMATS
 from tnmt.errors import UserError
 from tnmt.serve.models import ApiError, ServedModel, check_limits, pick, solo, translations
 from tnmt.translate.evidence import TokenAttention
@@ -156,11 +157,12 @@ def _translation_routes(api: APIRouter, models: list[ServedModel], config: Serve
 
     @api.get("/v1/models")
     async def list_models() -> dict[str, Any]:
-        """The language pairs served, their architecture, size and decoding defaults, and the limits."""
+        """The language pairs served, their architecture, size and decoding defaults, the limits, and the file
+        extensions /v1/translate_file reads."""
         search = ("max_chars", "max_texts", "max_beam_size", "max_n_best")
         tracing = ("max_trace_chars", "max_trace_beam", "max_top_k")
-        limits = {name: getattr(config, name) for name in (*search, *tracing, "max_glossary")}
-        return {"models": [_describe(model) for model in models], "limits": limits}
+        limits = {name: getattr(config, name) for name in (*search, *tracing, "max_glossary", "max_file_bytes")}
+        return {"models": [_describe(model) for model in models], "limits": limits, "file_formats": sorted(FORMATS)}
 
     @api.post("/v1/translate")
     async def translate(request: TranslateRequest, http: Request) -> dict[str, Any]:

@@ -32,18 +32,22 @@
 // - "Inside the model" asks /v1/inspect for the caret's sentence (and the model's own translation, or one typed in
 //   the view) under the same rules as the step view, and draws the forward pass in the lesson's order, one panel per
 //   stage; each picture is one Tab stop read cell by cell with the arrow keys, in words, in its panel's readout;
-//   layers count from 1 at the input side, heads from 1.
+//   layers count from 1 at the input side, heads from 1;
+// - "Files" sends a dropped or chosen document to /v1/translate_file and offers its translation as a download, with
+//   the report of its segments, the least confident first (files.js).
 //
 // The modules, one per view: settings.js (the models, limits, pair, beam, alternatives and source lines),
 // glossary.js (the glossary box and each line's terms), translate.js (translating as you type) with sentences.js
 // (sentence by sentence: what is sent, and each line joined from its sentences), evidence.js
 // (words, alignment, confidence, warnings), alternatives.js (other words for a word), heatmap.js (the
 // cross-attention map), explain.js with explain_tree.js and explain_panels.js (stepping through the search),
-// inside.js with inside_panels.js, inside_layers.js and inside_draw.js (inside the model); api.js is the one way
-// they ask the server, util.js their small helpers.
+// inside.js with inside_panels.js, inside_layers.js and inside_draw.js (inside the model), files.js (documents);
+// api.js is the one way they ask the server (files.js sends its uploads itself, for their progress), util.js their
+// small helpers.
 
 import { scheduleExplain, wireExplain } from "./explain.js";
 import { wireEvidence } from "./evidence.js";
+import { showFileFormats, wireFiles } from "./files.js";
 import { loadGlossary, wireGlossary } from "./glossary.js";
 import { wireHeatmap } from "./heatmap.js";
 import { scheduleInside, wireInside } from "./inside.js";
@@ -56,12 +60,14 @@ async function init() {
   wireTranslate();
   wireHeatmap();
   wireInside();
+  wireFiles();
   wireGlossary(() => {
     translateNow();
     scheduleExplain(0);
   });
   if (!(await loadModels(showError))) return;
   loadGlossary();
+  showFileFormats();
   updateCounter();
   if (sourceLines().length) translateNow(); // text restored by the browser on reload
   scheduleExplain(0); // the views may have been opened before the models were known

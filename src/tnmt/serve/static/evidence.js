@@ -12,7 +12,7 @@ const LOW_CONFIDENCE = 0.5; // a word under this probability is marked as unsure
 // What Python's str.split() splits on (str.isspace), which JavaScript's \s is not: the server counts words so.
 const PY_SPACE = "\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000";
 const SPACES = new RegExp(`([${PY_SPACE}]+)`);
-const WARNING_WORDS = {
+export const WARNING_WORDS = {
   repetition: "The translation repeats a word or phrase in a loop.",
   copy: "The translation copies the source instead of translating it.",
   length_ratio: "The translation is much shorter or longer than translations of such a source usually are.",

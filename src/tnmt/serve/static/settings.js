@@ -8,7 +8,8 @@ export const DEBOUNCE_MS = 300; // typing waits this long of quiet before the se
 
 export const server = {
   models: [],
-  limits: { max_chars: Infinity, max_texts: Infinity, max_beam_size: 1, max_n_best: 1 },
+  limits: { max_chars: Infinity, max_texts: Infinity, max_beam_size: 1, max_n_best: 1, max_file_bytes: Infinity },
+  fileFormats: [], // the extensions /v1/translate_file reads (".docx")
 };
 
 const el = { pair: $("pair"), beam: $("beam"), alternatives: $("alternatives"), source: $("source"), output: $("output") };
@@ -24,6 +25,7 @@ export async function loadModels(showError) {
       if (!data || !Array.isArray(data.models) || data.models.length === 0) throw new Error("the server lists no models");
       server.models = data.models;
       server.limits = { ...server.limits, ...data.limits };
+      server.fileFormats = Array.isArray(data.file_formats) ? data.file_formats : [];
     },
     refused: (_, message) => failed(message),
     fail: (error) => failed(error.message),
