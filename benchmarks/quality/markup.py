@@ -252,22 +252,30 @@ def _bare(word: str) -> str:
     return word.strip(".,;:!?\"'()").lower()
 
 
-def dictionary_cases(sources: list[str], plain: list[str], rng: random.Random) -> list[dict]:
-    """The test captions with a dictionary word whose translation the plain output holds exactly once, that word
-    wrapped in one of `SHAPES` (seeded). Each case: the caption's index, the shape, the fragment (the word's own
-    element has id "w") and the German word that element must hold."""
-    cases = []
+def dictionary_hits(sources: list[str], plain: list[str], rng: random.Random) -> list[tuple[int, int, str]]:
+    """The test captions with a dictionary word whose translation the plain output holds exactly once: (the
+    caption's index, the word's index in `source.split()`, the German word), one word per caption (seeded)."""
+    hits = []
     for k, (source, output) in enumerate(zip(sources, plain, strict=True)):
         words = source.split()
         found = [(i, DICTIONARY[_bare(w)]) for i, w in enumerate(words) if _bare(w) in DICTIONARY]
         for i, pattern in rng.sample(found, len(found)):
-            hits = [w for w in output.split() if re.fullmatch(pattern, _bare(w))]
+            held = [w for w in output.split() if re.fullmatch(pattern, _bare(w))]
             # one German word, which no other dictionary word of the source could have given ("dogs ... dog")
-            if len(hits) == 1 and not any(re.fullmatch(p, _bare(hits[0])) for j, p in found if j != i):
-                shape = rng.choice(SHAPES)
-                fragment = _wrap(words, i, shape, rng)
-                cases.append({"sentence": k, "shape": shape, "fragment": fragment, "expected": hits[0]})
+            if len(held) == 1 and not any(re.fullmatch(p, _bare(held[0])) for j, p in found if j != i):
+                hits.append((k, i, held[0]))
                 break
+    return hits
+
+
+def dictionary_cases(sources: list[str], plain: list[str], rng: random.Random) -> list[dict]:
+    """`dictionary_hits`, each word wrapped in one of `SHAPES` (seeded). Each case: the caption's index, the shape,
+    the fragment (the word's own element has id "w") and the German word that element must hold."""
+    cases = []
+    for k, i, expected in dictionary_hits(sources, plain, rng):
+        shape = rng.choice(SHAPES)
+        fragment = _wrap(sources[k].split(), i, shape, rng)
+        cases.append({"sentence": k, "shape": shape, "fragment": fragment, "expected": expected})
     return cases
 
 

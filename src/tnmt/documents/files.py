@@ -4,6 +4,8 @@ from pathlib import PurePath
 
 from tnmt.config import DecodeConfig
 from tnmt.documents.gettext import read_po, write_po
+from tnmt.documents.markdown import read_markdown
+from tnmt.documents.opendocument import read_odt
 from tnmt.documents.slides import read_pptx, write_pptx
 from tnmt.documents.subtitles import read_srt, read_vtt, write_srt, write_vtt
 from tnmt.documents.units import Pending, marked, plain, unit
@@ -58,8 +60,6 @@ def read_file(data: bytes, name: str, *, fmt: str | None = None) -> Pending:
         tree, units, fragments, codes = read_xliff(data, where=name)
         return marked(fragments, lambda translated: write_xliff(tree, units, translated, codes))
     if chosen == "odt":
-        from tnmt.documents.opendocument import read_odt
-
         return read_odt(data, where=name)
     if chosen in ("docx", "pptx"):  # paragraphs of formatted runs
         read, write = (read_docx, write_docx) if chosen == "docx" else (read_pptx, write_pptx)
@@ -74,8 +74,6 @@ def read_file(data: bytes, name: str, *, fmt: str | None = None) -> Pending:
     if chosen == "html":  # the page whole: its blocks' sentences, inline tags carried (serve/libretranslate/markup.py)
         return marked([text], lambda translated: translated[0].encode())
     if chosen == "markdown":
-        from tnmt.documents.markdown import read_markdown
-
         return read_markdown(text, where=name)
     if chosen == "vtt":
         captions, fragments = read_vtt(text, where=name)

@@ -14,9 +14,9 @@ and each translated piece is written back inside copies of the spans and links i
   entry (mimetype first and stored, the manifest, meta.xml, settings.xml, pictures, macros, embedded objects)
   is copied as it was, because odfpy's own `save` rewrites them all (meta's generator, settings, manifest) and
   drops signatures and entries the manifest does not list.
-- Safety: the archive passes `check_archive` first (limits, paths, no entity declarations); then every XML part odfpy will parse
-  is parsed by `defusedxml` (no entities, nothing external, at most `MAX_DEPTH` deep), because odfpy prints a part
-  it cannot parse and goes on without it, and writes XML recursively.
+- Safety: the archive passes `check_archive` first (limits, paths, no entity declarations); then every XML part
+  odfpy will parse is parsed by `defusedxml` (no entities, nothing external, at most `MAX_DEPTH` deep), because
+  odfpy prints a part it cannot parse and goes on without it, and writes XML recursively.
 """
 
 import io
