@@ -170,15 +170,19 @@ def test_a_file_is_translated_in_the_format_its_name_says(tiny_translator):
 
 
 def test_the_cli_translates_a_file_into_another(tiny_checkpoint, tmp_path, capsys):
+    import json
+
     from tnmt.cli import main
 
     (tmp_path / "s.srt").write_text(SUBTITLES, encoding="utf-8")
-    out = tmp_path / "s.it.srt"
-    assert (
-        main(["translate", "--checkpoint", str(tiny_checkpoint), "--file", str(tmp_path / "s.srt"), "--out", str(out)])
-        == 0
-    )
+    out, report = tmp_path / "s.it.srt", tmp_path / "report.json"
+    command = ["translate", "--checkpoint", str(tiny_checkpoint), "--file", str(tmp_path / "s.srt"), "--out", str(out)]
+    assert main([*command, "--report", str(report)]) == 0
     assert [c.index for c in srt.parse(out.read_text(encoding="utf-8"))] == [1, 2]
+    segments = json.loads(report.read_text(encoding="utf-8"))["segments"]
+    assert [s["source"] for s in segments] == ["two hundred and five", "seven"]
+    cues = srt.parse(out.read_text(encoding="utf-8"))
+    assert [" ".join(s["translation"].split()) for s in segments] == [" ".join(c.content.split()) for c in cues]
     assert main(["translate", "--checkpoint", str(tiny_checkpoint), "--file", str(tmp_path / "x.pdf")]) == 2
     assert "x.pdf: cannot tell its format from its name" in capsys.readouterr().err
 
@@ -313,7 +317,9 @@ def test_libretranslate_s_file_translation_answers_a_url_that_serves_the_file(ti
         settings = client.get("/frontend/settings").json()
         assert settings["filesTranslation"] is True and ".srt" in settings["supportedFilesFormat"]
         body = {"source": "en", "target": "it"}
-        answer = client.post("/translate_file", data=body, files={"file": ("../../talk.srt", SUBTITLES.encode())})
+        # LibreTranslate's own page sends this form (static/js/app.js, translateFile): its source may be "auto"
+        page_form = {"source": "auto", "target": "it", "api_key": ""}
+        answer = client.post("/translate_file", data=page_form, files={"file": ("../../talk.srt", SUBTITLES.encode())})
         assert answer.status_code == 200, answer.text
         url = answer.json()["translatedFileUrl"]
         assert url.startswith("http://testserver/download_file/") and url.endswith(".talk.it.srt")

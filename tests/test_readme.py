@@ -9,6 +9,7 @@ the reason and the test that covers them instead.
 """
 
 import gzip
+import io
 import json
 import os
 import re
@@ -48,6 +49,7 @@ STAND_INS = {
     "input.fr": "input.fr",
     "data/wmt14/newstest2014.en": "test.en",  # plain text, as `tnmt data wmt14` writes test sets
     "data/wmt14/newstest2014.de": "test.it",
+    "report.docx": "report.docx",  # a Word document of the tiny model's words, one of them bold
 }
 
 TINY_TRAINING = "{tiny_training}"  # stands for conftest's `tiny_training` overrides: a model that trains in seconds
@@ -171,11 +173,26 @@ def tiny_files(repo_root, numbers_corpus, numbers_multiway, trained_run, trained
             shutil.copy(numbers_corpus / f"{split}.{lang}", directory / "corpus" / f"{split}.{stand_in}")
     (directory / "terms.tsv").write_text("# en -> it\nhundred\tcento | cent\n", encoding="utf-8")
     (directory / "keep.txt").write_text("twelve\n", encoding="utf-8")
+    (directory / "report.docx").write_bytes(word_document())
     for lang in ("en", "it"):
         lines = (numbers_corpus / f"valid.{lang}").read_text(encoding="utf-8").splitlines(keepends=True)[:5]
         (directory / f"test.{lang}.gz").write_bytes(gzip.compress("".join(lines).encode(), mtime=0))
         (directory / f"test.{lang}").write_text("".join(lines), encoding="utf-8")
     return directory
+
+
+def word_document() -> bytes:
+    """A Word document of two paragraphs of the tiny model's words, "hundred" bold."""
+    import docx
+
+    document = docx.Document()
+    paragraph = document.add_paragraph("one ")
+    paragraph.add_run("hundred").bold = True
+    paragraph.add_run(" and twelve")
+    document.add_paragraph("four thousand and five")
+    buffer = io.BytesIO()
+    document.save(buffer)
+    return buffer.getvalue()
 
 
 def environment(cwd: Path) -> dict[str, str]:
@@ -261,19 +278,23 @@ CURL_EXAMPLES = re.findall(r"```sh\n(curl [^\n]*)\n```\s*```json\n(.*?)\n```", R
 
 
 def test_the_readme_shows_both_apis_by_curl():
-    assert [re.search(r"8000(/\S*)", command)[1] for command, _ in CURL_EXAMPLES] == ["/v1/translate", "/translate"]
+    paths = [re.search(r"8000(/\S*)", command)[1] for command, _ in CURL_EXAMPLES]
+    assert paths == ["/v1/translate", "/translate", "/translate_file"]
 
 
-@pytest.mark.parametrize(("command", "shown"), CURL_EXAMPLES, ids=["v1-translate", "libretranslate"])
+@pytest.mark.parametrize(("command", "shown"), CURL_EXAMPLES, ids=["v1-translate", "libretranslate", "file"])
 def test_a_curl_example_answers_in_the_shape_shown(command, shown, trained_run, tmp_path):
     """The README's curl command, run as written against `tnmt serve` on the tiny model (its port, and its target
-    language for the README's "de"), answers JSON of the shape shown: the same keys, the same kinds of values."""
+    language for the README's "de"; its report.docx), answers JSON of the shape shown: the same keys, the same
+    kinds of values."""
+    (tmp_path / "report.docx").write_bytes(word_document())
     port = free_port()
     shell = f"{shlex.quote(sys.executable)} -m tnmt serve --checkpoint {trained_run / 'best'} --port {port}"
     with serving(shell, tmp_path, port):
         target = httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=10).json()["models"][0]["target"]
         run = command.replace("127.0.0.1:8000", f"127.0.0.1:{port}").replace('"target": "de"', f'"target": "{target}"')
-        result = subprocess.run(run, shell=True, capture_output=True, text=True, timeout=60)
+        run = run.replace("target=de", f"target={target}")
+        result = subprocess.run(run, shell=True, capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert same_shape(json.loads(result.stdout), json.loads(shown)), result.stdout
 
@@ -311,6 +332,13 @@ def check_output(words: list[str], cwd: Path, stdout: str) -> None:
         case "train":
             out_dir = next(word.partition("=")[2] for word in words if word.startswith("--train.out_dir="))
             assert (cwd / out_dir / "last").resolve().name == "step_0000004", stdout  # APPEND's max_steps
+        case "translate" if "--file" in words:  # a document, and its report
+            import docx
+
+            out = docx.Document(str(cwd / after(words, "--out")))
+            assert len(out.paragraphs) == 2 and all(p.text.strip() for p in out.paragraphs), stdout
+            report = json.loads((cwd / after(words, "--report")).read_text(encoding="utf-8"))
+            assert report["summary"]["segments"] == 2, report
         case "translate":
             output = (cwd / after(words, ">")).read_text(encoding="utf-8") if ">" in words else stdout
             source = (cwd / after(words, "<")).read_text(encoding="utf-8")

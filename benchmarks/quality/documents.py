@@ -178,13 +178,14 @@ def build_xliff(paragraphs: list[Part]) -> bytes:
 
 
 def bold_xliff(data: bytes) -> list[list[str]]:
+    """Each unit's bold words: its target's (its source's when it has no target yet)."""
     from defusedxml import ElementTree
 
     ns = "{urn:oasis:names:tc:xliff:document:1.2}"
     found = []
     for unit in ElementTree.fromstring(data).iter(f"{ns}trans-unit"):
-        target = unit.find(f"{ns}target")
-        found.append(" ".join("".join(g.itertext()) for g in target.iter(f"{ns}g")).split())
+        text = unit.find(f"{ns}target") if unit.find(f"{ns}target") is not None else unit.find(f"{ns}source")
+        found.append(" ".join("".join(g.itertext()) for g in text.iter(f"{ns}g")).split())
     return found
 
 
