@@ -15,9 +15,13 @@ import io
 import re
 import zipfile
 import zlib
+from collections.abc import Callable
 from pathlib import PurePosixPath
+from typing import IO, TypeVar
 
 from tnmt.errors import UserError
+
+T = TypeVar("T")
 
 MAX_ENTRIES = 10_000
 MAX_UNCOMPRESSED = 256 * 2**20  # bytes declared by all entries together
@@ -65,7 +69,20 @@ def check_archive(
             raise UserError(f"{where}: {entry.filename} declares entities: refused (they could expand)")
 
 
-def library_reason(error: Exception) -> str:
+def open_archive(data: bytes, load: Callable[[IO[bytes]], T], *, where: str, kind: str) -> T:
+    """`data` checked (`check_archive`), then opened by its library's `load` (python-docx's `Document`).
+
+    Raises:
+        UserError: over a limit, or refused by the library: not `kind`, with the library's reason in one line.
+    """
+    check_archive(data, where=where, kind=kind)
+    try:
+        return load(io.BytesIO(data))
+    except (zipfile.BadZipFile, KeyError, ValueError) as error:
+        raise UserError(f"{where}: not {kind} ({_library_reason(error)})") from None
+
+
+def _library_reason(error: Exception) -> str:
     """A document library's error as a one-line reason, without the stream's address it names
     (python-docx: "file '<_io.BytesIO object at 0x7f...>' is not a Word file")."""
     reason = re.sub(r"file '<[^>]*>' is not an? [\w ]+ file, content type is", "its content type is", str(error))

@@ -4,16 +4,14 @@ are (runs.py). Paragraphs holding fields or line breaks are left as they are for
 
 import copy
 import io
-import zipfile
 
 import pptx
 from pptx.oxml.ns import qn
 from pptx.presentation import Presentation
 from pptx.text.text import _Paragraph
 
-from tnmt.documents.archive import check_archive, library_reason
+from tnmt.documents.archive import open_archive
 from tnmt.documents.runs import fragment, pieces, plain_run
-from tnmt.errors import UserError
 
 
 def read_pptx(data: bytes, *, where: str) -> tuple[Presentation, list[_Paragraph], list[str]]:
@@ -22,11 +20,7 @@ def read_pptx(data: bytes, *, where: str) -> tuple[Presentation, list[_Paragraph
     Raises:
         UserError: not a PowerPoint presentation (named after `where`).
     """
-    check_archive(data, where=where, kind="a PowerPoint presentation")
-    try:
-        presentation = pptx.Presentation(io.BytesIO(data))
-    except (zipfile.BadZipFile, KeyError, ValueError) as error:
-        raise UserError(f"{where}: not a PowerPoint presentation ({library_reason(error)})") from None
+    presentation = open_archive(data, pptx.Presentation, where=where, kind="a PowerPoint presentation")
     paragraphs = [p for p in _paragraphs(presentation) if "".join(r.text for r in p.runs).strip() and _only_runs(p)]
     return presentation, paragraphs, [_fragment(p) for p in paragraphs]
 

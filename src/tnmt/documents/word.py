@@ -7,16 +7,14 @@ is written as a run with the formatting of the run it came from. Paragraphs hold
 
 import copy
 import io
-import zipfile
 
 import docx
 from docx.document import Document
 from docx.oxml.ns import qn
 from docx.text.paragraph import Paragraph
 
-from tnmt.documents.archive import check_archive, library_reason
+from tnmt.documents.archive import open_archive
 from tnmt.documents.runs import fragment, pieces, plain_run
-from tnmt.errors import UserError
 
 
 def read_docx(data: bytes, *, where: str) -> tuple[Document, list[Paragraph], list[str]]:
@@ -25,11 +23,7 @@ def read_docx(data: bytes, *, where: str) -> tuple[Document, list[Paragraph], li
     Raises:
         UserError: not a Word document (named after `where`).
     """
-    check_archive(data, where=where, kind="a Word document")
-    try:
-        document = docx.Document(io.BytesIO(data))
-    except (zipfile.BadZipFile, KeyError, ValueError) as error:
-        raise UserError(f"{where}: not a Word document ({library_reason(error)})") from None
+    document = open_archive(data, docx.Document, where=where, kind="a Word document")
     paragraphs = [p for p in _paragraphs(document) if p.text.strip() and _only_runs(p)]
     return document, paragraphs, [_fragment(p) for p in paragraphs]
 
