@@ -258,9 +258,10 @@ class Fixtures:
     ref: Path
     empty: Path  # an empty directory: `tnmt data --from`, `tnmt import`'s source
     readonly: Path  # a place nobody may write (root ignores permissions: then /sys)
+    run: Path  # a training run that kept the checkpoint (`tnmt replay --run`)
 
     def fill(self, token: str, directory: Path) -> str:
-        names = {"ckpt": self.checkpoint, "recipe": self.recipe, "src": self.src, "ref": self.ref}
+        names = {"ckpt": self.checkpoint, "recipe": self.recipe, "src": self.src, "ref": self.ref, "run": self.run}
         return token.format(**names, empty=self.empty, readonly=self.readonly, dir=directory)
 
 
@@ -276,6 +277,7 @@ BASE: dict[str, dict[str, list[str]]] = {
     "attention": {"checkpoint": ["--checkpoint", "{ckpt}"], "sentence": ["one"]},
     "explain": {"checkpoint": ["--checkpoint", "{ckpt}"], "sentence": ["one"]},
     "inspect": {"checkpoint": ["--checkpoint", "{ckpt}"], "sentence": ["one"]},
+    "replay": {"run_dir": ["--run", "{run}"], "sentence": ["one"]},
     "serve": {
         "checkpoint": ["--checkpoint", "{ckpt}"],
         "port": ["--port", "0"],
@@ -501,7 +503,11 @@ def make_fixtures(directory: Path, checkpoint: Path | None = None) -> Fixtures:
     src, ref = directory / "src.en", directory / "ref.it"
     src.write_text("one\ntwo\n")
     ref.write_text("uno\ndue\n")
-    return Fixtures(checkpoint, recipe, src, ref, directory / "empty", _read_only_place(directory))
+    run = directory / "replay_run"
+    (run / "snapshots").mkdir(parents=True, exist_ok=True)
+    if not (run / "snapshots" / "step_0000001").exists():
+        (run / "snapshots" / "step_0000001").symlink_to(Path(checkpoint).resolve(), target_is_directory=True)
+    return Fixtures(checkpoint, recipe, src, ref, directory / "empty", _read_only_place(directory), run)
 
 
 def _read_only_place(directory: Path) -> Path:

@@ -197,11 +197,27 @@ def _add_explain_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the JSON of POST /v1/inspect instead of a summary")
     p.set_defaults(run=_inspect)
 
+    p = sub.add_parser("replay", help="one sentence through a training run, model by model kept (how it learned)")
+    p.add_argument("--run", dest="run_dir", required=True, type=_path, help="the run's directory (its --train.out_dir)")
+    p.add_argument("sentence")
+    p.add_argument("--reference", help="a translation whose probability each model is asked for")
+    p.add_argument("--source", metavar="CODE", help="the sentence's language (a multilingual run)")
+    p.add_argument("--target", metavar="CODE", help="the language to write (a multilingual run)")
+    p.add_argument("--threads", type=int, default=0, help="CPU threads; 0 = PyTorch's default (0)")
+    p.add_argument("--json", action="store_true", help="print the JSON of POST /v1/replay instead of text")
+    p.set_defaults(run=_replay)
+
 
 def _add_serving_commands(sub: argparse._SubParsersAction) -> None:
     """serve: one flag per `ServeConfig` field."""
     p = sub.add_parser("serve", help="serve translations over HTTP (API, LibreTranslate API, web page)")
     p.add_argument("--checkpoint", required=True, type=_path, action="append", help="repeat for more language pairs")
+    p.add_argument(
+        "--run",
+        dest="run_dir",
+        type=_path,
+        help="the checkpoint's training run, for /v1/replay (default: the run it sits in, if any)",
+    )
     _device_option(p)
     _config_flags(p.add_argument_group("server"), ServeConfig)
     p.set_defaults(run=_serve)
@@ -366,7 +382,7 @@ def _serve(args: argparse.Namespace, _: list[str]) -> int:
     threads = config.threads or torch.get_num_threads()  # explicit, and said below
     config = replace(config, threads=threads)
     torch.set_num_threads(1)  # this thread only loads: the batchers' threads decode (see Batcher._run)
-    models = load_models(args.checkpoint, config, device=str(device), zero_shot=config.zero_shot)
+    models = load_models(args.checkpoint, config, device=str(device), zero_shot=config.zero_shot, run=args.run_dir)
     app = create_app(models, config)
     pairs = ", ".join(model.id for model in models)
     port = listening.getsockname()[1]  # the one chosen when --port is 0
@@ -704,6 +720,30 @@ def _inspect(args: argparse.Namespace, _: list[str]) -> int:
         return 0
     answer = inside_dict(found, lambda i: piece([i])[0], config=translator.model.config, top_k=args.top_k)
     print(json.dumps({**_model_name(args.checkpoint), **answer}, ensure_ascii=False))
+    return 0
+
+
+def _replay(args: argparse.Namespace, _: list[str]) -> int:
+    import json
+
+    import torch
+
+    from tnmt.views.replay import format_replay, replay, replay_dict
+
+    if not 0 <= args.threads <= MAX_THREADS:
+        raise UserError(f"--threads must be from 0 to {MAX_THREADS} (0: PyTorch's default), got {args.threads}")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    with _progress_bar(unit=" models") as bar:
+        found = replay(
+            args.run_dir,
+            args.sentence,
+            reference=args.reference,
+            source=args.source,
+            target=args.target,
+            progress=lambda done, total: (setattr(bar, "total", total), bar.update(done - bar.n)),
+        )
+    print(json.dumps(replay_dict(found), ensure_ascii=False) if args.json else format_replay(found))
     return 0
 
 

@@ -271,6 +271,9 @@ class TrainConfig:
     best_metric: Literal["bleu", "chrf"] = "bleu"  # validation metric that picks `best`, drives early stopping
     patience: int = 0  # stop after N validations without a better best_metric; 0 = never
     keep_checkpoints: int = 5  # step checkpoints kept on disk (for averaging); best/last are kept too
+    # The model's weights alone (no optimizer) at updates N, 2N, 4N, ... in OUT/snapshots, for `tnmt replay` (how
+    # the model learned): log2(max_steps / N) + 1 of them, 14 MB each for the Multi30k recipe. 0 = none.
+    snapshots_from: int = 25
     average_last: int = 0  # at the end, average the last N step checkpoints into OUT/averaged (section 6.1); 0 = no
     log_every: int = 50  # updates between metric log lines
     threads: int = 0  # torch threads; 0 = PyTorch's default
@@ -279,7 +282,7 @@ class TrainConfig:
         _check_literals(self)
         _check_finite(self)
         counts = ("max_steps", "max_epochs", "eval_every", "eval_beam_size", "patience", "threads", "average_last")
-        for name in (*counts, "distill_at_step"):
+        for name in (*counts, "distill_at_step", "snapshots_from"):
             _check(self, name, getattr(self, name) >= 0, ">= 0")
         for name in ("max_tokens", "accum_steps", "warmup_steps", "keep_checkpoints", "log_every"):
             _check(self, name, getattr(self, name) > 0, "positive")

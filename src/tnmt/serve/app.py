@@ -36,6 +36,7 @@ from tnmt.serve.libretranslate.api import router as libretranslate_api
 from tnmt.serve.libretranslate.files import router as libretranslate_files
 from tnmt.serve.models import ApiError, ServedModel, batchers, translations
 from tnmt.serve.native import router as native_api
+from tnmt.serve.replay import router as replay_api
 
 STATIC = Path(str(files("tnmt"))) / "serve" / "static"
 PROBE = "Hello."  # what /ready translates
@@ -66,6 +67,7 @@ def create_app(models: list[ServedModel], config: ServeConfig) -> FastAPI:
     _add_error_handlers(app, config, metrics)
     app.include_router(native_api(models, config))
     app.include_router(files_api(models, config))
+    app.include_router(replay_api(models, config))
     app.include_router(libretranslate_api(models, config))
     app.include_router(libretranslate_files(models, config, store))
     _add_probes(app, models, config)

@@ -21,7 +21,7 @@ import asyncio
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -34,6 +34,7 @@ from tnmt.serve.batcher import Batcher, QueueFull
 from tnmt.translate.steering import Steering
 from tnmt.translate.translator import Translation, Translator
 from tnmt.translate.whole import Split
+from tnmt.views.replay import kept_models, run_of
 
 CLIENT_GONE = 499  # nginx's "client closed request": nobody reads it, the metrics count it
 Result = TypeVar("Result")
@@ -50,6 +51,7 @@ class ServedModel:
     batcher: Batcher
     trained: bool = True  # False: a pair of a multilingual model's languages it was not trained on (zero-shot)
     languages: tuple[str, ...] = ()  # a multilingual model's: every language it reads and writes
+    run: Path | None = None  # the training run it came from, when readable: what /v1/replay replays
 
     @property
     def id(self) -> str:
@@ -65,14 +67,25 @@ class ApiError(Exception):
 
 
 def load_models(
-    paths: list[Path], config: ServeConfig, *, device: str = "cpu", zero_shot: bool = False
+    paths: list[Path],
+    config: ServeConfig,
+    *,
+    device: str = "cpu",
+    zero_shot: bool = False,
+    run: Path | None = None,
 ) -> list[ServedModel]:
     """A `ServedModel` per direction of each checkpoint (its directions stored in it), on `device`; with
-    `zero_shot`, also every untrained pair of a multilingual checkpoint's languages.
+    `zero_shot`, also every untrained pair of a multilingual checkpoint's languages. Each knows its training run:
+    `run` (for one checkpoint), else the run the checkpoint sits in (views/replay.py's `run_of`), if any.
 
     Raises:
-        UserError: a checkpoint that does not name its languages, or two checkpoints for one pair.
+        UserError: a checkpoint that does not name its languages, two checkpoints for one pair, or `run` with
+            several checkpoints or not a run.
     """
+    if run is not None and len(paths) != 1:
+        raise UserError("--run names the training run of one --checkpoint: serve that checkpoint alone with it")
+    if run is not None:
+        kept_models(run)  # a run, or a one-line refusal before anything loads
     models: dict[str, ServedModel] = {}
     for path in paths:
         translator = Translator.from_checkpoint(path, device=device)
@@ -90,6 +103,7 @@ def load_models(
             threads=config.threads,
         )
         for served in _directions(translator, batcher, zero_shot=zero_shot):
+            served = replace(served, run=run or run_of(path))
             if served.id in models:
                 raise UserError(f"{path}: a second checkpoint for {served.id}; serve one model per language pair")
             models[served.id] = served

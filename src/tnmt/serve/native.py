@@ -392,6 +392,7 @@ def _describe(model: ServedModel) -> dict[str, Any]:
         "source": model.source,
         "target": model.target,
         "trained": model.trained,  # false: a multilingual model's zero-shot pair (tnmt serve --zero-shot)
+        "replay": model.run is not None,  # its training run is served: /v1/replay, the page's "Watch it learn"
         "parameters": sum(p.numel() for p in network.parameters()),
         "architecture": asdict(network.config),
         "decoding": asdict(model.translator.decode),

@@ -96,6 +96,8 @@ def _train_epoch(run: Run, window: Window, *, clock: float, stop: StopRequest | 
         group = batches[state.batch_index : state.batch_index + run.world.size * cfg.accum_steps]
         window.add(*_update_on(run, data, group))
         stops = _count_update(run, len(group), clock=clock, stop=stop)
+        if is_snapshot_step(state.step, cfg.snapshots_from) and run.world.is_main:
+            _snapshot(run)
         if state.step % cfg.log_every == 0:
             _log_window(run, window)
         run.bar.advance(step=state.step, elapsed=state.elapsed)
@@ -370,6 +372,25 @@ def _save(run: Run) -> None:
     _remove_leftovers(run)
 
 
+def is_snapshot_step(step: int, first: int) -> bool:
+    """Whether update `step` is one of `first`, 2 `first`, 4 `first`, ... (log-spaced: the early updates, where
+    the model changes most, get most of them); never when `first` is 0."""
+    return first > 0 and step % first == 0 and (step // first) & (step // first - 1) == 0
+
+
+def _snapshot(run: Run) -> None:
+    """The model's weights now (the EMA's when there is one, as validation sees them), without the optimizer, as a
+    checkpoint in OUT/snapshots: what `tnmt replay` shows the run learning from."""
+    with _ema_swapped_in(run):
+        save_checkpoint(
+            run.out / "snapshots" / f"step_{run.state.step:07d}",
+            run.model,
+            run.tokenizer,
+            decode=run.recipe.decode,
+            directions=run.recipe.data.trained_directions,
+        )
+
+
 def _stop(run: Run, signal_name: str) -> None:
     """Checkpoint the update just done (unless validation just did) and raise `Stopped`: training has not
     ended, so no averaging and no curves (a resume makes them). `signal_name` is empty on a rank that
@@ -403,7 +424,7 @@ def _finish(run: Run) -> Path:
 
 def _remove_leftovers(run: Run) -> None:
     """What a killed run (or a failed deletion) left behind: hidden, but it takes space."""
-    for directory in (run.out, run.out / "checkpoints"):
+    for directory in (run.out, run.out / "checkpoints", run.out / "snapshots"):
         if directory.is_dir():
             remove_leftovers(directory)
 

@@ -1,0 +1,254 @@
+"""Watch it learn: one sentence through a training run, checkpoint by checkpoint.
+
+A run keeps the model as it was at several updates (`checkpoints/step_*`, the last few for averaging, and
+`snapshots/step_*`, log-spaced from the start: train/loop.py), and the metrics of every update it logged
+(`metrics.jsonl`). `replay` loads each kept model in turn, one at a time, and asks it what the final model is asked
+by the other views: its greedy and beam translations of the sentence, with each word's probability; the
+probability it gives a reference translation (teacher-forced); and the cross-attention of its aligning layer over
+its own translation, exactly as `tnmt inspect` draws it (views/inside.py). Side by side they show what the curves
+only hint at: when the output stops being one repeated word, when it starts to stop at EOS, when the attention
+turns from a blur into a diagonal, and what the validation loss and BLEU were doing meanwhile.
+
+`tnmt replay` prints it (`format_replay`) or its JSON (`replay_dict`); `POST /v1/replay` answers that JSON and the
+page's "Watch it learn" view draws it.
+"""
+
+import json
+import math
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from tnmt.aligning_head import alignment_layer_index
+from tnmt.checkpoint import is_checkpoint
+from tnmt.errors import UserError
+from tnmt.translate.translator import Translator
+from tnmt.views.inside import inside
+from tnmt.views.plain import plain, rounded
+
+MAX_CHARS = 500  # a replay follows one sentence
+CURVES = ("train_loss", "val_loss", "val_bleu", "val_chrf")
+_STEP = re.compile(r"step_(\d+)")
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A model the run kept: its update, where it is, and what kept it ("snapshot" or "checkpoint")."""
+
+    step: int
+    path: Path
+    kind: str
+
+
+@dataclass(frozen=True)
+class Attention:
+    """The aligning layer's cross-attention over the model's own translation: `weights` (T, S), row t the
+    attention while predicting `target[t]` (the translation's pieces, then EOS) over `source` (pieces, then EOS)."""
+
+    layer: int  # 1 = the decoder's first
+    head: int  # 1 = the first; 0 = the heads' mean
+    source: list[str]
+    target: list[str]
+    weights: list[list[float]]
+
+
+@dataclass(frozen=True)
+class Moment:
+    """The sentence as the model of one kept update saw it."""
+
+    step: int
+    kind: str
+    metrics: dict[str, float]  # the last training record logged by then, and the validation at this step if any
+    greedy: str
+    beam: str
+    beam_size: int
+    words: list[str]  # the beam translation's words
+    word_probs: list[float]  # their probabilities
+    confidence: float  # the beam translation's, as its evidence gives it
+    reference_log_prob: float | None  # ln p(reference | sentence), teacher-forced, EOS included
+    reference_tokens: int
+    attention: Attention
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A sentence through a run: one `Moment` per kept model, in order, and the run's curves ([step, value])."""
+
+    run: str
+    text: str
+    reference: str | None
+    source: str | None
+    target: str | None
+    moments: list[Moment]
+    curves: dict[str, list[list[float]]]
+
+
+def run_of(path: str | os.PathLike[str]) -> Path | None:
+    """The training run `path` is or belongs to: the directory itself when it holds kept models, or the run of a
+    checkpoint in it (RUN/best, RUN/checkpoints/step_*); None when there is none."""
+    path = Path(path)
+    for candidate in (path, path.parent, path.resolve().parent.parent):
+        if any(candidate.glob("checkpoints/step_*")) or any(candidate.glob("snapshots/step_*")):
+            return candidate
+    return None
+
+
+def kept_models(run: Path) -> list[Kept]:
+    """The models `run` kept, by update (a step both snapshotted and checkpointed counts once).
+
+    Raises:
+        UserError: `run` is not a directory holding kept models.
+    """
+    if not run.is_dir():
+        raise UserError(f"{run}: no such directory (give a training run's --train.out_dir)")
+    found: dict[int, Kept] = {}
+    for kind, folder in (("snapshot", "snapshots"), ("checkpoint", "checkpoints")):
+        for path in sorted((run / folder).glob("step_*")):
+            match = _STEP.fullmatch(path.name)
+            if match and is_checkpoint(path):
+                found[int(match[1])] = Kept(int(match[1]), path, kind)
+    if not found:
+        raise UserError(f"{run}: not a training run (no checkpoints/step_* or snapshots/step_* in it)")
+    return [found[step] for step in sorted(found)]
+
+
+def read_metrics(run: Path) -> list[dict[str, Any]]:
+    """The records of `run`'s metrics.jsonl in order (none when it has no such file; a line cut mid-write skipped)."""
+    path = run / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("step"), int):
+            records.append(record)
+    return records
+
+
+def replay(
+    run: Path,
+    text: str,
+    *,
+    reference: str | None = None,
+    source: str | None = None,
+    target: str | None = None,
+    progress: Callable[[int, int], object] | None = None,
+) -> Replay:
+    """`text` through every model `run` kept (see the module docstring); `source` and `target` choose the pair of a
+    multilingual run; `progress(done, total)` after each model.
+
+    Raises:
+        UserError: not a run, an empty or too long text, a text of several sentences, a pair the run's models do
+            not translate.
+    """
+    if not text.strip():
+        raise UserError("the sentence is empty: nothing to replay")
+    if len(text) > MAX_CHARS:
+        raise UserError(f"the sentence has {len(text)} characters: over {MAX_CHARS} (a replay follows one sentence)")
+    if reference is not None and not reference.strip():
+        raise UserError("the reference is empty: leave it out, or give the translation to score")
+    if (source is None) != (target is None):
+        raise UserError("name the language pair with both source and target")
+    kept, records = kept_models(run), read_metrics(run)
+    moments = []
+    for done, model in enumerate(kept, 1):
+        translator = Translator.from_checkpoint(model.path)
+        if source is not None and target is not None:
+            translator = translator.for_pair(source, target)
+        moments.append(_moment(translator, model, text, reference, records))
+        if progress is not None:
+            progress(done, len(kept))
+    curves = {key: [[r["step"], r[key]] for r in records if isinstance(r.get(key), int | float)] for key in CURVES}
+    return Replay(str(run), text, reference, source, target, moments, curves)
+
+
+def _moment(translator: Translator, model: Kept, text: str, reference: str | None, records: list[dict]) -> Moment:
+    """What the model of `model` makes of `text` (and of `reference`)."""
+    settings = translator.decode
+    if len(translator.split([text], None, settings).prepared) > 1:
+        raise UserError("a replay follows one sentence: this text has several (give one)")
+    beam = translator.translations([text], settings, evidence=True)[0]
+    greedy = translator.translations([text], replace(settings, beam_size=1))[0]
+    look = inside(translator, text, settings)  # the inspect view's pass over the model's own translation
+    layer = alignment_layer_index(settings.alignment_layer, translator.model.config.n_decoder_layers)
+    heads = look.forward.cross_attention[layer]  # (H, T, S)
+    rows = heads.mean(dim=0) if settings.alignment_head == 0 else heads[settings.alignment_head - 1]
+    scored = inside(translator, text, settings, translation=reference) if reference is not None else None
+    evidence = beam.evidence
+    return Moment(
+        step=model.step,
+        kind=model.kind,
+        metrics=_metrics_at(records, model.step),
+        greedy=greedy.text,
+        beam=beam.text,
+        beam_size=settings.beam_size,
+        words=beam.text.split(),
+        word_probs=[rounded(p) for p in evidence.word_probs] if evidence else [],
+        confidence=rounded(evidence.confidence) if evidence else 0.0,
+        reference_log_prob=(
+            rounded(sum(math.log(max(p.prob, 1e-45)) for p in scored.forward.predictions)) if scored else None
+        ),
+        reference_tokens=len(scored.forward.predictions) if scored else 0,
+        attention=Attention(layer + 1, settings.alignment_head, look.source_pieces, look.next_pieces, rounded(rows)),
+    )
+
+
+def _metrics_at(records: list[dict[str, Any]], step: int) -> dict[str, float]:
+    """The last training record logged at or before `step` and the validation logged at `step`, merged."""
+    metrics: dict[str, float] = {}
+    for record in records:
+        if record["step"] > step:
+            break
+        if "train_loss" in record or record["step"] == step:
+            keep = ("train_loss", "lr", "epoch") if "train_loss" in record else ("val_loss", "val_bleu", "val_chrf")
+            metrics |= {key: record[key] for key in keep if isinstance(record.get(key), int | float)}
+    return metrics
+
+
+def replay_dict(found: Replay) -> dict[str, Any]:
+    """The replay as JSON's types (`tnmt replay --json`, `POST /v1/replay`)."""
+    return plain(found)
+
+
+def format_replay(found: Replay) -> str:
+    """The replay as text: one block per kept model, each target word with the source piece it attends to most."""
+    first, last = found.moments[0].step, found.moments[-1].step
+    lines = [f"run: {found.run}: {len(found.moments)} kept models, updates {first} to {last}"]
+    lines.append(f"sentence: {found.text}")
+    if found.reference is not None:
+        lines.append(f"reference: {found.reference}")
+    for moment in found.moments:
+        lines += ["", _heading(moment), f"  greedy : {moment.greedy}", f"  beam {moment.beam_size} : {moment.beam}"]
+        words = zip(moment.words, moment.word_probs, strict=True)
+        lines.append(f"  words  : {'  '.join(f'{w} {p:.2f}' for w, p in words)}")
+        if moment.reference_log_prob is not None:
+            per_token = math.exp(moment.reference_log_prob / max(moment.reference_tokens, 1))
+            lines.append(f"  reference: ln p = {moment.reference_log_prob:.2f} ({per_token:.2f} a token)")
+        lines.append(f"  attention (decoder layer {moment.attention.layer}, {_head(moment.attention.head)}):")
+        lines.append(f"    {_strongest(moment.attention)}")
+    return "\n".join(lines)
+
+
+def _heading(moment: Moment) -> str:
+    names = {"train_loss": "train loss", "val_loss": "valid loss", "val_bleu": "valid BLEU", "val_chrf": "chrF"}
+    figures = [f"{names[k]} {moment.metrics[k]:.2f}" for k in names if k in moment.metrics]
+    return f"step {moment.step} ({moment.kind})" + (f": {', '.join(figures)}" if figures else "")
+
+
+def _head(head: int) -> str:
+    return "the heads' mean" if head == 0 else f"head {head}"
+
+
+def _strongest(attention: Attention) -> str:
+    """Each target piece with the source piece it attends to most and that weight: "Hunde<-dogs .81"."""
+    out = []
+    for piece, row in zip(attention.target, attention.weights, strict=True):
+        best = max(range(len(row)), key=row.__getitem__)
+        out.append(f"{piece}<-{attention.source[best]} {row[best]:.2f}")
+    return "  ".join(out)
