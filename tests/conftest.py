@@ -218,6 +218,17 @@ def tiny_recipe(tiny_training) -> Callable[..., Recipe]:
 
 
 @pytest.fixture(scope="session")
+def tiny_run(tiny_recipe, tmp_path_factory) -> Path:
+    """A tiny run of 8 updates: snapshots at 1, 2, 4 and 8, validation (and step checkpoints) at 4 and 8, step 4
+    kept as `best` (tnmt replay's input)."""
+    from tnmt.train.loop import train
+
+    out = tmp_path_factory.mktemp("tiny_run") / "run"
+    recipe = tiny_recipe(out, "--train.max_steps=8", "--train.snapshots_from=1", "--train.keep_checkpoints=1")
+    return train(recipe, progress=False)
+
+
+@pytest.fixture(scope="session")
 def tiny_checkpoint(numbers_corpus, tmp_path_factory) -> Path:
     """A checkpoint of a random tiny model (max_len 16) with a real tokenizer and stored [decode] settings."""
     from tnmt.checkpoint import save_checkpoint

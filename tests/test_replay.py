@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tnmt.errors import UserError
-from tnmt.train.loop import is_snapshot_step, train
+from tnmt.train.loop import is_snapshot_step
 from tnmt.translate.translator import Translator
 from tnmt.views.inside import inside
 from tnmt.views.replay import format_replay, kept_models, read_metrics, replay, replay_dict, run_of
@@ -18,12 +18,9 @@ SENTENCE = "two hundred and five"
 
 
 @pytest.fixture(scope="module")
-def run(tiny_recipe, tmp_path_factory):
-    """A tiny run of 8 updates: snapshots at 1, 2, 4 and 8, validation (and step checkpoints) at 4 and 8, step 4
-    kept as `best`."""
-    out = tmp_path_factory.mktemp("replay") / "run"
-    recipe = tiny_recipe(out, "--train.max_steps=8", "--train.snapshots_from=1", "--train.keep_checkpoints=1")
-    return train(recipe, progress=False)
+def run(tiny_run):
+    """conftest's tiny run (8 updates; models kept at 1, 2, 4 and 8), under a shorter name."""
+    return tiny_run
 
 
 def test_snapshots_are_log_spaced_from_the_first():

@@ -34,7 +34,7 @@ from tnmt.serve.batcher import Batcher, QueueFull
 from tnmt.translate.steering import Steering
 from tnmt.translate.translator import Translation, Translator
 from tnmt.translate.whole import Split
-from tnmt.views.replay import kept_models, run_of
+from tnmt.views.replay import check_run, run_of
 
 CLIENT_GONE = 499  # nginx's "client closed request": nobody reads it, the metrics count it
 Result = TypeVar("Result")
@@ -85,7 +85,7 @@ def load_models(
     if run is not None and len(paths) != 1:
         raise UserError("--run names the training run of one --checkpoint: serve that checkpoint alone with it")
     if run is not None:
-        kept_models(run)  # a run, or a one-line refusal before anything loads
+        check_run(run, paths[0])  # before anything loads
     models: dict[str, ServedModel] = {}
     for path in paths:
         translator = Translator.from_checkpoint(path, device=device)

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from tnmt.aligning_head import alignment_layer_index
-from tnmt.checkpoint import is_checkpoint
+from tnmt.checkpoint import CONFIG_FILE, is_checkpoint, read_model_json
+from tnmt.directions import direction_name
 from tnmt.errors import UserError
 from tnmt.translate.translator import Translator
 from tnmt.views.inside import inside
@@ -113,6 +114,19 @@ def kept_models(run: Path) -> list[Kept]:
     if not found:
         raise UserError(f"{run}: not a training run (no checkpoints/step_* or snapshots/step_* in it)")
     return [found[step] for step in sorted(found)]
+
+
+def check_run(run: Path, checkpoint: Path) -> None:
+    """Refuse `run` as the training run of `checkpoint` unless it is a run whose last kept model translates the
+    checkpoint's pairs (`tnmt serve --run`).
+
+    Raises:
+        UserError: naming the run and what its models translate.
+    """
+    kept = read_model_json(kept_models(run)[-1].path / CONFIG_FILE)[2]
+    if not set(read_model_json(checkpoint / CONFIG_FILE)[2]) <= set(kept):
+        names = ", ".join(direction_name(d) for d in kept) or "no named pair"
+        raise UserError(f"--run {run}: its models translate {names}, not the checkpoint's pairs")
 
 
 def read_metrics(run: Path) -> list[dict[str, Any]]:

@@ -33,6 +33,8 @@
 //   the view) under the same rules as the step view, and draws the forward pass in the lesson's order, one panel per
 //   stage; each picture is one Tab stop read cell by cell with the arrow keys, in words, in its panel's readout;
 //   layers count from 1 at the input side, heads from 1;
+// - "Watch it learn" (when the server has the model's training run) asks /v1/replay for the caret's sentence through
+//   every model the run kept, and walks them with a slider: translations, attention, curves (replay.js);
 // - "Files" sends a dropped or chosen document to /v1/translate_file and offers its translation as a download, with
 //   the report of its segments, the least confident first (files.js).
 //
@@ -41,7 +43,8 @@
 // (sentence by sentence: what is sent, and each line joined from its sentences), evidence.js
 // (words, alignment, confidence, warnings), alternatives.js (other words for a word), heatmap.js (the
 // cross-attention map), explain.js with explain_tree.js and explain_panels.js (stepping through the search),
-// inside.js with inside_panels.js, inside_layers.js and inside_draw.js (inside the model), files.js (documents);
+// inside.js with inside_panels.js, inside_layers.js and inside_draw.js (inside the model), replay.js (watch it
+// learn), files.js (documents);
 // api.js is the one way they ask the server (files.js sends its uploads itself, for their progress), util.js their
 // small helpers.
 
@@ -51,6 +54,7 @@ import { showFileFormats, wireFiles } from "./files.js";
 import { loadGlossary, wireGlossary } from "./glossary.js";
 import { wireHeatmap } from "./heatmap.js";
 import { scheduleInside, wireInside } from "./inside.js";
+import { scheduleReplay, showReplayView, wireReplay } from "./replay.js";
 import { loadModels, sourceLines } from "./settings.js";
 import { showError, translateNow, updateCounter, wireTranslate } from "./translate.js";
 
@@ -61,6 +65,7 @@ async function init() {
   wireHeatmap();
   wireInside();
   wireFiles();
+  wireReplay();
   wireGlossary(() => {
     translateNow();
     scheduleExplain(0);
@@ -68,10 +73,12 @@ async function init() {
   if (!(await loadModels(showError))) return;
   loadGlossary();
   showFileFormats();
+  showReplayView();
   updateCounter();
   if (sourceLines().length) translateNow(); // text restored by the browser on reload
   scheduleExplain(0); // the views may have been opened before the models were known
   scheduleInside(0);
+  scheduleReplay(0);
 }
 
 init();

@@ -86,6 +86,14 @@ export function caretSentence(source, numbered) {
   return { text: line.text, sentence };
 }
 
+/** The text of the sentence the caret is in (as `caretSentence` finds it), or null when there is no line. */
+export function caretSentenceText(source, numbered) {
+  const at = caretSentence(source, numbered);
+  if (!at) return null;
+  const split = state.split.get(at.text);
+  return split ? split.sentences[at.sentence].trim() : at.text.trim();
+}
+
 function key(settings, sentence) {
   return `${settings}\u0000${sentence}`;
 }
