@@ -196,8 +196,14 @@ def test_offline_quickstart_runs_the_whole_pipeline(tmp_path):
     assert exact < chrf < bleu and "means little here" in result.stdout
     assert list((tmp_path / "q" / "attention").glob("*.png"))
     assert (tmp_path / "q" / "run" / "curves.png").exists()
-    checkpoint = tmp_path / "q" / "run" / "best"  # the demo ends with the commands that use its checkpoint
-    assert result.stdout.endswith(next_steps(checkpoint, "three hundred and twelve") + "\n") and checkpoint.is_dir()
+    # each example beside its reference, right or wrong; the first wrong one replayed through the models kept
+    out = result.stdout
+    assert "\n  three hundred and twelve\n  -> " in out and "     reference: trecentododici\n" in out
+    heading = "where the run was heading on 'three hundred and twelve' (reference: 'trecentododici')"
+    assert heading in result.stdout and "\n  update     25: " in result.stdout and " a token)\n" in result.stdout
+    run = tmp_path / "q" / "run"  # the demo ends with the commands that use its run
+    expected = next_steps(run, "three hundred and twelve", "trecentododici")
+    assert result.stdout.endswith(expected + "\n") and (run / "best").is_dir()
 
 
 def test_help_and_argument_errors_do_not_import_torch():

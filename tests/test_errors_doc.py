@@ -126,6 +126,12 @@ def marian_naming_no_languages(d: Path, _: Path) -> None:
     write(d, "opus-mt/tokenizer_config.json", json.dumps({"source_lang": None, "target_lang": None}))
 
 
+def kept_run(d: Path, ckpt: Path) -> None:
+    """A training run in d/run that kept one model, the checkpoint, as its snapshot of update 1; no metrics."""
+    (d / "run" / "snapshots").mkdir(parents=True)
+    (d / "run" / "snapshots" / "step_0000001").symlink_to(ckpt, target_is_directory=True)
+
+
 BINARY = random.Random(0).randbytes(4096)
 LINES = "".join(f"one two three {i}\n" for i in range(200))
 
@@ -287,6 +293,13 @@ INPUTS: dict[str, Callable[[Path, Path], None]] = {
     "stdin-separators": lambda d, _: write(d, "in.txt", "one\x0ctwo\x1cthree\u2028four\x85five\vsix\nseven\n"),
     "stdin-crlf": lambda d, _: write(d, "in.txt", "one\r\ntwo\r\n"),
     "stdin-blank-lines": lambda d, _: write(d, "in.txt", "one\n\n \t \ntwo\n"),
+    # replays
+    "replay-run-missing": lambda d, _: None,
+    "replay-not-a-run": lambda d, _: (d / "empty").mkdir(),
+    "replay-several-sentences": lambda d, ckpt: kept_run(d, ckpt),
+    "replay-empty-reference": lambda d, ckpt: kept_run(d, ckpt),
+    "replay-one-language": lambda d, ckpt: kept_run(d, ckpt),
+    "replay-no-metrics": lambda d, ckpt: kept_run(d, ckpt),
     # documents
     "file-unknown-format": lambda d, _: write(d, "report.pdf", b"%PDF-1.7"),
     "file-format-unknown": lambda d, _: write(d, "report.txt", "one\n"),
@@ -420,6 +433,7 @@ SPECIAL_REQUESTS: dict[str, Callable] = {
     ),
     "http-file-too-large": lambda c, _: upload(c, "in.txt", b"one " * 15_000),
     "http-file-too-many-sentences": lambda c, _: upload(c, "in.txt", b"one.\ntwo.\nthree.\n"),
+    "http-replay-too-long": lambda c, _: c.post("/v1/replay", json={"text": "one " * 60}),
     "http-file-glossary-not-json": lambda c, _: upload(c, "in.txt", b"one", glossary="one=uno"),
     "http-file-glossary-shape": lambda c, _: upload(c, "in.txt", b"one", glossary='[{"source": "one"}]'),
     "http-file-missing": lambda c, _: c.post("/v1/translate_file", data={"source": "en", "target": "it"}),

@@ -47,18 +47,22 @@ def test_with_multi30k_the_budget_is_the_minutes_given(tmp_path, monkeypatch, ca
     assert capsys.readouterr().out.startswith("training on multi30k for up to 10 minutes; checkpoints")
 
 
-def test_the_demo_ends_with_commands_on_its_checkpoint(tmp_path):
-    """explain, inspect and serve on the checkpoint, quoted for the shell, each parsing as shown."""
-    checkpoint, sentence = tmp_path / "my runs" / "best", "three hundred and twelve"
-    text = next_steps(checkpoint, sentence)
+def test_the_demo_ends_with_commands_on_its_run(tmp_path):
+    """replay on the run, explain, inspect and serve on its best checkpoint, quoted for the shell, each parsing as
+    shown."""
+    run, sentence, reference = tmp_path / "my runs", "forty-two", "quarantadue"
+    checkpoint = run / "best"
+    text = next_steps(run, sentence, reference)
     commands = [shlex.split(line) for line in text.splitlines() if line.startswith("  tnmt ")]
     assert commands == [
+        ["tnmt", "replay", "--run", str(run), sentence, "--reference", reference],
         ["tnmt", "explain", "--checkpoint", str(checkpoint), sentence],
         ["tnmt", "inspect", "--checkpoint", str(checkpoint), sentence],
         ["tnmt", "serve", "--checkpoint", str(checkpoint)],
     ]
-    explain, inspect, serve = (build_parser().parse_args(command[1:]) for command in commands)
+    replay, explain, inspect, serve = (build_parser().parse_args(command[1:]) for command in commands)
+    assert (replay.command, replay.run_dir, replay.sentence, replay.reference) == ("replay", run, sentence, reference)
     for parsed, name in ((explain, "explain"), (inspect, "inspect")):
         assert (parsed.command, parsed.checkpoint, parsed.sentence) == (name, checkpoint, sentence)
     assert (serve.command, serve.checkpoint) == ("serve", [checkpoint])
-    assert '"Step through the search" and "Inside the model" views' in text
+    assert '"Step through the search", "Inside the model" and "Watch it learn" views' in text

@@ -76,6 +76,7 @@ APPEND = {
     "attention": [],
     "explain": [],
     "inspect": [],
+    "replay": [],
     "serve": ["--port={port}"],  # runs until SIGTERM: see `run_server`
 }
 
@@ -352,6 +353,8 @@ def check_output(words: list[str], cwd: Path, stdout: str) -> None:
             assert after(words, "--out") in stdout and (cwd / after(words, "--out") / "config.json").is_file(), stdout
         case "attention":
             assert list((cwd / "outputs" / "attention").glob("*.png")), stdout  # the default --out
+        case "replay":
+            assert stdout.startswith(f"run: {after(words, '--run')}: ") and "\nstep 2 (checkpoint)" in stdout, stdout
         case "explain":
             assert stdout.startswith("source: ") and "\nstep 0: 1 open hypothesis\n" in stdout, stdout
 

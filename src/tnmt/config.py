@@ -272,7 +272,7 @@ class TrainConfig:
     patience: int = 0  # stop after N validations without a better best_metric; 0 = never
     keep_checkpoints: int = 5  # step checkpoints kept on disk (for averaging); best/last are kept too
     # The model's weights alone (no optimizer) at updates N, 2N, 4N, ... in OUT/snapshots, for `tnmt replay` (how
-    # the model learned): log2(max_steps / N) + 1 of them, 14 MB each for the Multi30k recipe. 0 = none.
+    # the model learned): log2(max_steps / N) + 1 of them, 10 MB each for the Multi30k recipe. 0 = none.
     snapshots_from: int = 25
     average_last: int = 0  # at the end, average the last N step checkpoints into OUT/averaged (section 6.1); 0 = no
     log_every: int = 50  # updates between metric log lines

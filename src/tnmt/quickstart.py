@@ -4,7 +4,9 @@ With Multi30k available (TNMT_DATA_DIR, the cache, or a download) it trains a ti
 configs/multi30k_en_de.toml, reports sacreBLEU on test_2016_flickr, translates a few sentences and
 draws attention maps and training curves. Offline it says so and runs the same pipeline on a task it
 generates itself: English number words -> Italian number words ("three hundred and twelve" ->
-"trecentododici"), small enough to learn in a couple of minutes on two cores.
+"trecentododici"), small enough to learn in a couple of minutes on two cores. Each example is shown with its
+reference and whether the model got it right, and the first it got wrong is replayed through the models the run
+kept (views/replay.py): where the run was heading.
 """
 
 import random
@@ -13,6 +15,7 @@ from dataclasses import replace
 from importlib.resources import files
 from pathlib import Path
 
+import sacrebleu
 from num2words import num2words
 
 from tnmt.config import PRESETS, DataConfig, DecodeConfig, TrainConfig
@@ -25,15 +28,9 @@ from tnmt.recipe import Recipe, load_recipe
 from tnmt.train.loop import train
 from tnmt.translate.translator import Translator
 from tnmt.views.heatmaps import plot_attention
+from tnmt.views.replay import format_trajectory, replay
 
-EXAMPLES = {
-    "multi30k": [
-        "A man in an orange hat starring at something.",
-        "Two dogs are playing in the snow.",
-        "A little girl is climbing into a wooden playhouse.",
-    ],
-    "numbers": ["three hundred and twelve", "forty-two", "nineteen thousand, eight hundred and one"],
-}
+NUMBER_EXAMPLES = (312, 42, 19_801)  # the offline task's examples; Multi30k's are the test set's first three
 
 
 def quickstart(out: Path, *, minutes: float = 10.0, offline: bool = False, max_steps: int = 0) -> float:
@@ -68,26 +65,54 @@ def quickstart(out: Path, *, minutes: float = 10.0, offline: bool = False, max_s
         print(f"(BLEU = {scores.bleu:.2f} means little here: an Italian number is one word, so no 4-grams match)\n")
     else:
         print(f"{scores.format()}\n")
-    for source, target in zip(EXAMPLES[task], translator.translate(EXAMPLES[task]), strict=True):
-        print(f"  {source}\n  -> {target}")
-    src_pieces, tgt_pieces, maps = translator.attention(EXAMPLES[task][0])
+    examples = example_pairs(task, test.src, test.tgt)
+    sources = [source for source, _ in examples]
+    wrong = show_examples(examples, translator.translate(sources))
+    src_pieces, tgt_pieces, maps = translator.attention(sources[0])
     pictures = plot_attention(maps, src_pieces, tgt_pieces, out / "attention")
     print(f"\nattention maps: {len(pictures)} PNGs in {out / 'attention'}; training curves: {run / 'curves.png'}")
-    print(next_steps(run / "best", EXAMPLES[task][0]))
+    source, reference = examples[wrong[0] if wrong else 0]
+    replayed = replay(run, source, reference=reference)
+    print(f"\nwhere the run was heading on {source!r} (reference: {reference!r}), model by model it kept:")
+    print(format_trajectory(replayed))
+    print(next_steps(run, source, reference))
     return scores.chrf
 
 
-def next_steps(checkpoint: Path, sentence: str) -> str:
-    """The commands to run next on the checkpoint the demo left, each with what it shows.
+def example_pairs(task: str, test_src: list[str], test_ref: list[str]) -> list[tuple[str, str]]:
+    """The examples the demo translates, each with its reference."""
+    if task == "numbers":
+        return [(num2words(n), num2words(n, lang="it")) for n in NUMBER_EXAMPLES]
+    return list(zip(test_src[:3], test_ref[:3], strict=True))
+
+
+def show_examples(examples: list[tuple[str, str]], outputs: list[str]) -> list[int]:
+    """Print each example's translation beside its reference, saying whether it is right (exactly the reference;
+    else its chrF against it); the indices of the wrong ones."""
+    wrong = []
+    for k, ((source, reference), output) in enumerate(zip(examples, outputs, strict=True)):
+        right = output == reference
+        verdict = "right" if right else f"wrong (chrF {sacrebleu.sentence_chrf(output, [reference]).score:.0f})"
+        print(f"  {source}\n  -> {output}   {verdict}" + ("" if right else f"\n     reference: {reference}"))
+        if not right:
+            wrong.append(k)
+    return wrong
+
+
+def next_steps(run: Path, sentence: str, reference: str) -> str:
+    """The commands to run next on the run the demo left, each with what it shows.
 
     Shell-quoted, so that a path or a sentence with spaces pastes as one argument.
     """
+    checkpoint = run / "best"
     commands = [
+        (["replay", "--run", str(run), sentence, "--reference", reference], "how the run learned it, model by model"),
         (["explain", "--checkpoint", str(checkpoint), sentence], "the search, step by step"),
         (["inspect", "--checkpoint", str(checkpoint), sentence], "every stage of the forward pass, layer by layer"),
         (
             ["serve", "--checkpoint", str(checkpoint)],
-            'a page at http://127.0.0.1:8000 with the "Step through the search" and "Inside the model" views',
+            'a page at http://127.0.0.1:8000 with the "Step through the search", "Inside the model" and "Watch it'
+            ' learn" views',
         ),
     ]
     lines = [f"  {shlex.join(['tnmt', *argv])}\n      {what}" for argv, what in commands]

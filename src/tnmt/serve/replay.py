@@ -44,12 +44,12 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
         """The sentence through every model the served model's training run kept: at each kept update, the greedy
         and beam translations with their words' probabilities, the reference's probability, the aligning layer's
         cross-attention, and the metrics logged by then; and the run's curves."""
-        model = pick(models, request.source, request.target)
-        if model.run is None:
-            raise ApiError(404, f"no training run to replay for {model.id}: serve it with --run RUN (its out_dir)")
         for name, text in (("text", request.text), ("reference", request.reference or "")):
             if len(text) > config.max_trace_chars:
                 raise ApiError(413, f"{name} has {len(text)} characters: over max_trace_chars={config.max_trace_chars}")
+        model = pick(models, request.source, request.target)
+        if model.run is None:
+            raise ApiError(404, f"no training run to replay for {model.id}: serve it with --run RUN (its out_dir)")
         key = (model.id, request.text, request.reference)
         async with lock:
             if key not in answers:

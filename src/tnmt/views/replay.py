@@ -242,11 +242,27 @@ def format_replay(found: Replay) -> str:
         words = zip(moment.words, moment.word_probs, strict=True)
         lines.append(f"  words  : {'  '.join(f'{w} {p:.2f}' for w, p in words)}")
         if moment.reference_log_prob is not None:
-            per_token = math.exp(moment.reference_log_prob / max(moment.reference_tokens, 1))
-            lines.append(f"  reference: ln p = {moment.reference_log_prob:.2f} ({per_token:.2f} a token)")
+            lines.append(f"  reference: ln p = {moment.reference_log_prob:.2f} ({_per_token(moment):.2f} a token)")
         lines.append(f"  attention (decoder layer {moment.attention.layer}, {_head(moment.attention.head)}):")
         lines.append(f"    {_strongest(moment.attention)}")
     return "\n".join(lines)
+
+
+def format_trajectory(found: Replay) -> str:
+    """The replay in one line per kept model: its update, its beam translation, and (with a reference) the
+    probability it gives the reference, a token on average: where the run was heading."""
+    lines = []
+    for moment in found.moments:
+        line = f"  update {moment.step:>6}: {moment.beam}"
+        if moment.reference_log_prob is not None:
+            line += f"   (reference: {_per_token(moment):.2f} a token)"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _per_token(moment: Moment) -> float:
+    """The reference's probability, a token on average (the geometric mean)."""
+    return math.exp(moment.reference_log_prob / max(moment.reference_tokens, 1))
 
 
 def _heading(moment: Moment) -> str:
