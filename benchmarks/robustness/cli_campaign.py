@@ -166,8 +166,9 @@ ACCEPTED: dict[tuple[str, str], str] = {
     # other values
     **{
         (f"{command}.sentence", "not a name"): "any text is a sentence"
-        for command in ("attention", "explain", "inspect")
+        for command in ("attention", "explain", "inspect", "replay")
     },
+    ("replay.reference", "not a name"): "any text is a reference to score",
     **{
         (f"{command}.sentence", "long"): "translated from its first max_len - 1 tokens, with a warning"
         for command in ("attention", "explain", "inspect")

@@ -26,8 +26,9 @@ REFERENCE = "Zwei Hunde spielen im Schnee."
 CHROMIUM = "/usr/bin/chromium"
 
 
-def first_picture(url: str, sentence: str) -> float:
-    """Seconds from opening "Watch it learn" to its first attention picture, in a fresh browser page."""
+def first_picture(url: str, sentence: str, reference: str, screenshot: str | None = None, model: int = 0) -> float:
+    """Seconds from opening "Watch it learn" (the sentence typed) to its first attention picture, in a fresh browser
+    page; with `screenshot`, then a picture of the view with `reference` at kept model `model`, for the README."""
     from playwright.sync_api import expect, sync_playwright
 
     with sync_playwright() as p:
@@ -41,6 +42,14 @@ def first_picture(url: str, sentence: str) -> float:
         page.locator("#replay-section > summary").click()
         expect(page.locator("#replay-attention canvas")).to_have_count(1, timeout=120_000)
         seconds = time.perf_counter() - start
+        if screenshot:  # with the reference's probability too: a second replay
+            page.locator("#replay-reference").fill(reference)
+            expect(page.locator("#replay-metrics")).to_contain_text("reference:", timeout=120_000)
+            slider = page.locator("#replay-slider")
+            slider.focus()
+            for _ in range(model):
+                page.keyboard.press("ArrowRight")
+            page.locator("#replay-section").screenshot(path=screenshot)
         browser.close()
     return seconds
 
@@ -52,6 +61,8 @@ def main() -> None:
     parser.add_argument("--sentence", default=SENTENCE)
     parser.add_argument("--reference", default=REFERENCE)
     parser.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "results" / "replay.json"))
+    parser.add_argument("--screenshot", help="also save the view at one kept model here (the README's picture)")
+    parser.add_argument("--screenshot-model", type=int, default=3, help="which kept model, 0 = the first (3)")
     args = parser.parse_args()
 
     import torch
@@ -75,7 +86,11 @@ def main() -> None:
         in_process.append(round(time.perf_counter() - start, 3))
     server = Server(None, str(run / "best"), run / "replay_bench_serve.log")
     try:
-        page = [round(first_picture(server.url, args.sentence), 3) for _ in range(args.runs)]
+        shots = [args.screenshot] + [None] * (args.runs - 1)
+        page = [
+            round(first_picture(server.url, args.sentence, args.reference, shot, args.screenshot_model), 3)
+            for shot in shots
+        ]
     finally:
         server.close()
     result = {

@@ -238,7 +238,8 @@ def format_replay(found: Replay) -> str:
     if found.reference is not None:
         lines.append(f"reference: {found.reference}")
     for moment in found.moments:
-        lines += ["", _heading(moment), f"  greedy : {moment.greedy}", f"  beam {moment.beam_size} : {moment.beam}"]
+        greedy, beam = _said(moment.greedy), _said(moment.beam)
+        lines += ["", _heading(moment), f"  greedy : {greedy}", f"  beam {moment.beam_size} : {beam}"]
         words = zip(moment.words, moment.word_probs, strict=True)
         lines.append(f"  words  : {'  '.join(f'{w} {p:.2f}' for w, p in words)}")
         if moment.reference_log_prob is not None:
@@ -253,11 +254,16 @@ def format_trajectory(found: Replay) -> str:
     probability it gives the reference, a token on average: where the run was heading."""
     lines = []
     for moment in found.moments:
-        line = f"  update {moment.step:>6}: {moment.beam}"
+        line = f"  update {moment.step:>6}: {_said(moment.beam)}"
         if moment.reference_log_prob is not None:
             line += f"   (reference: {_per_token(moment):.2f} a token)"
         lines.append(line)
     return "\n".join(lines)
+
+
+def _said(translation: str) -> str:
+    """A translation as the text views print it: an empty one named (the model wrote EOS first)."""
+    return translation if translation.strip() else "(nothing: the model writes EOS first)"
 
 
 def _per_token(moment: Moment) -> float:
