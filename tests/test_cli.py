@@ -440,6 +440,7 @@ WRITERS = {
     "serve": NO_DIRECTORY,
     "explain": NO_DIRECTORY,
     "inspect": NO_DIRECTORY,
+    "replay": NO_DIRECTORY,
 }
 
 

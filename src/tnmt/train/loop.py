@@ -16,6 +16,7 @@ An update reads nothing back from the device: its losses stay tensors, summed on
 summed over ranks) once per log line, so on a GPU the host queues the next update while this one runs.
 """
 
+import gc
 import logging
 import math
 import random
@@ -68,18 +69,30 @@ def train(recipe: Recipe, *, resume: bool = False, progress: bool = True, stop: 
     precision = mixed_precision(cfg.precision, device)  # before any work: fp16 on the CPU is an error
     with process_group(device=device, timeout_s=cfg.collective_timeout_s) as world:
         run = start_run(recipe, resume=resume, progress=progress, world=world, device=device, precision=precision)
-        if not world.is_main:  # dropout masks of its own; checkpoints keep rank 0's RNG state (see start_run)
-            seed = random.Random(f"tnmt-dropout/{cfg.seed}/{world.rank}/{run.state.step}").getrandbits(63)
-            torch.manual_seed(seed)
-        if out_of_budget(cfg, run.state):  # resuming a run that already finished: nothing to add
-            log.info(f"{run.out} already reached its budget at update {run.state.step}: nothing to resume")
+        out = _train_run(run, world, stop)
+        # The run's DDP model holds the process group: let it (and the cycles around it) go while the group is
+        # still there. Freed at interpreter exit instead, gloo's threads were torn down late and a rank aborted
+        # ("terminate called without an active exception") in CI.
+        del run
+        gc.collect()
+    return out
+
+
+def _train_run(run: Run, world: World, stop: StopRequest | None) -> Path:
+    """`train`'s loop over a started run: its output directory when it is done."""
+    cfg = run.recipe.train
+    if not world.is_main:  # dropout masks of its own; checkpoints keep rank 0's RNG state (see start_run)
+        seed = random.Random(f"tnmt-dropout/{cfg.seed}/{world.rank}/{run.state.step}").getrandbits(63)
+        torch.manual_seed(seed)
+    if out_of_budget(cfg, run.state):  # resuming a run that already finished: nothing to add
+        log.info(f"{run.out} already reached its budget at update {run.state.step}: nothing to resume")
+        return _finish(run)
+    run.model.train()
+    clock = time.monotonic() - run.state.elapsed  # the budget's clock, continued when resuming
+    window = Window()
+    while True:
+        if _train_epoch(run, window, clock=clock, stop=stop):
             return _finish(run)
-        run.model.train()
-        clock = time.monotonic() - run.state.elapsed  # the budget's clock, continued when resuming
-        window = Window()
-        while True:
-            if _train_epoch(run, window, clock=clock, stop=stop):
-                return _finish(run)
 
 
 def _train_epoch(run: Run, window: Window, *, clock: float, stop: StopRequest | None) -> bool:
