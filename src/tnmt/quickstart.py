@@ -116,7 +116,7 @@ def next_steps(run: Path, sentence: str, reference: str) -> str:
         ),
     ]
     lines = [f"  {shlex.join(['tnmt', *argv])}\n      {what}" for argv, what in commands]
-    return "\nnext, with the checkpoint it left:\n" + "\n".join(lines)
+    return "\nnext, with the run it left:\n" + "\n".join(lines)
 
 
 def budget(config: TrainConfig) -> str:
