@@ -178,8 +178,8 @@ function drawCurves(data, step) {
     `<line class="now" x1="${x(step)}" y1="${pad / 2}" x2="${x(step)}" y2="${h - pad}"/>`,
     `<text x="${pad}" y="${h - 8}">update 0</text>`,
     `<text x="${w - pad}" y="${h - 8}" text-anchor="end">${last}</text>`,
-    `<text class="loss" x="${pad}" y="14">training loss</text>`,
-    `<text class="bleu" x="${w - pad}" y="14" text-anchor="end">validation BLEU</text>`,
+    `<text class="loss" x="${pad}" y="22">training loss</text>`,
+    `<text class="bleu" x="${w - pad}" y="22" text-anchor="end">validation BLEU</text>`,
   ].join("");
   el.curves.setAttribute("aria-label", `Training loss and validation BLEU to update ${last}; marked: update ${step}.`);
 }
