@@ -353,3 +353,45 @@ def test_a_multilingual_run_trains_its_directions_and_resumes_exactly(tiny_recip
     assert any("val_bleu" in record for record in validated)
     translator = Translator.from_checkpoint(straight / "last")
     assert isinstance(translator.for_pair("en", "it").translate(["seven"])[0], str)
+
+
+def test_bidirectional_training_narrows_to_the_first_direction_and_resumes_exactly(
+    tiny_recipe, numbers_multiway, tmp_path, monkeypatch
+):
+    """data.first_direction_from: both directions until the first epoch start past the share of the budget, the
+    first alone after it, the epoch kept in the state (a resumed run narrows where the straight one did), and
+    validation on the first direction only."""
+    both = [
+        "--data.languages=['en', 'de']",
+        "--data.directions=['en-de', 'de-en']",
+        "--data.first_direction_from=0.1",  # past update 4 of 40 (3 of 30): at the start of epoch 1 either way
+        f"--data.train_src={numbers_multiway}/train.{{lang}}",
+        f"--data.valid_src={numbers_multiway}/valid.{{lang}}",
+        "--data.train_tgt=''",
+        "--data.valid_tgt=''",
+        "--data.max_valid_pairs=8",
+        f"--data.prepared_dir={tmp_path}/prepared",
+        "--train.eval_every=10",
+        "--train.max_tokens=2000",  # epochs of ~10 updates
+    ]
+    seen = []
+    epoch_pairs = loop._epoch_pairs
+
+    def recording(run):
+        pairs = epoch_pairs(run)
+        seen.append((run.state.epoch, tuple(pairs.directions), len(pairs)))
+        return pairs
+
+    monkeypatch.setattr(loop, "_epoch_pairs", recording)
+    straight = train(tiny_recipe(tmp_path / "a", "--train.max_steps=40", *both), progress=False)
+    state = json.loads(((straight / "last").resolve() / "trainer_state.json").read_text())
+    first = state["first_direction_epoch"]
+    assert first >= 1 and [d for e, d, _ in seen if e < first] == [(("en", "de"), ("de", "en"))] * first
+    assert {d for e, d, _ in seen if e >= first} == {(("en", "de"),)}
+    assert all(n == 300 for e, _, n in seen if e >= first) and all(n == 600 for e, _, n in seen if e < first)
+    train(tiny_recipe(tmp_path / "b", "--train.max_steps=30", *both), progress=False)
+    resumed = train(tiny_recipe(tmp_path / "b", "--train.max_steps=40", *both), resume=True, progress=False)
+    a, b = (weights((run / "last").resolve()) for run in (straight, resumed))
+    assert all(torch.equal(a[name], b[name]) for name in a)
+    corpus, targets = start._validation_text(tiny_recipe(tmp_path / "c", *both))
+    assert targets == ["de"] * 8 and corpus.tgt == (numbers_multiway / "valid.de").read_text().splitlines()[:8]

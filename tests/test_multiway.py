@@ -98,6 +98,11 @@ def test_validation_reads_every_direction_with_its_target(data):
         (["--data.languages=['en', 'de']", "--data.directions=['en-de', 'en-de']"], "listed once each"),
         (["--data.languages=['en', 'de']", "--data.joint_vocabulary=false"], "true for several languages"),
         (["--data.languages=['en', 'de']", "--data.direction_temperature=0"], "direction_temperature = 0"),
+        (["--data.languages=['en', 'de']", "--data.first_direction_from=0.5"], "unless `directions` lists two or more"),
+        (
+            ["--data.languages=['en', 'de']", "--data.directions=['en-de', 'de-en']", "--data.first_direction_from=1"],
+            r"first_direction_from = 1.0: must be in \[0, 1\)",
+        ),
         (
             ["--data.languages=['en', 'de']", "--data.corpus=files", "--data.train_src=a.txt", "--data.valid_src=b"],
             "train_src = 'a.txt': must be a pattern with {lang}",
@@ -115,6 +120,13 @@ def test_the_shipped_multilingual_recipes_train_twelve_and_ten_directions(repo_r
     held_out = load_recipe(str(repo_root / "configs" / "multi30k_multi_zero_shot.toml"))
     assert len(every.data.trained_directions) == 12
     assert set(every.data.trained_directions) - set(held_out.data.trained_directions) == {("en", "cs"), ("cs", "en")}
+
+
+def test_the_bidirectional_recipe_trains_both_directions_then_en_de(repo_root):
+    recipe = load_recipe(str(repo_root / "configs" / "multi30k_en_de_bidirectional.toml"))
+    shipped = load_recipe(str(repo_root / "configs" / "multi30k_en_de.toml"))
+    assert recipe.data.trained_directions == [("en", "de"), ("de", "en")] and recipe.data.first_direction_from == 0.33
+    assert (recipe.model, recipe.train.max_minutes) == (shipped.model, 45)  # the shipped model, the same budget
 
 
 def test_an_epoch_draws_unequal_directions_by_the_temperature(prepared, data, tmp_path):

@@ -167,6 +167,11 @@ class DataConfig:
     # Direction d is sampled in proportion to pairs_d^(1/T) per epoch (Arivazhagan et al., 2019): 1 = as the
     # corpus has them, larger evens out unequal directions (Multi30k's are equal: every T gives the same).
     direction_temperature: float = 1.0
+    # Bidirectional training (Ding et al., 2021): with several directions listed, from this share of the training
+    # budget (its minutes, else its updates, else its epochs) on, only the first direction is trained: the others
+    # pre-trained the model on the same pairs the other way round. The switch comes at the first epoch start past
+    # the share, and validation (which picks `best`) reads the first direction only. 0 = off.
+    first_direction_from: float = 0.0
     # Terms the model learns to place (data/annotate.py): this share of the training pairs gets 1-2 of its source
     # words followed, between two marker tokens, by the target words the corpus's alignment links them to, so a
     # model given a glossary term that way at inference (translate/steering.py) writes and inflects it. 0 = off.
@@ -189,6 +194,9 @@ class DataConfig:
         for name in ("src_lang", "tgt_lang"):  # they name the corpus files and the served language pair
             _check(self, name, is_language_code(getattr(self, name)), LANGUAGE_CODE)
         _check(self, "direction_temperature", self.direction_temperature > 0, "positive")
+        _check(self, "first_direction_from", 0 <= self.first_direction_from < 1, "in [0, 1)")
+        if self.first_direction_from:
+            _check(self, "first_direction_from", len(self.directions) >= 2, "0 unless `directions` lists two or more")
         _check(self, "term_annotations", 0 <= self.term_annotations <= 1, "in [0, 1]")
         if self.term_annotations:  # target words in the source: one vocabulary, and one segmentation to annotate
             _check(self, "term_annotations", self.joint_vocabulary, "0 without a joint vocabulary")

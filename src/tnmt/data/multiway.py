@@ -51,7 +51,8 @@ def direction_data(data: DataConfig, direction: Direction) -> DataConfig:
             for split in ("train", "valid")
             for side, language in (("src", source), ("tgt", target))
         }
-    return replace(data, languages=(), directions=(), src_lang=source, tgt_lang=target, **files)
+    one = {"languages": (), "directions": (), "first_direction_from": 0.0, "src_lang": source, "tgt_lang": target}
+    return replace(data, **one, **files)
 
 
 def language_files(data: DataConfig, split: str) -> dict[str, Path]:
@@ -232,6 +233,12 @@ class MultiwayPairs:
     def lengths(self) -> np.ndarray:
         src, tgt = self.side_lengths()
         return np.maximum(src, tgt) + 1
+
+    def only(self, direction: Direction) -> "MultiwayPairs":
+        """These pairs of one direction alone (bidirectional training's second stage: data.first_direction_from)."""
+        return MultiwayPairs(
+            self.directory, {direction: self.parts[direction]}, self._tokenizer, temperature=self.temperature
+        )
 
     def for_epoch(self, epoch: int) -> "MultiwayPairs":
         """The pairs epoch `epoch` trains on: each direction's segmentation for that epoch (subword samples), and

@@ -34,8 +34,10 @@ from tnmt.checkpoint import average_checkpoints, remove_checkpoint, save_checkpo
 from tnmt.config import TrainConfig
 from tnmt.data.batching import Batch, TokenBatchSampler, collate
 from tnmt.data.dataset import ConcatPairs, EncodedPairs, TrainingPairs
+from tnmt.data.multiway import MultiwayPairs
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.device import mixed_precision, resolve_device, to_device
+from tnmt.directions import parse_direction
 from tnmt.evaluate import score
 from tnmt.io import remove_leftovers
 from tnmt.model import Transformer
@@ -101,7 +103,7 @@ def _train_epoch(run: Run, window: Window, *, clock: float, stop: StopRequest | 
     cfg, state = run.recipe.train, run.state
     if _distillation_due(cfg, state):
         _distill(run)
-    data = run.train_data.for_epoch(state.epoch)  # the epoch's segmentation (one, without subword samples)
+    data = _epoch_pairs(run)  # the epoch's segmentation (one, without subword samples), its directions
     sampler = TokenBatchSampler(data.lengths(), max_tokens=cfg.max_tokens, seed=cfg.seed)
     batches = sampler.batches(state.epoch)  # a pure function of (seed, epoch): resuming replays it
     while state.batch_index < len(batches):
@@ -128,6 +130,33 @@ def _train_epoch(run: Run, window: Window, *, clock: float, stop: StopRequest | 
             _validate_and_save(run)
         return True
     return False
+
+
+def _epoch_pairs(run: Run) -> TrainingPairs:
+    """The pairs epoch `state.epoch` trains on. Bidirectional training (data.first_direction_from) narrows them to
+    the first direction from the first epoch that starts past its share of the budget; the epoch is kept in the
+    state, so a resumed run trains on what the uninterrupted one did."""
+    data, state = run.recipe.data, run.state
+    share = data.first_direction_from
+    if share and state.first_direction_epoch < 0 and state.batch_index == 0 and budget_share(run) >= share:
+        state.first_direction_epoch = state.epoch
+        first = data.directions[0]
+        log.info(f"bidirectional training: from epoch {state.epoch} (update {state.step}) on, {first} only")
+    pairs = run.train_data
+    if 0 <= state.first_direction_epoch <= state.epoch:
+        assert isinstance(pairs, MultiwayPairs)  # a multilingual corpus (and without self-distillation: recipe.py)
+        pairs = pairs.only(parse_direction(data.directions[0]))
+    return pairs.for_epoch(state.epoch)
+
+
+def budget_share(run: Run) -> float:
+    """How much of the training budget is spent: of its minutes, else its updates, else its epochs (0 when none)."""
+    cfg, state = run.recipe.train, run.state
+    if cfg.max_minutes:
+        return state.elapsed / (60 * cfg.max_minutes)
+    if cfg.max_steps:
+        return state.step / cfg.max_steps
+    return state.epoch / cfg.max_epochs if cfg.max_epochs else 0.0
 
 
 def _update_on(run: Run, data: TrainingPairs, group: list[np.ndarray]) -> tuple[Tensor, Tensor, int, Tensor, Tensor]:

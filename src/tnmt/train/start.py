@@ -53,6 +53,8 @@ class TrainState:
     elapsed: float = 0.0  # training seconds (rank 0's clock), carried over resumes for max_minutes
     # Pairs self-distillation added (train.distill_at_step, distill.py): -1 not yet, 0 none had text
     distilled_pairs: int = -1
+    # The epoch from which only the first direction trains (data.first_direction_from): -1 not yet
+    first_direction_epoch: int = -1
     grad_scaler: dict[str, Any] = field(default_factory=dict)  # fp16 loss scale (GradScaler.state_dict())
 
 
@@ -159,7 +161,10 @@ def _validation_text(recipe: Recipe) -> tuple[ParallelCorpus, list[str] | None]:
     """The validation pairs (the first `data.max_valid_pairs` of each direction when that is set), and for a
     multilingual recipe each pair's target language."""
     if recipe.data.multilingual:
-        return read_multiway_split(recipe.data, "val", limit=recipe.data.max_valid_pairs)
+        data = recipe.data
+        if data.first_direction_from:  # bidirectional training: the direction that matters picks `best`
+            data = replace(data, directions=data.directions[:1], first_direction_from=0.0)
+        return read_multiway_split(data, "val", limit=data.max_valid_pairs)
     return read_split(recipe.data, "val", limit=recipe.data.max_valid_pairs), None
 
 
