@@ -36,6 +36,7 @@ from tnmt.checkpoint import average_checkpoints
 from tnmt.data.corpus import read_parallel
 from tnmt.data.dataset import corpus_files
 from tnmt.data.multi30k import find_multi30k
+from tnmt.data.multiway import direction_data
 from tnmt.evaluate import score
 from tnmt.recipe import load_recipe
 from tnmt.train.loop import train
@@ -60,9 +61,12 @@ def tokenized_references(root: Path, refs: list[str], lang: str) -> tuple[list[s
 
 
 def evaluate_checkpoint(
-    path: Path, test_src: list[str], refs: list[str], tok_refs: list[str], beam: int, lang: str
+    path: Path, test_src: list[str], refs: list[str], tok_refs: list[str], beam: int, pair: tuple[str, str]
 ) -> dict:
-    translator = Translator.from_checkpoint(path)
+    """The checkpoint's translations of the test set in direction `pair` (of a multilingual model: that one),
+    scored."""
+    lang = pair[1]
+    translator = Translator.from_checkpoint(path).for_pair(*pair)
     start = time.monotonic()
     hypotheses = translator.translate(test_src, replace(translator.decode, beam_size=beam))
     seconds = time.monotonic() - start
@@ -101,8 +105,10 @@ def main() -> None:
         raise SystemExit("Multi30k not found: set TNMT_DATA_DIR")
     overrides = [f"--{item}" for item in args.set]
     shipped = load_recipe(args.recipe, overrides)
-    data, lang = shipped.data, shipped.data.tgt_lang
-    test = read_parallel(*corpus_files(data, "test_2016_flickr"))
+    data = shipped.data
+    pair = data.trained_directions[0]  # of a multilingual recipe, the first listed (bidirectional training's)
+    lang = pair[1]
+    test = read_parallel(*corpus_files(direction_data(data, pair) if data.multilingual else data, "test_2016_flickr"))
     tok_refs, tok_source = tokenized_references(root, test.tgt, lang)
     threads = shipped.train.threads or torch.get_num_threads()
     peaks = {
@@ -112,7 +118,7 @@ def main() -> None:
     results = {
         "recipe": args.recipe,
         "overrides": args.set,
-        "direction": f"{data.src_lang}-{lang}",
+        "direction": f"{pair[0]}-{lang}",
         "tokenized_references": tok_source,
         "machine": {**describe(), "threads": threads, "matmul_peak_gflops": peaks},
         "phases": json.loads(args.result.read_text())["phases"] if args.resume else [],
@@ -144,9 +150,9 @@ def main() -> None:
                 for r in log
                 if "val_bleu" in r
             ],
-            "best_greedy": evaluate_checkpoint(args.out / "best", test.src, test.tgt, tok_refs, 1, lang),
-            "best_beam4": evaluate_checkpoint(args.out / "best", test.src, test.tgt, tok_refs, 4, lang),
-            "averaged_beam4": evaluate_checkpoint(averaged, test.src, test.tgt, tok_refs, 4, lang),
+            "best_greedy": evaluate_checkpoint(args.out / "best", test.src, test.tgt, tok_refs, 1, pair),
+            "best_beam4": evaluate_checkpoint(args.out / "best", test.src, test.tgt, tok_refs, 4, pair),
+            "averaged_beam4": evaluate_checkpoint(averaged, test.src, test.tgt, tok_refs, 4, pair),
         }
         results["phases"] = [p for p in results["phases"] if p["minutes"] != minutes] + [phase]
         print(json.dumps(phase, indent=1, ensure_ascii=False))
