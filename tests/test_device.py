@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from tnmt.data.batching import collate
-from tnmt.device import MixedPrecision, mixed_precision, resolve_device, to_device
+from tnmt.device import MixedPrecision, cpu_bf16_speedup, mixed_precision, resolve_device, to_device
 from tnmt.errors import UserError
 
 CPU, GPU = torch.device("cpu"), torch.device("cuda", 0)
@@ -48,23 +48,56 @@ def test_precision_choice(precision, device, bf16_supported, expected):
 
 
 @pytest.mark.parametrize(
-    ("device", "amx", "bf16_supported", "expected"),
+    ("device", "amx", "speedup", "bf16_supported", "expected"),
     [
-        (CPU, True, False, MixedPrecision(dtype=torch.bfloat16, scaled=False)),  # AMX: bf16 ~1.3x fp32
-        (CPU, False, False, MixedPrecision(dtype=None, scaled=False)),  # AVX-512 bf16 alone: slower than fp32
-        (GPU, False, True, MixedPrecision(dtype=torch.bfloat16, scaled=False)),
-        (GPU, False, False, MixedPrecision(dtype=torch.float16, scaled=True)),
+        (CPU, True, 0.0, False, MixedPrecision(dtype=torch.bfloat16, scaled=False)),  # AMX: bf16 ~1.3x fp32
+        (CPU, False, 2.2, False, MixedPrecision(dtype=torch.bfloat16, scaled=False)),  # AMD EPYC, AVX-512 bf16
+        (CPU, False, 1.2, False, MixedPrecision(dtype=torch.bfloat16, scaled=False)),  # the threshold itself
+        (CPU, False, 1.19, False, MixedPrecision(dtype=None, scaled=False)),
+        (CPU, False, 0.56, False, MixedPrecision(dtype=None, scaled=False)),  # Xeon hiding AMX: slower than fp32
+        (CPU, False, 0.0, False, MixedPrecision(dtype=None, scaled=False)),  # no bf16 instructions (AVX2)
+        (GPU, False, 0.0, True, MixedPrecision(dtype=torch.bfloat16, scaled=False)),
+        (GPU, False, 0.0, False, MixedPrecision(dtype=torch.float16, scaled=True)),
     ],
 )
-def test_auto_precision_is_mixed_only_where_it_is_faster(device, amx, bf16_supported, expected):
-    assert mixed_precision("auto", device, bf16_supported=bf16_supported, amx=amx) == expected
+def test_auto_precision_is_mixed_only_where_it_is_faster(device, amx, speedup, bf16_supported, expected):
+    got = mixed_precision("auto", device, bf16_supported=bf16_supported, amx=amx, bf16_speedup=speedup)
+    assert got == expected
+
+
+def test_auto_precision_logs_why(caplog):
+    with caplog.at_level("INFO", logger="tnmt"):
+        mixed_precision("auto", CPU, amx=False, bf16_speedup=1.74)
+    assert "bf16 on a CPU whose bf16 products run 1.74x its fp32 ones (bf16 from 1.2x)" in caplog.text
 
 
 def test_amx_detection_reads_torch_capabilities(monkeypatch):
     monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"amx_bf16": True, "avx512_bf16": True})
-    assert mixed_precision("auto", CPU) == MixedPrecision(dtype=torch.bfloat16, scaled=False)
+    assert mixed_precision("auto", CPU, bf16_speedup=0.5) == MixedPrecision(dtype=torch.bfloat16, scaled=False)
     monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"amx_bf16": False, "avx512_bf16": True})
-    assert mixed_precision("auto", CPU) == MixedPrecision(dtype=None, scaled=False)
+    assert mixed_precision("auto", CPU, bf16_speedup=0.5) == MixedPrecision(dtype=None, scaled=False)
+
+
+def test_bf16_speedup_is_not_timed_without_bf16_instructions(monkeypatch):
+    """Emulated bf16 is far slower than fp32: such a CPU is answered 0 without a timing."""
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"amx_bf16": False, "avx512_bf16": False})
+    cpu_bf16_speedup.cache_clear()
+    monkeypatch.setattr(torch.nn.functional, "linear", lambda *a: pytest.fail("timed a product"))
+    try:
+        assert cpu_bf16_speedup() == 0.0
+        assert mixed_precision("auto", CPU, amx=False) == MixedPrecision(dtype=None, scaled=False)
+    finally:
+        cpu_bf16_speedup.cache_clear()
+
+
+def test_bf16_speedup_times_this_cpu():
+    """A positive ratio where the CPU has bf16 instructions, timed once per process."""
+    capabilities = torch.cpu.get_capabilities()
+    speedup = cpu_bf16_speedup()
+    if capabilities.get("amx_bf16") or capabilities.get("avx512_bf16"):
+        assert speedup > 0 and cpu_bf16_speedup() == speedup
+    else:
+        assert speedup == 0.0
 
 
 def test_fp16_on_the_cpu_is_refused():

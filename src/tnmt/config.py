@@ -269,7 +269,7 @@ class TrainConfig:
     # training sources and training goes on over the original pairs plus (source, translation) pairs. 0 = off.
     distill_at_step: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA when PyTorch sees a GPU (see device.py)
-    precision: Literal["auto", "fp32", "bf16", "fp16"] = "fp32"  # autocast; auto: bf16 on GPUs and AMX CPUs (device.py)
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "fp32"  # autocast; auto: bf16 where faster (device.py)
     activation_checkpointing: bool = False  # recompute each layer's activations in backward: less memory, ~30% slower
     # torch.compile the layers of training forward passes (train/compiled.py): fused kernels; auto: on CUDA only
     compile: Literal["off", "auto", "on"] = "off"
