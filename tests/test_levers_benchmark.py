@@ -65,3 +65,10 @@ def test_a_run_without_scores_says_what_its_scoring_printed(tmp_path):
     (tmp_path / "bi_s1.score").write_text("Traceback ...\nValueError: no best\n")
     entry = levers.run_entry(tmp_path, "bi_s1", "bi", 1, -15)
     assert entry == {"arm": "bi", "seed": 1, "exit": -15, "score_error": "Traceback ...\nValueError: no best"}
+
+
+def test_arms_and_a_step_budget_are_required(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["levers.py", "--steps", "5"])
+    with pytest.raises(SystemExit):
+        levers.main()
+    assert "--arm (at least one) and --steps (positive) are required" in capsys.readouterr().err

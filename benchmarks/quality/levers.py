@@ -113,9 +113,9 @@ def score_run(run: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--recipe", default=str(REPO / "configs" / "multi30k_en_de.toml"))
-    parser.add_argument("--arm", action="append", required=True, help="an arm's name (repeat)")
+    parser.add_argument("--arm", action="append", default=[], help="an arm's name (repeat)")
     parser.add_argument("--set", action="append", default=[], metavar="[ARM:]KEY=VALUE")
-    parser.add_argument("--steps", type=int, required=True, help="updates for every arm")
+    parser.add_argument("--steps", type=int, default=0, help="updates for every arm")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
     parser.add_argument("--parallel", type=int, default=1, help="arms training at once (a GPU: several)")
     parser.add_argument("--deadline-minutes", type=float, default=0, help="stop arms still training then (0: none)")
@@ -126,6 +126,8 @@ def main() -> None:
     if args.score:
         print(json.dumps(score_run(args.score)))
         return
+    if not args.arm or args.steps <= 0:
+        parser.error("--arm (at least one) and --steps (positive) are required")
     arms = arm_overrides(args.arm, args.set)
     runs = {f"{name}_s{seed}": (name, seed) for name in arms for seed in args.seeds}
     started = time.monotonic()
@@ -138,7 +140,7 @@ def main() -> None:
         args.deadline_minutes * 60 or math.inf,
     )
     train_s = time.monotonic() - started
-    me = [sys.executable, "-m", "benchmarks.quality.levers", "--arm", "-", "--steps", "0", "--score"]
+    me = [sys.executable, "-m", "benchmarks.quality.levers", "--score"]
     best = [key for key in runs if (args.out / key / "best").exists()]
     run_all([(key, [*me, str(args.out / key)], args.out / f"{key}.score") for key in best], args.parallel, math.inf)
     results = {
