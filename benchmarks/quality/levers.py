@@ -59,20 +59,21 @@ def train_command(recipe: str, overrides: list[str], steps: int, seed: int, out:
 def run_all(commands: list[tuple[str, list[str], Path]], parallel: int, deadline_s: float) -> dict[str, int]:
     """Run the commands, `parallel` at a time, each logging to its `log`; SIGTERM those still running at the
     deadline (training saves its last update and exits). Returns each name's exit status."""
-    waiting, running, status = list(commands), {}, {}
+    waiting, running, status, stopping = list(commands), {}, {}, set()
     start = time.monotonic()
     while waiting or running:
         while waiting and len(running) < parallel:
             name, command, log = waiting.pop(0)
             log.parent.mkdir(parents=True, exist_ok=True)
-            running[name] = subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=REPO)
+            with log.open("w") as out:  # the child keeps its own copy of the descriptor
+                running[name] = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
         for name, process in list(running.items()):
             if process.poll() is not None:
                 status[name] = process.returncode
                 del running[name]
-            elif time.monotonic() - start > deadline_s and not getattr(process, "stopping", False):
+            elif time.monotonic() - start > deadline_s and name not in stopping:
                 process.send_signal(signal.SIGTERM)
-                process.stopping = True  # type: ignore[attr-defined]
+                stopping.add(name)
         time.sleep(1.0)
     return status
 
