@@ -1346,3 +1346,26 @@ def test_a_model_without_its_run_offers_no_replay(server, page):
     page.goto(server)
     expect(page.locator("#pair")).to_be_enabled()
     expect(page.locator("#replay-section")).to_be_hidden()
+
+
+def test_a_model_that_writes_nothing_is_named_so(run_server, page):
+    """A kept model whose translation is empty (EOS first, as early models' often are) says so, as `tnmt replay`
+    prints it, instead of an empty line."""
+
+    def empty_first(route):
+        data = route.fetch().json()
+        data["moments"][0].update(words=[], word_probs=[], greedy="")
+        route.fulfill(json=data)
+
+    page.route("**/v1/replay", empty_first)
+    page.goto(run_server)
+    expect(page.locator("#pair")).to_be_enabled()
+    page.locator("#source").fill("two hundred and five")
+    expect(page.locator("#replay-section")).to_be_visible()
+    page.locator("#replay-section > summary").click()
+    expect(page.locator("#replay-step")).to_have_text("Model 1 of 4: update 1 (snapshot)")
+    expect(page.locator("#replay-words")).to_have_text("(nothing: the model writes EOS first)")
+    expect(page.locator("#replay-greedy")).to_have_text("(nothing: the model writes EOS first)")
+    page.locator("#replay-slider").focus()
+    page.keyboard.press("End")
+    expect(page.locator("#replay-words")).not_to_contain_text("nothing")

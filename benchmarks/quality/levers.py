@@ -17,8 +17,6 @@ stopped at `--deadline-minutes` with SIGTERM, which saves its last update), then
 (greedy and beam 4, sacreBLEU and the tokenised lower-cased BLEU of the literature) by another process.
 """
 
-from __future__ import annotations
-
 import argparse
 import json
 import math
@@ -31,6 +29,10 @@ from pathlib import Path
 import torch
 
 from benchmarks.common.host import describe
+from benchmarks.quality.multi30k import evaluate_checkpoint, test_set
+from tnmt.config import DataConfig, parse
+from tnmt.data.multi30k import find_multi30k
+from tnmt.views.replay import read_metrics
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -78,29 +80,19 @@ def run_all(commands: list[tuple[str, list[str], Path]], parallel: int, deadline
     return status
 
 
-def curve(run: Path) -> list[dict]:
-    """The run's validations: update, BLEU (greedy), loss."""
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+def curve(records: list[dict]) -> list[dict]:
+    """A run's validations (its metrics.jsonl records): update, BLEU (greedy), loss."""
     return [
-        {"step": r["step"], "bleu": round(r["val_bleu"], 2), "loss": round(r.get("val_loss", float("nan")), 4)}
-        for r in rows
-        if "val_bleu" in r
+        {"step": r["step"], "bleu": round(r["val_bleu"], 2), "loss": round(r["val_loss"], 4)}
+        for r in records
+        if "val_bleu" in r  # validation records carry val_loss too
     ]
 
 
 def score_run(run: Path) -> dict:
     """The run's best checkpoint on test_2016_flickr in its first direction, greedy and beam 4."""
-    from benchmarks.quality.multi30k import evaluate_checkpoint, tokenized_references
-    from tnmt.config import DataConfig, parse
-    from tnmt.data.corpus import read_parallel
-    from tnmt.data.dataset import corpus_files
-    from tnmt.data.multi30k import find_multi30k
-    from tnmt.data.multiway import direction_data
-
     data = parse(DataConfig, json.loads((run / "recipe.json").read_text())["data"], where=str(run / "recipe.json"))
-    pair = data.trained_directions[0]
-    test = read_parallel(*corpus_files(direction_data(data, pair) if data.multilingual else data, "test_2016_flickr"))
-    tok_refs, _ = tokenized_references(find_multi30k(), test.tgt, pair[1])
+    pair, test, tok_refs, _ = test_set(data, find_multi30k())
     return {
         f"best_{name}": {
             key: value
@@ -164,10 +156,9 @@ def main() -> None:
 def run_entry(out: Path, key: str, arm: str, seed: int, exit_status: int | None) -> dict:
     """One run's record: its arm, seed, exit status, updates, validation curve and test scores."""
     entry: dict = {"arm": arm, "seed": seed, "exit": exit_status}
-    if (out / key / "metrics.jsonl").exists():
-        entry["val_curve"] = curve(out / key)
-        rows = (json.loads(line) for line in (out / key / "metrics.jsonl").read_text().splitlines())
-        entry["updates"] = max((row.get("step", 0) for row in rows), default=0)
+    if records := read_metrics(out / key):
+        entry["val_curve"] = curve(records)
+        entry["updates"] = max(record["step"] for record in records)
     score = out / f"{key}.score"
     lines = score.read_text().strip().splitlines() if score.exists() else []
     try:

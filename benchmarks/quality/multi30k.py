@@ -33,7 +33,8 @@ from sacremoses import MosesPunctNormalizer, MosesTokenizer
 
 from benchmarks.common.host import describe, matmul_peak
 from tnmt.checkpoint import average_checkpoints
-from tnmt.data.corpus import read_parallel
+from tnmt.config import DataConfig
+from tnmt.data.corpus import ParallelCorpus, read_parallel
 from tnmt.data.dataset import corpus_files
 from tnmt.data.multi30k import find_multi30k
 from tnmt.data.multiway import direction_data
@@ -58,6 +59,14 @@ def tokenized_references(root: Path, refs: list[str], lang: str) -> tuple[list[s
         return lc_norm_tok(refs, lang), "raw references tokenised here (sacremoses)"
     with gzip.open(path, "rt", encoding="utf-8") as f:
         return f.read().splitlines(), str(path.relative_to(root))
+
+
+def test_set(data: DataConfig, root: Path) -> tuple[tuple[str, str], ParallelCorpus, list[str], str]:
+    """The recipe's direction (of a multilingual recipe, the first listed: bidirectional training's), its
+    test_2016_flickr pairs, their tokenised references and where those came from."""
+    pair = data.trained_directions[0]
+    test = read_parallel(*corpus_files(direction_data(data, pair) if data.multilingual else data, "test_2016_flickr"))
+    return pair, test, *tokenized_references(root, test.tgt, pair[1])
 
 
 def evaluate_checkpoint(
@@ -105,11 +114,8 @@ def main() -> None:
         raise SystemExit("Multi30k not found: set TNMT_DATA_DIR")
     overrides = [f"--{item}" for item in args.set]
     shipped = load_recipe(args.recipe, overrides)
-    data = shipped.data
-    pair = data.trained_directions[0]  # of a multilingual recipe, the first listed (bidirectional training's)
+    pair, test, tok_refs, tok_source = test_set(shipped.data, root)
     lang = pair[1]
-    test = read_parallel(*corpus_files(direction_data(data, pair) if data.multilingual else data, "test_2016_flickr"))
-    tok_refs, tok_source = tokenized_references(root, test.tgt, lang)
     threads = shipped.train.threads or torch.get_num_threads()
     peaks = {
         kind: round(matmul_peak(dtype, threads), 1)

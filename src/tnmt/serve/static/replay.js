@@ -115,17 +115,23 @@ function show(k) {
   const m = moments[k];
   el.slider.value = String(k);
   el.step.textContent = `Model ${k + 1} of ${moments.length}: update ${m.step} (${m.kind})`;
-  el.words.replaceChildren(...m.words.map((word, i) => {
+  const words = m.words.map((word, i) => {
     const p = m.word_probs[i];
     const span = make("span", p < 0.5 ? "replay-word low" : "replay-word", word);
     span.style.setProperty("--p", String(p));
     span.title = `probability ${percent(p)}`;
     return span;
-  }));
-  el.greedy.textContent = m.greedy;
+  });
+  el.words.replaceChildren(...(words.length ? words : [nothing()]));
+  el.greedy.replaceChildren(m.greedy.trim() ? m.greedy : nothing());
   el.metrics.textContent = metricsLine(m);
   el.attention.replaceChildren(attentionPicture(m, `Update ${m.step}`));
   drawCurves(state.replay, m.step);
+}
+
+/** What an empty translation shows: as `tnmt replay` prints it. */
+function nothing() {
+  return make("span", "replay-nothing", "(nothing: the model writes EOS first)");
 }
 
 function metricsLine(m) {
