@@ -148,6 +148,15 @@ def test_concatenated_pairs_give_the_first_parts_links_and_none_for_the_seconds(
     assert both.links([2])[0].shape == (0, 2)
 
 
+def test_concatenated_pairs_start_from_bos_or_from_the_first_parts_tags_then_the_second_start():
+    first = EncodedPairs(src=[[1], [2]], tgt=[[3], [4]], start_ids=[9, 8])
+    second = EncodedPairs(src=[[5]], tgt=[[6]])
+    assert ConcatPairs(first, second).starts([2, 0]) is None  # one-pair corpora: BOS
+    tagged = ConcatPairs(first, second, second_start=7)
+    assert tagged.starts([2, 1, 0, 2]) == [7, 8, 9, 7]
+    assert tagged.for_epoch(3).starts([2]) == [7]
+
+
 def test_side_lengths_count_each_sides_tokens():
     src, tgt = EncodedPairs([[1, 2], [3]], [[4], [5, 6, 7]]).side_lengths()
     assert src.tolist() == [2, 1] and tgt.tolist() == [1, 3]

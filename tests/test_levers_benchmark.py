@@ -1,6 +1,7 @@
 """benchmarks/quality/levers.py without training: arms' overrides, the exact-update command, the runner's deadline
 and the record of a run (its curve, its updates, its scores or why there are none)."""
 
+import argparse
 import json
 import sys
 
@@ -72,3 +73,16 @@ def test_arms_and_a_step_budget_are_required(monkeypatch, capsys):
     with pytest.raises(SystemExit):
         levers.main()
     assert "--arm (at least one) and --steps (positive) are required" in capsys.readouterr().err
+
+
+def test_the_result_holds_every_runs_curve_before_any_is_scored(tmp_path):
+    run = tmp_path / "base_s1"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text(json.dumps({"step": 250, "val_bleu": 20.0, "val_loss": 2.5}) + "\n")
+    args = argparse.Namespace(recipe="r.toml", steps=500, out=tmp_path, result=tmp_path / "out" / "levers.json")
+    results = levers.write_results(args, {"base": []}, {"base_s1": ("base", 1)}, {"base_s1": -15}, 61.04)
+    assert json.loads(args.result.read_text()) == results
+    assert results["train_seconds"] == 61.0 and results["runs"]["base_s1"]["val_curve"] == [
+        {"step": 250, "bleu": 20.0, "loss": 2.5}
+    ]
+    assert results["runs"]["base_s1"]["exit"] == -15 and "best_beam4" not in results["runs"]["base_s1"]

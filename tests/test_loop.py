@@ -1,5 +1,6 @@
 """The training loop on a tiny generated corpus: it learns, logs, checkpoints and resumes exactly."""
 
+import copy
 import json
 import math
 from pathlib import Path
@@ -17,6 +18,7 @@ from tnmt.data.prepared import PreparedPairs
 from tnmt.errors import UserError
 from tnmt.model import Transformer
 from tnmt.train import loop, start
+from tnmt.train.distill import added_pairs, write_diversified
 from tnmt.train.loop import train
 from tnmt.train.loss import GUIDED_HEAD, alignment_loss
 from tnmt.translate.translator import Translation, Translator
@@ -395,3 +397,62 @@ def test_bidirectional_training_narrows_to_the_first_direction_and_resumes_exact
     assert all(torch.equal(a[name], b[name]) for name in a)
     corpus, targets = start._validation_text(tiny_recipe(tmp_path / "c", *both))
     assert targets == ["de"] * 8 and corpus.tgt == (numbers_multiway / "valid.de").read_text().splitlines()[:8]
+
+
+def test_data_diversification_trains_the_first_direction_on_the_union_and_resumes_exactly(
+    tiny_recipe, numbers_multiway, tmp_path, monkeypatch
+):
+    """train.diversify: when the bidirectional run narrows, the model (as it is then) translates the en-de pairs
+    forward and backward once; the epochs after train on the corpus's en-de pairs, then the new pairs, whose decoder
+    starts from the German tag; a run stopped before it and after it ends with the straight run's weights."""
+    both = [
+        "--data.languages=['en', 'de']",
+        "--data.directions=['en-de', 'de-en']",
+        "--data.first_direction_from=0.1",  # at the start of epoch 1 (~10 updates): past update 4 of 40, 3 of 30
+        "--train.diversify=true",
+        f"--data.train_src={numbers_multiway}/train.{{lang}}",
+        f"--data.valid_src={numbers_multiway}/valid.{{lang}}",
+        "--data.train_tgt=''",
+        "--data.valid_tgt=''",
+        "--data.max_valid_pairs=8",
+        f"--data.prepared_dir={tmp_path}/prepared",
+        "--train.eval_every=10",
+        "--train.max_tokens=2000",  # epochs of ~10 updates
+    ]
+    teachers, seen = [], []
+    epoch_pairs = loop._epoch_pairs
+
+    def teaching(model, tokenizer, recipe, *, world):
+        teachers.append((copy.deepcopy(model), tokenizer, recipe.decode))
+        return write_diversified(model, tokenizer, recipe, world=world)
+
+    def recording(run):
+        pairs = epoch_pairs(run)
+        seen.append((run.state.epoch, len(pairs), pairs.starts(range(len(pairs)))))
+        return pairs
+
+    monkeypatch.setattr(loop, "write_diversified", teaching)
+    monkeypatch.setattr(loop, "_epoch_pairs", recording)
+    straight = train(tiny_recipe(tmp_path / "a", "--train.max_steps=40", *both), progress=False)
+    [(teacher, tokenizer, decode)] = teachers
+    english, german = (read_lines(numbers_multiway / f"train.{lang}") for lang in ("en", "de"))
+    translator = Translator(teacher, tokenizer, decode)
+    forward = translator.for_pair("en", "de").translate(english)
+    backward = translator.for_pair("de", "en").translate(german)
+    added = added_pairs(list(zip(english, german, strict=True)), forward, backward)
+    written = (read_lines(straight / "distilled" / f"train.{lang}") for lang in ("en", "de"))
+    assert list(zip(*written, strict=True)) == added and added
+    state = json.loads(((straight / "last").resolve() / "trainer_state.json").read_text())
+    first, kept = state["first_direction_epoch"], len(PreparedPairs(straight / "distilled" / "prepared"))
+    assert first >= 1 and state["distilled_pairs"] == len(added) and 0 < kept <= len(added)
+    german_tag = tokenizer.language_id("de")
+    assert all(n == 600 for e, n, _ in seen if e < first)
+    assert all(n == 300 + kept and starts == [german_tag] * n for e, n, starts in seen if e >= first)
+
+    teachers.clear()
+    train(tiny_recipe(tmp_path / "b", "--train.max_steps=8", *both), progress=False)  # stops before it
+    train(tiny_recipe(tmp_path / "b", "--train.max_steps=30", *both), resume=True, progress=False)  # after it
+    resumed = train(tiny_recipe(tmp_path / "b", "--train.max_steps=40", *both), resume=True, progress=False)
+    assert len(teachers) == 1
+    a, b = (weights((run / "last").resolve()) for run in (straight, resumed))
+    assert all(torch.equal(a[name], b[name]) for name in a)

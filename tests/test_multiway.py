@@ -108,6 +108,16 @@ def test_validation_reads_every_direction_with_its_target(data):
             "train_src = 'a.txt': must be a pattern with {lang}",
         ),
         (["--data.languages=['en', 'de']", "--train.distill_at_step=10"], "distill_at_step is for one language pair"),
+        (["--train.diversify=true"], "diversify needs a bidirectional run: .*first_direction_from > 0"),
+        (
+            [
+                "--data.languages=['en', 'de', 'fr']",
+                "--data.directions=['en-de', 'fr-de']",
+                "--data.first_direction_from=0.3",
+                "--train.diversify=true",
+            ],
+            "diversify translates de->en too: .*directions must list de-en",
+        ),
     ],
 )
 def test_a_bad_multilingual_recipe_is_one_line(overrides, message):

@@ -133,9 +133,22 @@ def main() -> None:
         args.deadline_minutes * 60 or math.inf,
     )
     train_s = time.monotonic() - started
+    write_results(args, arms, runs, trained, train_s)  # the curves, in case scoring is cut short
     me = [sys.executable, "-m", "benchmarks.quality.levers", "--score"]
     best = [key for key in runs if (args.out / key / "best").exists()]
     run_all([(key, [*me, str(args.out / key)], args.out / f"{key}.score") for key in best], args.parallel, math.inf)
+    results = write_results(args, arms, runs, trained, train_s)
+    for key, entry in results["runs"].items():
+        top = max((p["bleu"] for p in entry.get("val_curve", [])), default=None)
+        test = entry.get("best_beam4", {}).get("tok_lc_bleu")
+        print(f"{key}: exit {entry['exit']}, {entry.get('updates')} updates, best val {top}, test beam4 tok-lc {test}")
+    print(f"wrote {args.result}")
+
+
+def write_results(
+    args: argparse.Namespace, arms: dict[str, list[str]], runs: dict, trained: dict, train_s: float
+) -> dict:
+    """Write (and return) the result JSON: every run's curve, and its test scores where they exist."""
     results = {
         "recipe": args.recipe,
         "steps": args.steps,
@@ -144,13 +157,9 @@ def main() -> None:
         "arms": arms,
         "runs": {key: run_entry(args.out, key, name, seed, trained.get(key)) for key, (name, seed) in runs.items()},
     }
-    for key, entry in results["runs"].items():
-        top = max((p["bleu"] for p in entry.get("val_curve", [])), default=None)
-        test = entry.get("best_beam4", {}).get("tok_lc_bleu")
-        print(f"{key}: exit {entry['exit']}, {entry.get('updates')} updates, best val {top}, test beam4 tok-lc {test}")
     args.result.parent.mkdir(parents=True, exist_ok=True)
     args.result.write_text(json.dumps(results, indent=1) + "\n")
-    print(f"wrote {args.result}")
+    return results
 
 
 def run_entry(out: Path, key: str, arm: str, seed: int, exit_status: int | None) -> dict:

@@ -268,6 +268,11 @@ class TrainConfig:
     # Self-distillation (train/distill.py): at the first epoch start from this update on, the model translates the
     # training sources and training goes on over the original pairs plus (source, translation) pairs. 0 = off.
     distill_at_step: int = 0
+    # Data diversification (Nguyen et al., 2020) in a bidirectional run (data.first_direction_from): when the run
+    # narrows to its first direction, the model, trained both ways, translates that direction's training sources
+    # forward and its targets backward, and the first direction trains on the union of the original pairs and both
+    # translated sets, duplicates dropped (train/distill.py). One model is both the forward and the backward one.
+    diversify: bool = False
     device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA when PyTorch sees a GPU (see device.py)
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "fp32"  # autocast; auto: bf16 where faster (device.py)
     activation_checkpointing: bool = False  # recompute each layer's activations in backward: less memory, ~30% slower

@@ -42,8 +42,23 @@ class Recipe:
             )
         if self.data.multilingual and self.train.distill_at_step:
             raise ValueError("[train] distill_at_step is for one language pair: [data] languages lists several")
+        if self.train.diversify:
+            self._check_diversify()
         if self.train.guided_alignment and not self.model.n_decoder_layers:
             raise ValueError("[train] guided_alignment needs a decoder layer: [model] n_decoder_layers = 0 has none")
+
+    def _check_diversify(self) -> None:
+        """Diversification needs a run that trains both ways and then narrows to one direction."""
+        if not self.data.first_direction_from:
+            raise ValueError(
+                "[train] diversify needs a bidirectional run: [data] first_direction_from > 0, with directions "
+                "such as ['en-de', 'de-en']"
+            )
+        source, target = self.data.trained_directions[0]
+        if (target, source) not in self.data.trained_directions:
+            raise ValueError(
+                f"[train] diversify translates {target}->{source} too: [data] directions must list {target}-{source}"
+            )
 
     def model_config(self, tokenizer: "Tokenizer") -> ModelConfig:
         """The model's config for `tokenizer`'s vocabularies and special ids."""

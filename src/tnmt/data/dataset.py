@@ -62,11 +62,14 @@ class EncodedPairs:
 
 
 class ConcatPairs:
-    """Two training corpora read as one: indices past the first's end are the second's (self-distillation
-    appends the model's translations this way, train/distill.py). Either part may be on disk or in memory."""
+    """Two training corpora read as one: indices past the first's end are the second's (self-distillation and data
+    diversification append the model's translations this way, train/distill.py). Either part may be on disk or in
+    memory."""
 
-    def __init__(self, first: TrainingPairs, second: TrainingPairs) -> None:
-        self.first, self.second = first, second
+    def __init__(self, first: TrainingPairs, second: TrainingPairs, *, second_start: int | None = None) -> None:
+        """`second_start`: the decoder's first input for the second part's pairs when the first part's have tags
+        (a multilingual model's first direction: its target language's tag); None: BOS for every pair."""
+        self.first, self.second, self.second_start = first, second, second_start
 
     def __len__(self) -> int:
         return len(self.first) + len(self.second)
@@ -87,12 +90,16 @@ class ConcatPairs:
         head = iter(self.first.links([i for i in indices if i < n]))
         return [next(head) if i < n else np.zeros((0, 2), dtype=np.int64) for i in indices]
 
-    def starts(self, indices: Iterable[int]) -> None:
-        """BOS for every pair: self-distillation is for one-pair corpora."""
-        return None
+    def starts(self, indices: Iterable[int]) -> list[int] | None:
+        """None (BOS for every pair) without `second_start`; else the first part's tags, then `second_start`."""
+        if self.second_start is None:
+            return None
+        n, indices = len(self.first), list(indices)
+        head = iter(self.first.starts([i for i in indices if i < n]) or [])
+        return [next(head) if i < n else self.second_start for i in indices]
 
     def for_epoch(self, epoch: int) -> "ConcatPairs":
-        return ConcatPairs(self.first.for_epoch(epoch), self.second.for_epoch(epoch))
+        return ConcatPairs(self.first.for_epoch(epoch), self.second.for_epoch(epoch), second_start=self.second_start)
 
 
 def corpus_files(config: DataConfig, split: str) -> tuple[Path, Path]:

@@ -43,7 +43,7 @@ from tnmt.io import remove_leftovers
 from tnmt.model import Transformer
 from tnmt.recipe import Recipe
 from tnmt.train.compiled import pad_multiple
-from tnmt.train.distill import prepare_distilled, write_translations
+from tnmt.train.distill import prepare_distilled, write_diversified, write_translations
 from tnmt.train.distributed import World, collective, env_world, process_group, translate_across
 from tnmt.train.loss import GUIDED_HEAD, alignment_loss, model_loss
 from tnmt.train.progress import Window
@@ -101,7 +101,8 @@ def _train_epoch(run: Run, window: Window, *, clock: float, stop: StopRequest | 
     """Train from the state's position to the end of its epoch, validating and saving on the way;
     returns whether the run is over (budget spent, patience spent or the last epoch done)."""
     cfg, state = run.recipe.train, run.state
-    if _distillation_due(cfg, state):
+    _narrow_when_due(run)
+    if _translation_due(cfg, state):
         _distill(run)
     data = _epoch_pairs(run)  # the epoch's segmentation (one, without subword samples), its directions
     sampler = TokenBatchSampler(data.lengths(), max_tokens=cfg.max_tokens, seed=cfg.seed)
@@ -132,20 +133,29 @@ def _train_epoch(run: Run, window: Window, *, clock: float, stop: StopRequest | 
     return False
 
 
-def _epoch_pairs(run: Run) -> TrainingPairs:
-    """The pairs epoch `state.epoch` trains on. Bidirectional training (data.first_direction_from) narrows them to
-    the first direction from the first epoch that starts past its share of the budget; the epoch is kept in the
-    state, so a resumed run trains on what the uninterrupted one did."""
+def _narrow_when_due(run: Run) -> None:
+    """Bidirectional training (data.first_direction_from): from the first epoch that starts past its share of the
+    budget, the first direction alone. The epoch is kept in the state, so a resumed run narrows where the
+    uninterrupted one did."""
     data, state = run.recipe.data, run.state
     share = data.first_direction_from
     if share and state.first_direction_epoch < 0 and state.batch_index == 0 and budget_share(run) >= share:
         state.first_direction_epoch = state.epoch
         first = data.directions[0]
         log.info(f"bidirectional training: from epoch {state.epoch} (update {state.step}) on, {first} only")
+
+
+def _epoch_pairs(run: Run) -> TrainingPairs:
+    """The pairs epoch `state.epoch` trains on: the corpus (its first direction alone once bidirectional training
+    narrowed to it), then the model's own translations once it made them."""
+    data, state = run.recipe.data, run.state
     pairs = run.train_data
     if 0 <= state.first_direction_epoch <= state.epoch:
-        assert isinstance(pairs, MultiwayPairs)  # a multilingual corpus (and without self-distillation: recipe.py)
+        assert isinstance(pairs, MultiwayPairs)  # a multilingual corpus (recipe.py)
         pairs = pairs.only(parse_direction(data.directions[0]))
+    if run.translated is not None:
+        tag = run.tokenizer.language_id(data.trained_directions[0][1]) if data.multilingual else None
+        pairs = ConcatPairs(pairs, run.translated, second_start=tag)
     return pairs.for_epoch(state.epoch)
 
 
@@ -312,23 +322,24 @@ def validate(
     }
 
 
-def _distillation_due(cfg: TrainConfig, state: TrainState) -> bool:
-    """Once, at the first epoch start from update `distill_at_step` on (the data changes between epochs only)."""
-    due = bool(cfg.distill_at_step) and state.step >= cfg.distill_at_step
+def _translation_due(cfg: TrainConfig, state: TrainState) -> bool:
+    """Once, at an epoch start (the data changes between epochs only): the first from update `distill_at_step` on,
+    or with `diversify` the first of the narrowed run."""
+    due = state.first_direction_epoch >= 0 if cfg.diversify else state.step >= cfg.distill_at_step > 0
     return due and state.distilled_pairs < 0 and not state.batch_index
 
 
 def _distill(run: Run) -> None:
-    """Self-distillation: the ranks translate the training sources together, with the weights validation
-    measures, and rank 0 writes them; then every rank reads the original pairs followed by the translated ones."""
+    """Self-distillation or data diversification: the ranks translate the training corpus together, with the
+    weights validation measures, and rank 0 writes the pairs; then every epoch reads them after the corpus's."""
+    write = write_diversified if run.recipe.train.diversify else write_translations
     with _ema_swapped_in(run):
-        written = write_translations(run.model, run.tokenizer, run.recipe, world=run.world)
+        written = write(run.model, run.tokenizer, run.recipe, world=run.world)
     run.model.train()
     run.world.barrier()  # rank 0 has written the files the others prepare next
     run.state.distilled_pairs = written
     if written:
-        translated = prepare_distilled(run.recipe, run.tokenizer, run.model.config.max_len)
-        run.train_data = ConcatPairs(run.train_data, translated)
+        run.translated = prepare_distilled(run.recipe, run.tokenizer, run.model.config.max_len)
 
 
 def _validate_and_save(run: Run) -> bool:

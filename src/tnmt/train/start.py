@@ -19,7 +19,7 @@ from tnmt.checkpoint import Checkpoint, load_checkpoint
 from tnmt.config import DROPOUT_RATES, Architecture, TrainConfig
 from tnmt.data.alignment import eflomal_installed
 from tnmt.data.corpus import ParallelCorpus
-from tnmt.data.dataset import ConcatPairs, EncodedPairs, TrainingPairs, encode, fit_pairs, read_split
+from tnmt.data.dataset import EncodedPairs, TrainingPairs, encode, fit_pairs, read_split
 from tnmt.data.multiway import MultiwayPairs, prepare_multiway, read_multiway_split
 from tnmt.data.prepare import prepare
 from tnmt.data.prepared import PreparedPairs
@@ -51,7 +51,7 @@ class TrainState:
     best_step: int = 0
     bad_evals: int = 0  # validations since the best score (early stopping)
     elapsed: float = 0.0  # training seconds (rank 0's clock), carried over resumes for max_minutes
-    # Pairs self-distillation added (train.distill_at_step, distill.py): -1 not yet, 0 none had text
+    # Pairs the model's translations added (train.distill_at_step or train.diversify, distill.py): -1 not yet, 0 none
     distilled_pairs: int = -1
     # The epoch from which only the first direction trains (data.first_direction_from): -1 not yet
     first_direction_epoch: int = -1
@@ -68,7 +68,8 @@ class Run:
     tokenizer: Tokenizer
     optimizer: torch.optim.Optimizer
     state: TrainState
-    train_data: TrainingPairs  # lengths() and pairs(indices): on disk, in memory, or both (self-distillation)
+    train_data: TrainingPairs  # lengths() and pairs(indices): on disk or in memory
+    translated: PreparedPairs | None  # the model's own translations once it made them (distill.py), else None
     valid_data: EncodedPairs
     valid_text: ParallelCorpus
     log: MetricsLog
@@ -109,8 +110,9 @@ def start_run(
         tokenizer = train_data.tokenizer()
         model = Transformer(recipe.model_config(tokenizer))
     recipe = _guided_decode(recipe, model.config.n_decoder_layers)
-    if state.distilled_pairs > 0:  # resuming after self-distillation: the translations written then
-        train_data = ConcatPairs(train_data, prepare_distilled(recipe, tokenizer, model.config.max_len))
+    translated = None  # resuming after self-distillation or diversification: the translations written then
+    if state.distilled_pairs > 0:
+        translated = prepare_distilled(recipe, tokenizer, model.config.max_len)
     model.to(device).activation_checkpointing = cfg.activation_checkpointing
     if compile_wanted(cfg.compile, device):
         compile_layers(model)
@@ -135,6 +137,7 @@ def start_run(
         optimizer=optimizer,
         state=state,
         train_data=train_data,
+        translated=translated,
         valid_data=_validation_pairs(valid_text, valid_targets, tokenizer, model.config.max_len, world),
         valid_text=valid_text,
         log=MetricsLog(out / "metrics.jsonl", after_step=state.step, enabled=world.is_main),
