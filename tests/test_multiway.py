@@ -164,3 +164,11 @@ def test_an_epoch_draws_unequal_directions_by_the_temperature(prepared, data, tm
              if start == tokenizer.language_id("de")]  # fmt: skip
     assert set(drawn) == german  # every pair of the small direction, some twice
     assert len(epoch.lengths()) == 360 and epoch.pairs([5]) == corpus.for_epoch(3).pairs([5])  # the epoch's own draw
+
+
+def test_the_diversified_recipe_is_the_bidirectional_one_translating_both_ways_at_half_the_budget(repo_root):
+    recipe = load_recipe(str(repo_root / "configs" / "multi30k_en_de_diversified.toml"))
+    bidirectional = load_recipe(str(repo_root / "configs" / "multi30k_en_de_bidirectional.toml"))
+    assert recipe.train.diversify and recipe.data.first_direction_from == 0.5
+    assert recipe.data.trained_directions == bidirectional.data.trained_directions == [("en", "de"), ("de", "en")]
+    assert (recipe.model, recipe.train.max_minutes) == (bidirectional.model, 45)
