@@ -357,18 +357,14 @@ def test_a_multilingual_run_trains_its_directions_and_resumes_exactly(tiny_recip
     assert isinstance(translator.for_pair("en", "it").translate(["seven"])[0], str)
 
 
-def test_bidirectional_training_narrows_to_the_first_direction_and_resumes_exactly(
-    tiny_recipe, numbers_multiway, tmp_path, monkeypatch
-):
-    """data.first_direction_from: both directions until the first epoch start past the share of the budget, the
-    first alone after it, the epoch kept in the state (a resumed run narrows where the straight one did), and
-    validation on the first direction only."""
-    both = [
+def bidirectional(corpus, tmp_path):
+    """en-de and de-en on the numbers corpus, en-de alone from the start of epoch 1 (past update 4 of 40, 3 of 30)."""
+    return [
         "--data.languages=['en', 'de']",
         "--data.directions=['en-de', 'de-en']",
-        "--data.first_direction_from=0.1",  # past update 4 of 40 (3 of 30): at the start of epoch 1 either way
-        f"--data.train_src={numbers_multiway}/train.{{lang}}",
-        f"--data.valid_src={numbers_multiway}/valid.{{lang}}",
+        "--data.first_direction_from=0.1",
+        f"--data.train_src={corpus}/train.{{lang}}",
+        f"--data.valid_src={corpus}/valid.{{lang}}",
         "--data.train_tgt=''",
         "--data.valid_tgt=''",
         "--data.max_valid_pairs=8",
@@ -376,6 +372,15 @@ def test_bidirectional_training_narrows_to_the_first_direction_and_resumes_exact
         "--train.eval_every=10",
         "--train.max_tokens=2000",  # epochs of ~10 updates
     ]
+
+
+def test_bidirectional_training_narrows_to_the_first_direction_and_resumes_exactly(
+    tiny_recipe, numbers_multiway, tmp_path, monkeypatch
+):
+    """data.first_direction_from: both directions until the first epoch start past the share of the budget, the
+    first alone after it, the epoch kept in the state (a resumed run narrows where the straight one did), and
+    validation on the first direction only."""
+    both = bidirectional(numbers_multiway, tmp_path)
     seen = []
     epoch_pairs = loop._epoch_pairs
 
@@ -405,20 +410,7 @@ def test_data_diversification_trains_the_first_direction_on_the_union_and_resume
     """train.diversify: when the bidirectional run narrows, the model (as it is then) translates the en-de pairs
     forward and backward once; the epochs after train on the corpus's en-de pairs, then the new pairs, whose decoder
     starts from the German tag; a run stopped before it and after it ends with the straight run's weights."""
-    both = [
-        "--data.languages=['en', 'de']",
-        "--data.directions=['en-de', 'de-en']",
-        "--data.first_direction_from=0.1",  # at the start of epoch 1 (~10 updates): past update 4 of 40, 3 of 30
-        "--train.diversify=true",
-        f"--data.train_src={numbers_multiway}/train.{{lang}}",
-        f"--data.valid_src={numbers_multiway}/valid.{{lang}}",
-        "--data.train_tgt=''",
-        "--data.valid_tgt=''",
-        "--data.max_valid_pairs=8",
-        f"--data.prepared_dir={tmp_path}/prepared",
-        "--train.eval_every=10",
-        "--train.max_tokens=2000",  # epochs of ~10 updates
-    ]
+    both = [*bidirectional(numbers_multiway, tmp_path), "--train.diversify=true"]
     teachers, seen = [], []
     epoch_pairs = loop._epoch_pairs
 
