@@ -448,3 +448,27 @@ def test_data_diversification_trains_the_first_direction_on_the_union_and_resume
     assert len(teachers) == 1
     a, b = (weights((run / "last").resolve()) for run in (straight, resumed))
     assert all(torch.equal(a[name], b[name]) for name in a)
+
+
+def test_without_eflomal_a_guided_recipe_of_more_than_two_directions_stops_in_one_line(
+    tiny_recipe, numbers_multiway, tmp_path, monkeypatch
+):
+    """Twelve Multi30k directions did not learn without the alignment head (start.UNGUIDED_DIRECTIONS): the run stops
+    before training instead of dropping it, and says how to go on; a bidirectional pair still trains without."""
+    monkeypatch.setattr(start, "eflomal_installed", lambda: False)
+    three = [*bidirectional(numbers_multiway, tmp_path), "--data.languages=['en', 'de', 'it']", "--data.directions=[]"]
+    three.remove("--data.first_direction_from=0.1")
+    three.append("--train.max_steps=2")
+    with pytest.raises(UserError) as error:
+        train(tiny_recipe(tmp_path / "six", *three, "--train.guided_alignment=0.5"), progress=False)
+    assert str(error.value) == (
+        "train.guided_alignment: eflomal is not installed (pip install 'tnmt[align]'), and a model of 6 directions was "
+        "measured not to learn without the alignment head (benchmarks/NOTEBOOK.md, issue 68): install it, or set "
+        "train.guided_alignment = 0 to train without"
+    )
+    assert not (tmp_path / "six" / "last").exists()
+    unguided = train(tiny_recipe(tmp_path / "off", *three, "--train.guided_alignment=0"), progress=False)
+    assert (unguided / "last").exists()  # asked for without: trains
+    pair = [*bidirectional(numbers_multiway, tmp_path / "pair"), "--train.max_steps=2", "--train.guided_alignment=0.5"]
+    out = train(tiny_recipe(tmp_path / "two", *pair), progress=False)
+    assert json.loads((out / "recipe.json").read_text())["train"]["guided_alignment"] == 0.0

@@ -37,6 +37,11 @@ from tnmt.train.loss import GUIDED_HEAD
 from tnmt.train.progress import MetricsLog, Progress
 from tnmt.translate.evidence import length_ratio_bounds
 
+# The most directions a model was measured to learn without guided alignment: a bidirectional pair did (39.6 val
+# BLEU at 4,400 updates); twelve Multi30k directions did not (val BLEU under 3 at 1,250 updates on a CPU and at
+# 7,000 on a GPU, against 11 at 1,000 with it): a run that cannot align their words stops instead of training on.
+UNGUIDED_DIRECTIONS = 2
+
 log = logging.getLogger("tnmt")
 
 
@@ -308,6 +313,13 @@ def prepare_recipe(recipe: Recipe, *, tokenizer: Tokenizer | None, model_max_len
     alignments = alignments or recipe.data.term_annotations > 0  # annotations are built from them: eflomal or an error
     build = prepare_multiway if recipe.data.multilingual else prepare
     prepared = build(recipe.data, directory, max_len=max_len, tokenizer=tokenizer, alignments=alignments)
+    directions = len(recipe.data.trained_directions) if recipe.data.multilingual else 1
+    if guided and not prepared.aligned and directions > UNGUIDED_DIRECTIONS:
+        raise UserError(
+            "train.guided_alignment: eflomal is not installed (pip install 'tnmt[align]'), and a model of "
+            f"{directions} directions was measured not to learn without the alignment head (benchmarks/NOTEBOOK.md, "
+            "issue 68): install it, or set train.guided_alignment = 0 to train without"
+        )
     if guided and not prepared.aligned:  # the run trains on, without the alignment head (`start_run`)
         log.warning(
             "train.guided_alignment: eflomal is not installed (pip install 'tnmt[align]'), so the words are not "
