@@ -198,6 +198,9 @@ INPUTS: dict[str, Callable[[Path, Path], None]] = {
         lambda d, _: write(d, "r.toml", ""),
     ),
     "prepare-guided-alignment-no-eflomal": lambda d, _: corpus(d),  # and no eflomal: MISSING_MODULES
+    "prepare-guided-alignment-no-eflomal-six-directions": lambda d, _: corpus(  # and no eflomal: MISSING_MODULES
+        d, **{"train.de": GOOD_IT.replace("uno", "eins"), "valid.de": "eins\n"}
+    ),
     # checkpoints
     "ckpt-missing": lambda d, _: write(d, "in.txt", "one\n"),
     "ckpt-file": lambda d, _: (write(d, "ckpt", "not a directory"), write(d, "in.txt", "one\n")),
@@ -327,7 +330,10 @@ INPUTS: dict[str, Callable[[Path, Path], None]] = {
 
 
 # Rows about an optional package that is not installed: the module is hidden (`import` raises ImportError).
-MISSING_MODULES = {"prepare-guided-alignment-no-eflomal": "eflomal"}
+MISSING_MODULES = {
+    "prepare-guided-alignment-no-eflomal": "eflomal",
+    "prepare-guided-alignment-no-eflomal-six-directions": "eflomal",
+}
 
 
 def run_cli(row: dict[str, str], directory: Path, ckpt: Path, capsys, monkeypatch) -> tuple[int, str, str, bytes]:
