@@ -313,14 +313,13 @@ def prepare_recipe(recipe: Recipe, *, tokenizer: Tokenizer | None, model_max_len
     alignments = alignments or recipe.data.term_annotations > 0  # annotations are built from them: eflomal or an error
     build = prepare_multiway if recipe.data.multilingual else prepare
     prepared = build(recipe.data, directory, max_len=max_len, tokenizer=tokenizer, alignments=alignments)
-    directions = len(recipe.data.trained_directions) if recipe.data.multilingual else 1
-    if guided and not prepared.aligned and directions > UNGUIDED_DIRECTIONS:
-        raise UserError(
-            "train.guided_alignment: eflomal is not installed (pip install 'tnmt[align]'), and a model of "
-            f"{directions} directions was measured not to learn without the alignment head (benchmarks/NOTEBOOK.md, "
-            "issue 68): install it, or set train.guided_alignment = 0 to train without"
-        )
-    if guided and not prepared.aligned:  # the run trains on, without the alignment head (`start_run`)
+    if guided and not prepared.aligned:  # the run trains on, without the alignment head (`start_run`), or stops
+        if (directions := len(recipe.data.trained_directions)) > UNGUIDED_DIRECTIONS:
+            raise UserError(
+                "train.guided_alignment: eflomal is not installed (pip install 'tnmt[align]'), and a model of "
+                f"{directions} directions was measured not to learn without the alignment head "
+                "(benchmarks/NOTEBOOK.md, issue 68): install it, or set train.guided_alignment = 0 to train without"
+            )
         log.warning(
             "train.guided_alignment: eflomal is not installed (pip install 'tnmt[align]'), so the words are not "
             "aligned and the run trains without guided alignment"
