@@ -314,16 +314,14 @@ def prepare_recipe(recipe: Recipe, *, tokenizer: Tokenizer | None, model_max_len
     build = prepare_multiway if recipe.data.multilingual else prepare
     prepared = build(recipe.data, directory, max_len=max_len, tokenizer=tokenizer, alignments=alignments)
     if guided and not prepared.aligned:  # the run trains on, without the alignment head (`start_run`), or stops
+        missing = "train.guided_alignment: eflomal is not installed (pip install 'tnmt[align]')"
         if (directions := len(recipe.data.trained_directions)) > UNGUIDED_DIRECTIONS:
             raise UserError(
-                "train.guided_alignment: eflomal is not installed (pip install 'tnmt[align]'), and a model of "
-                f"{directions} directions was measured not to learn without the alignment head "
-                "(benchmarks/NOTEBOOK.md, issue 68): install it, or set train.guided_alignment = 0 to train without"
+                f"{missing}, and a model of {directions} directions was measured not to learn without the "
+                "alignment head (benchmarks/NOTEBOOK.md, issue 68): install it, or set train.guided_alignment = 0 "
+                "to train without"
             )
-        log.warning(
-            "train.guided_alignment: eflomal is not installed (pip install 'tnmt[align]'), so the words are not "
-            "aligned and the run trains without guided alignment"
-        )
+        log.warning(f"{missing}, so the words are not aligned and the run trains without guided alignment")
     return prepared
 
 
