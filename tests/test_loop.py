@@ -3,6 +3,9 @@
 import copy
 import json
 import math
+import signal
+import weakref
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,7 @@ from tnmt.train import loop, start
 from tnmt.train.distill import added_pairs, write_diversified
 from tnmt.train.loop import train
 from tnmt.train.loss import GUIDED_HEAD, alignment_loss
+from tnmt.train.stop import Stopped, StopRequest
 from tnmt.translate.translator import Translation, Translator
 
 
@@ -80,6 +84,37 @@ def test_resuming_a_finished_run_adds_nothing(tiny_recipe, tmp_path):
     assert (out / "last").resolve().name == "step_0000004" and len(list((out / "checkpoints").iterdir())) == 1
     after = weights((out / "last").resolve())
     assert all(torch.equal(before[name], after[name]) for name in before)
+
+
+@pytest.mark.parametrize("stopping", [False, True], ids=["finished", "stopped"])
+def test_the_model_is_let_go_before_the_process_group_is_left(tiny_recipe, tmp_path, monkeypatch, stopping):
+    """Under torchrun the model (DDP) holds gloo's process group; freed after it, at interpreter exit, a rank
+    aborted. Whether train ends or raises Stopped, nothing of the run may be alive when the group is left."""
+    models, alive = [], []
+    real_start, real_group = loop.start_run, loop.process_group
+
+    def start_run(*args, **kwargs):
+        run = real_start(*args, **kwargs)
+        models.append(weakref.ref(run.model))
+        return run
+
+    @contextmanager
+    def process_group(**kwargs):
+        with real_group(**kwargs) as world:
+            try:
+                yield world
+            finally:
+                alive.append(models[0]() is not None)
+
+    monkeypatch.setattr(loop, "start_run", start_run)
+    monkeypatch.setattr(loop, "process_group", process_group)
+    request = StopRequest()
+    request.signum = signal.SIGTERM if stopping else None
+    with pytest.raises(Stopped) if stopping else nullcontext() as raised:
+        train(tiny_recipe(tmp_path / "run", "--train.max_steps=2"), progress=False, stop=request)
+    assert alive == [False]
+    if stopping:  # the exception still says where its checkpoint is
+        assert raised.value.step == 1 and raised.value.checkpoint.name == "step_0000001"
 
 
 def test_outputs_links_metrics_and_curves(tiny_recipe, tmp_path):

@@ -69,14 +69,20 @@ def train(recipe: Recipe, *, resume: bool = False, progress: bool = True, stop: 
         torch.set_num_threads(cfg.threads)
     device = resolve_device(cfg.device, local_rank=env_world().local_rank)
     precision = mixed_precision(cfg.precision, device)  # before any work: fp16 on the CPU is an error
+    stopped: Stopped | None = None
     with process_group(device=device, timeout_s=cfg.collective_timeout_s) as world:
         run = start_run(recipe, resume=resume, progress=progress, world=world, device=device, precision=precision)
-        out = _train_run(run, world, stop)
+        try:
+            out = _train_run(run, world, stop)
+        except Stopped as e:  # its traceback's frames hold the run: raised again below without them
+            stopped = e.with_traceback(None)
         # The run's DDP model holds the process group: let it (and the cycles around it) go while the group is
         # still there. Freed at interpreter exit instead, gloo's threads were torn down late and a rank aborted
-        # ("terminate called without an active exception") in CI.
+        # ("terminate called without an active exception"), in CI: after a finished run, then after a stop.
         del run
         gc.collect()
+    if stopped:
+        raise stopped
     return out
 
 
