@@ -462,9 +462,6 @@ def _stop(run: Run, signal_name: str) -> None:
         except OSError as e:
             why = f"stopping on {signal_name}, could not save a checkpoint: {e.strerror}"
             raise OSError(e.errno, why, e.filename) from None
-    # Leave together, as a finished run does: a rank that tears gloo down while rank 0 still writes the
-    # checkpoint can abort at exit (exit 1 instead of 0, seen once in CI).
-    run.world.barrier()
     run.bar.bar.close()
     raise Stopped(signal_name, run.state.step, path)
 
