@@ -2,6 +2,7 @@
 translated in their own format, on the tiny en -> it model."""
 
 import html
+import itertools
 import re
 from datetime import timedelta
 
@@ -9,6 +10,8 @@ import bad_documents as docs
 import polib
 import pytest
 import srt
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tnmt.config import DecodeConfig
 from tnmt.documents.gettext import read_po, write_po
@@ -81,6 +84,20 @@ def test_units_keep_their_placeholders_through_the_translation(tiny_translator):
 )
 def test_reflow_keeps_the_cues_number_of_lines(text, lines, expected):
     assert reflow(text, lines) == expected
+
+
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=8), st.integers(1, 5))
+def test_reflow_is_the_narrowest_layout_with_the_shortest_upper_lines(lengths, lines):
+    """Against every layout of the words: the longest line is the shortest possible, and of the layouts that
+    narrow, the widths from the top are the smallest (what bisection and the greedy cut promise)."""
+    words = ["x" * n for n in lengths]
+    lines = min(lines, len(words))
+    layouts = [
+        [" ".join(words[a:b]) for a, b in zip((0, *cuts), (*cuts, len(words)), strict=True)]
+        for cuts in itertools.combinations(range(1, len(words)), lines - 1)
+    ]
+    best = min(layouts, key=lambda layout: (max(map(len, layout)), [len(line) for line in layout]))
+    assert reflow(" ".join(words), lines) == best
 
 
 def test_subtitles_keep_numbers_and_timings_and_each_cue_its_lines(tiny_translator):

@@ -3,6 +3,7 @@ replacements, a look inside) share its queue refusal, deadline and hang-up handl
 what was wrong."""
 
 import asyncio
+import time
 import json
 import shutil
 from concurrent.futures import Future
@@ -15,6 +16,7 @@ from tnmt.serve.batcher import QueueFull
 from tnmt.serve.models import (
     CLIENT_GONE,
     ApiError,
+    Deadline,
     ServedModel,
     check_limits,
     load_models,
@@ -72,6 +74,15 @@ class ScriptedTranslator:
         return Split(None, self.prepare(texts, steering, settings))
 
 
+async def queued(batcher: ScriptedBatcher, n: int) -> None:
+    """Wait until the batcher holds `n` futures: a passage splits its text in the text workers' pool first."""
+    for _ in range(2000):
+        if len(batcher.futures) >= n:
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError(f"{len(batcher.futures)} of {n} futures queued")
+
+
 class Client:
     """A request's client: connected until `leave()`."""
 
@@ -89,10 +100,10 @@ def served(batcher: ScriptedBatcher, source: str = "en", target: str = "it") -> 
 
 PASSAGES = {
     "translations": lambda model, client, timeout: translations(
-        model, ["a", "b"], SETTINGS, timeout=timeout, client=client
+        model, ["a", "b"], SETTINGS, deadline=Deadline(timeout), client=client
     ),
     "solo": lambda model, client, timeout: solo(
-        model, "a", SETTINGS, lambda translator, prepared: "never run", timeout=timeout, client=client
+        model, "a", SETTINGS, lambda translator, prepared: "never run", deadline=Deadline(timeout), client=client
     ),
 }
 
@@ -102,11 +113,11 @@ def test_each_passage_resolves_to_its_own_result():
         batcher = ScriptedBatcher()
         model = served(batcher)
         translated = asyncio.ensure_future(PASSAGES["translations"](model, Client(), 10))
-        await asyncio.sleep(0)
+        await queued(batcher, 2)
         for future, text in zip(batcher.futures, ["A", "B"], strict=True):
             future.set_result(text)
         traced = asyncio.ensure_future(PASSAGES["solo"](model, Client(), 10))
-        await asyncio.sleep(0)
+        await queued(batcher, 3)
         batcher.futures[-1].set_result("trace of a")
         return await translated, await traced
 
@@ -134,8 +145,10 @@ def test_a_solo_feature_reads_the_text_split_on_arrival_by_the_pair_s_translator
     async def run() -> tuple:
         batcher = ScriptedBatcher()
         model = served(batcher)
-        waiting = asyncio.ensure_future(solo(model, "a b", SETTINGS, lambda *given: given, timeout=10, client=Client()))
-        await asyncio.sleep(0)
+        waiting = asyncio.ensure_future(
+            solo(model, "a b", SETTINGS, lambda *given: given, deadline=Deadline(10), client=Client())
+        )
+        await queued(batcher, 1)
         [(prepared, work)] = batcher.queued
         batcher.futures[-1].set_result(work())  # what the worker's thread does
         return model.translator, prepared, await waiting
@@ -148,9 +161,12 @@ def test_a_steering_entry_that_cannot_be_met_is_refused_before_anything_is_queue
     batcher = ScriptedBatcher()
     model = served(batcher)
     refusals = [
-        (422, translations(model, ["a"], SETTINGS, timeout=10, steering=["bad"])),
-        (400, translations(model, ["a"], SETTINGS, timeout=10, steering=["bad"], refused=400)),  # LibreTranslate's
-        (422, solo(model, "a", SETTINGS, lambda *given: given, timeout=10, client=Client(), steering="bad")),
+        (422, translations(model, ["a"], SETTINGS, deadline=Deadline(10), steering=["bad"])),
+        (
+            400,
+            translations(model, ["a"], SETTINGS, deadline=Deadline(10), steering=["bad"], refused=400),
+        ),  # LibreTranslate's
+        (422, solo(model, "a", SETTINGS, lambda *given: given, deadline=Deadline(10), client=Client(), steering="bad")),
     ]
     for status, passage in refusals:
         with pytest.raises(ApiError) as refused:
@@ -162,7 +178,7 @@ def test_a_steering_entry_that_cannot_be_met_is_refused_before_anything_is_queue
 def test_a_text_the_model_reads_nothing_of_is_refused_before_a_solo_feature_is_queued():
     batcher = ScriptedBatcher()
     with pytest.raises(ApiError) as refused:
-        asyncio.run(solo(served(batcher), "🐶", SETTINGS, lambda *given: given, timeout=10, client=Client()))
+        asyncio.run(solo(served(batcher), "🐶", SETTINGS, lambda *given: given, deadline=Deadline(10), client=Client()))
     assert (refused.value.status, refused.value.message) == (
         422,
         "nothing of this text is translated: it is all kept as written",
@@ -174,7 +190,7 @@ def test_a_solo_feature_s_user_error_is_a_422_and_any_other_error_passes_through
     async def run(error: Exception) -> None:
         batcher = ScriptedBatcher()
         waiting = asyncio.ensure_future(PASSAGES["solo"](served(batcher), Client(), 10))
-        await asyncio.sleep(0)
+        await queued(batcher, 1)
         batcher.futures[-1].set_exception(error)
         await waiting
 
@@ -187,7 +203,9 @@ def test_a_solo_feature_s_user_error_is_a_422_and_any_other_error_passes_through
 
 def test_ready_answers_503_past_its_deadline():
     with pytest.raises(ApiError) as late:
-        asyncio.run(translations(served(ScriptedBatcher()), ["Hello."], SETTINGS, timeout=0.01, unavailable=503))
+        asyncio.run(
+            translations(served(ScriptedBatcher()), ["Hello."], SETTINGS, deadline=Deadline(0.01), unavailable=503)
+        )
     assert late.value.status == 503
 
 
@@ -198,7 +216,7 @@ def test_a_client_that_hangs_up_has_its_sentences_dropped(passage):
     async def run() -> None:
         client = Client()
         waiting = asyncio.ensure_future(PASSAGES[passage](served(batcher), client, 10))
-        await asyncio.sleep(0)
+        await queued(batcher, 1)
         client.gone.set()
         await waiting
 
@@ -247,3 +265,31 @@ def test_a_checkpoint_that_names_no_languages_is_refused_with_how_to_name_them(t
     with pytest.raises(UserError) as refused:
         load_models([ckpt], ServeConfig())
     assert str(refused.value) == expected
+
+
+def test_text_work_runs_off_the_event_loop_and_counts_against_the_deadline():
+    """A text that takes long to split holds neither the event loop (another coroutine keeps running) nor the
+    queue (past the deadline the request is a 504 before anything is queued)."""
+    batcher = ScriptedBatcher()
+    model = served(batcher)
+    split = model.translator.split
+    model.translator.split = lambda *given: (time.sleep(0.4), split(*given))[1]
+
+    async def run() -> tuple[int, ApiError]:
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        ticking = asyncio.ensure_future(tick())
+        with pytest.raises(ApiError) as late:
+            await translations(model, ["a"], SETTINGS, deadline=Deadline(0.2))
+        ticking.cancel()
+        return ticks, late.value
+
+    ticks, late = asyncio.run(run())
+    assert (late.status, late.message) == (504, "no translation within the deadline of 0.2 s")
+    assert ticks >= 10 and batcher.queued == []

@@ -119,3 +119,45 @@ def test_a_text_of_more_sentences_than_the_queue_holds_is_refused(tiny_checkpoin
     with TestClient(create_app(load_models([tiny_checkpoint], config), config)) as client:
         response = client.post("/v1/translate", json={"text": "one. two. three."})
     assert response.status_code == 413 and response.json() == {"error": "3 sentences: over max_queue=2"}
+
+
+def _served(tiny_checkpoint, config, *, model_segments=True):
+    models = load_models([tiny_checkpoint], config)
+    if not model_segments:  # a model whose own decoding settings say: as given
+        from dataclasses import replace
+
+        for model in models:
+            model.translator.decode = replace(model.translator.decode, segment=False)
+    return TestClient(create_app(models, config))
+
+
+def test_a_server_that_does_not_segment_leaves_a_documents_units_whole(tiny_checkpoint, offline):
+    from dataclasses import replace
+
+    text = "two hundred. seven"
+    whole, split = (offline.translate([text], replace(offline.decode, segment=on))[0] for on in (False, True))
+    assert whole != split  # else the test could not tell
+    with _served(tiny_checkpoint, ServeConfig(segment=False)) as client:
+        for path in ("/v1/translate_file", "/translate_file"):
+            response = client.post(
+                path, files={"file": ("a.txt", text.encode())}, data={"source": "en", "target": "it"}
+            )
+            assert response.status_code == 200, response.text
+            if path == "/translate_file":
+                response = client.get(response.json()["translatedFileUrl"])
+            assert response.text.strip() == whole.strip(), path
+
+
+def test_a_requests_segment_field_chooses_on_every_api_over_the_models_default(tiny_checkpoint, offline):
+    from dataclasses import replace
+
+    text = "two hundred. seven"
+    split = offline.translate([text], replace(offline.decode, segment=True))[0]
+    whole = offline.translate([text], replace(offline.decode, segment=False))[0]
+    with _served(tiny_checkpoint, ServeConfig(), model_segments=False) as client:
+        assert translate(client, text)["text"] == whole  # the model's default
+        libre = client.post("/translate", json={"q": text, "source": "en", "target": "it"}).json()
+        assert libre["translatedText"] == whole
+        assert translate(client, text, segment=True)["text"] == split
+        libre = client.post("/translate", json={"q": text, "source": "en", "target": "it", "segment": True}).json()
+        assert libre["translatedText"] == split

@@ -6,7 +6,7 @@ short as the words allow (a viewer's eye expects the cue's shape). A WebVTT cue'
 
 import io
 import re
-from functools import cache
+from itertools import accumulate
 
 import srt
 import webvtt
@@ -39,31 +39,45 @@ def write_srt(cues: list[srt.Subtitle], translations: list[str]) -> str:
 
 def reflow(text: str, lines: int) -> list[str]:
     """`text`'s words in `lines` lines (fewer only when it has fewer words), the longest line as short as the
-    words allow; of equally long layouts, the one whose upper lines are shorter (subtitles are read bottom-heavy)."""
+    words allow; of equally long layouts, the one whose upper lines are shorter (subtitles are read bottom-heavy).
+
+    The narrowest width is found by bisection, each width tried by a greedy count of the lines it needs; then
+    each line, from the top, ends at its first word after which the rest still fits: O(n log n) in the words,
+    whatever `lines` is."""
     words = text.split()
     lines = max(1, min(lines, len(words)))
     if lines == 1:
         return [" ".join(words)]
-
-    def width(a: int, b: int) -> int:  # characters of words[a:b] on one line
-        return sum(len(w) for w in words[a:b]) + (b - a - 1)
-
-    @cache
-    def best(start: int, left: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """(the line widths, the cuts) of the best layout of words[start:] on `left` lines."""
-        if left == 1:
-            return (width(start, len(words)),), ()
-        options = []
-        for cut in range(start + 1, len(words) - left + 2):
-            rest, cuts = best(cut, left - 1)
-            widths = (width(start, cut), *rest)
-            options.append(((max(widths), widths), (cut, *cuts)))
-        (_, widths), cuts = min(options)
-        return widths, cuts
-
-    _, cuts = best(0, lines)
-    bounds = [0, *cuts, len(words)]
+    ends = [0, *accumulate(len(w) + 1 for w in words)]  # words[a:b] on one line: ends[b] - ends[a] - 1 characters
+    low, high = max(map(len, words)), ends[-1] - 1
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if _fewest_lines(ends, middle)[0] <= lines else (middle + 1, high)
+    fewest = _fewest_lines(ends, low)
+    bounds = [0]
+    for left in range(lines - 1, 0, -1):  # lines still to fill below this one
+        cut = bounds[-1] + 1
+        while fewest[cut] > left:
+            cut += 1
+        bounds.append(cut)
+    bounds.append(len(words))
     return [" ".join(words[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+def _fewest_lines(ends: list[int], width: int) -> list[int]:
+    """For each word i (and the end), the fewest lines of at most `width` characters that words[i:] fill (each
+    line as full as it goes, the furthest reach found by one pointer moving forwards)."""
+    n = len(ends) - 1
+    reach, j = [0] * n, 0
+    for i in range(n):
+        j = max(j, i + 1)
+        while j < n and ends[j + 1] - ends[i] - 1 <= width:
+            j += 1
+        reach[i] = j
+    fewest = [0] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        fewest[i] = 1 + fewest[reach[i]]
+    return fewest
 
 
 def read_vtt(data: str, *, where: str) -> tuple[webvtt.WebVTT, list[str]]:
@@ -87,7 +101,7 @@ def write_vtt(captions: webvtt.WebVTT, fragments: list[str]) -> str:
     return captions.content
 
 
-_TAG = re.compile(r"<[^>]*>")
+_TAG = re.compile(r"<[^<>]*>")  # a "<" inside is text: "a < b <i>c</i>" keeps "a < b " (and reads it in one pass)
 
 
 def reflow_markup(markup: str, lines: int) -> str:
@@ -101,7 +115,7 @@ def reflow_markup(markup: str, lines: int) -> str:
     out: list[str] = []
     words, space = 0, None  # words started so far; where the whitespace before the next word is in `out`
     started = False
-    for token in re.split(r"(<[^>]*>|\s+)", markup):
+    for token in re.split(r"(<[^<>]*>|\s+)", markup):
         if not token:
             continue
         if _TAG.fullmatch(token):

@@ -21,7 +21,7 @@ from tnmt.translate.translator import Translation, Translator
 
 # printf (%s, %d, %(name)s, %1$s), brace ({name}, {0}, {{x}}) and shell-like ($name, ${name}) placeholders
 CHUNK = 256  # units translated in one call by `Pending.translations` (its progress steps)
-PLACEHOLDER = re.compile(r"%(?:\(\w+\)|\d+\$)?[-+ #0]*\d*(?:\.\d+)?[sdifuxXeEgGcr%]|\{\{?[\w.:!-]*\}?\}|\$\{?\w+\}?")
+PLACEHOLDER = re.compile(r"%(?:\(\w+\)|\d+\$)?[-+ #0]*+\d*+(?:\.\d+)?[sdifuxXeEgGcr%]|\{\{?[\w.:!-]*\}?\}|\$\{?\w+\}?")
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from tnmt.serve.files import FILE_PATHS
 from tnmt.serve.files import router as files_api
 from tnmt.serve.libretranslate.api import router as libretranslate_api
 from tnmt.serve.libretranslate.files import router as libretranslate_files
-from tnmt.serve.models import ApiError, ServedModel, batchers, translations
+from tnmt.serve.models import ApiError, Deadline, ServedModel, batchers, translations
 from tnmt.serve.native import router as native_api
 from tnmt.serve.replay import router as replay_api
 
@@ -188,7 +188,7 @@ def _add_probes(app: FastAPI, models: list[ServedModel], config: ServeConfig) ->
         """Every model translates a probe sentence within `ready_timeout_s`; 503 otherwise."""
         for model in models:
             decode = model.translator.decode
-            await translations(model, [PROBE], decode, timeout=config.ready_timeout_s, unavailable=503)
+            await translations(model, [PROBE], decode, deadline=Deadline(config.ready_timeout_s), unavailable=503)
         return {"status": "ready", "models": [model.id for model in models]}
 
 

@@ -8,7 +8,6 @@ worker thread (a large one takes a moment). Its upload is held to `max_file_byte
 the limits of documents/archive.py, and its sentences to `max_queue`.
 """
 
-import asyncio
 import base64
 import json
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from tnmt.config import ServeConfig
 from tnmt.documents.files import file_format, read_file
 from tnmt.documents.report import segment_report
 from tnmt.errors import UserError
-from tnmt.serve.models import ApiError, ServedModel, pick, translations
+from tnmt.serve.models import ApiError, Deadline, ServedModel, pick, settings_for, text_work, translations
 from tnmt.serve.native import SteeringFields
 from tnmt.translate.steering import Steering
 
@@ -74,21 +73,20 @@ async def translated_document(
         chosen = file_format(name, fmt)
     except UserError as error:
         raise ApiError(unsupported, str(error)) from None
-    try:
-        pending = await asyncio.to_thread(read_file, await upload.read(), name, fmt=chosen)
-    except UserError as error:
-        raise ApiError(refused, str(error)) from None
+    deadline = Deadline(config.timeout_s)  # reading and writing the document count against it too
+    data = await upload.read()
+    pending = await text_work(lambda: read_file(data, name, fmt=chosen), deadline, refused=refused)
     found = await translations(
         model,
         [u.text for u in pending.units],
-        model.translator.decode,
-        timeout=config.timeout_s,
+        settings_for(model, config),
+        deadline=deadline,
         client=http,
         steering=pending.steering(steering),
         refused=refused,
         too_large=413 if refused == 422 else refused,
     )
-    out = await asyncio.to_thread(pending.write, found)
+    out = await text_work(lambda: pending.write(found), deadline, refused=refused)
     stem, suffix = PurePath(name).stem, PurePath(name).suffix or f".{chosen}"
     return Translated(out, chosen, f"{stem}.{model.target}{suffix}", segment_report(pending.units, found))
 

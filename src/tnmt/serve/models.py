@@ -6,6 +6,9 @@ waits for its sentences at most `timeout` seconds and only while its client is c
 dropped from the queue. A full queue is a 503 with Retry-After. Errors are `ApiError`s, which the app
 (serve/app.py) answers as JSON `{"error": "..."}`.
 
+The event loop only waits: every pass over a request's text (reading a document, splitting, planning,
+tokenising, joining) runs in a pool of text workers (`text_work`) and counts against the request's deadline.
+
 Two passages, and each text is split into sentences and prepared once, by its pair's translator, as its request
 arrives (a bad steering entry is refused before anything is queued): `translations` queues the sentences of
 texts for the shared decoder batches and joins them back, and `solo` queues one text for any feature that reads
@@ -18,8 +21,9 @@ sentences of requests for different pairs share decoder batches too.
 """
 
 import asyncio
+import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -38,6 +42,9 @@ from tnmt.views.replay import check_run, run_of
 
 CLIENT_GONE = 499  # nginx's "client closed request": nobody reads it, the metrics count it
 Result = TypeVar("Result")
+# reading, splitting, planning, tokenising and joining requests' texts: off the event loop, a few at a time (the
+# GIL shares the threads, so a short text's work is not stuck behind a long one's)
+_TEXT_WORKERS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="tnmt-text")
 
 
 @dataclass
@@ -150,6 +157,23 @@ def pick(models: list[ServedModel], source: str | None, target: str | None) -> S
     return fits[0]
 
 
+def settings_for(
+    model: ServedModel,
+    config: ServeConfig,
+    *,
+    segment: bool | None = None,
+    beam_size: int | None = None,
+    max_len: int | None = None,
+) -> DecodeConfig:
+    """How a request is translated, on every route: the model's decoding defaults with what the request chose
+    (None: not chosen). A text is split into segments when the request says so, else when both the server
+    (`ServeConfig.segment`, `tnmt serve --no-segment`) and the model (its `DecodeConfig.segment`) do; a document,
+    which has no such field, follows the server and the model."""
+    segment = (config.segment and model.translator.decode.segment) if segment is None else segment
+    chosen = {"beam_size": beam_size, "max_len": max_len, "segment": segment}
+    return replace(model.translator.decode, **{name: value for name, value in chosen.items() if value is not None})
+
+
 def check_limits(texts: list[str], beam_size: int, n_best: int, config: ServeConfig, *, size_status: int) -> None:
     """Refuse a request over `config`'s size limits with `size_status` (413 on /v1, 400 on LibreTranslate's API)
     and over its search limits or with a lone surrogate with 422 (400 on LibreTranslate's)."""
@@ -171,6 +195,31 @@ def check_limits(texts: list[str], beam_size: int, n_best: int, config: ServeCon
         raise ApiError(search_status, f"n_best {n_best}: over {limit}")
 
 
+class Deadline:
+    """When a request's answer is due: `seconds` after the request came. Its text work (reading a document,
+    splitting, planning, tokenising, joining) and its queued sentences count against the same clock."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds, self._at = seconds, time.monotonic() + seconds
+
+    def left(self) -> float:
+        return max(0.0, self._at - time.monotonic())
+
+
+async def text_work(
+    work: Callable[[], Result], deadline: Deadline, *, refused: int = 422, unavailable: int = 504
+) -> Result:
+    """What `work` returns, run in the text workers' pool: the event loop only waits, so a long text delays its own
+    request, never another client's. Past the deadline `unavailable` (the work, which cannot be interrupted,
+    finishes unheard); a `UserError` (a steering entry that cannot be met, a bad document) is `refused`."""
+    future = asyncio.get_running_loop().run_in_executor(_TEXT_WORKERS, work)
+    try:
+        with _refused_input(refused):
+            return await asyncio.wait_for(future, deadline.left())
+    except TimeoutError:
+        raise ApiError(unavailable, f"no translation within the deadline of {deadline.seconds:g} s") from None
+
+
 async def translations(
     model: ServedModel,
     texts: list[str],
@@ -178,7 +227,7 @@ async def translations(
     *,
     n_best: int = 1,
     attention: bool = False,
-    timeout: float,
+    deadline: Deadline,
     unavailable: int = 504,
     client: Request | None = None,
     steering: list[Steering | None] | None = None,
@@ -187,14 +236,17 @@ async def translations(
 ) -> list[Translation]:
     """The texts' translations by the model's batcher, within the deadline (`unavailable` past it): each text cut
     into sentences (unless `settings.segment` is false), every sentence of every text queued, and each text's
-    sentences joined back (translate/whole.py). A steering entry that cannot be met is refused with `refused` and
-    the entry named, and more sentences than the whole queue holds with `too_large`, before anything is queued."""
-    with _refused_when_full(), _refused_input(refused):
-        split = model.translator.split(texts, steering, settings)
-        if len(split.prepared) > model.batcher.max_queue:  # could never be served
-            raise ApiError(too_large, f"{len(split.prepared)} sentences: over max_queue={model.batcher.max_queue}")
+    sentences joined back (translate/whole.py), the cutting and joining in the text workers' pool. A steering
+    entry that cannot be met is refused with `refused` and the entry named, and more sentences than the whole
+    queue holds with `too_large`, before anything is queued."""
+    work = {"deadline": deadline, "refused": refused, "unavailable": unavailable}
+    split = await text_work(lambda: model.translator.split(texts, steering, settings), **work)
+    if len(split.prepared) > model.batcher.max_queue:  # could never be served
+        raise ApiError(too_large, f"{len(split.prepared)} sentences: over max_queue={model.batcher.max_queue}")
+    with _refused_when_full():
         futures = model.batcher.submit(split.prepared, settings, n_best=n_best, attention=attention)
-    return split.joined(await _wait(futures, timeout=timeout, unavailable=unavailable, client=client))
+    found = await _wait(futures, deadline=deadline, unavailable=unavailable, client=client)
+    return await text_work(lambda: split.joined(found), **work)
 
 
 async def solo(
@@ -203,23 +255,23 @@ async def solo(
     settings: DecodeConfig,
     feature: Callable[[Translator, Split], Result],
     *,
-    timeout: float,
+    deadline: Deadline,
     client: Request,
     steering: Steering | None = None,
     sentence: int | None = 0,
     max_trace_chars: int | None = None,
 ) -> Result:
     """What `feature` makes of one text alone (a traced search, a word's replacements, a look inside) by the
-    model's batcher, within the deadline: the text is split and prepared now by the pair's translator with
-    `settings` and `steering` (`Translator.split`), and `feature(translator, split)` runs on the batcher's
-    thread. A feature that reads one sentence names it (`sentence`, which `split.locate(0, sentence)` finds; None:
-    a feature of the whole text). A `UserError`, a steering entry that cannot be met (before anything is queued)
-    or the feature's own (a word position outside the translation), is a 422; so are a sentence the text does not
-    have and a sentence of which the model reads nothing (all of it kept as written), refused before anything is
-    queued, and a sentence over `max_trace_chars` characters is a 413."""
+    model's batcher, within the deadline: the text is split and prepared in the text workers' pool by the pair's
+    translator with `settings` and `steering` (`Translator.split`), and `feature(translator, split)` runs on the
+    batcher's thread. A feature that reads one sentence names it (`sentence`, which `split.locate(0, sentence)`
+    finds; None: a feature of the whole text). A `UserError`, a steering entry that cannot be met (before anything
+    is queued) or the feature's own (a word position outside the translation), is a 422; so are a sentence the
+    text does not have and a sentence of which the model reads nothing (all of it kept as written), refused
+    before anything is queued, and a sentence over `max_trace_chars` characters is a 413."""
     translator = model.translator
+    split = await text_work(lambda: translator.split([text], [steering], settings), deadline)
     with _refused_when_full(), _refused_input(422):
-        split = translator.split([text], [steering], settings)
         if sentence is not None:
             try:
                 chosen = split.prepared[split.locate(0, sentence)]
@@ -234,7 +286,7 @@ async def solo(
             if chosen is None:
                 raise UserError("text: a blank text has nothing to translate")
         future = model.batcher.solo(chosen, lambda: feature(translator, split))
-        [found] = await _wait([future], timeout=timeout, unavailable=504, client=client)
+        [found] = await _wait([future], deadline=deadline, unavailable=504, client=client)
     return found
 
 
@@ -258,15 +310,16 @@ def _refused_when_full() -> Iterator[None]:
 
 
 async def _wait(
-    futures: list[Future[Result]], *, timeout: float, unavailable: int, client: Request | None
+    futures: list[Future[Result]], *, deadline: Deadline, unavailable: int, client: Request | None
 ) -> list[Result]:
-    """The results of a request's queued sentences, waited for at most `timeout` seconds and only while the
-    `client` is connected: past the deadline or once it hung up, the sentences not started are dropped."""
+    """The results of a request's queued sentences, waited for until the deadline and only while the `client` is
+    connected: past the deadline or once it hung up, the sentences not started are dropped."""
     results = asyncio.ensure_future(asyncio.gather(*[asyncio.wrap_future(future) for future in futures]))
     results.add_done_callback(_retrieve)
     hang_up = asyncio.ensure_future(_hang_up(client)) if client is not None else None
     try:
-        await asyncio.wait([results, hang_up] if hang_up else [results], timeout=timeout, return_when="FIRST_COMPLETED")
+        waited = [results, hang_up] if hang_up else [results]
+        await asyncio.wait(waited, timeout=deadline.left(), return_when="FIRST_COMPLETED")
     finally:
         if hang_up:
             hang_up.cancel()
@@ -276,7 +329,7 @@ async def _wait(
         return results.result()
     if hang_up and hang_up.done() and not hang_up.cancelled():
         raise ApiError(CLIENT_GONE, "the client closed the connection before the answer")
-    raise ApiError(unavailable, f"no translation within the deadline of {timeout:g} s")
+    raise ApiError(unavailable, f"no translation within the deadline of {deadline.seconds:g} s")
 
 
 def _retrieve(results: asyncio.Future) -> None:

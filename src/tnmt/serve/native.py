@@ -5,7 +5,7 @@ the queue and the deadline as serve/models.py says.
 """
 
 import asyncio
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -15,7 +15,16 @@ from tnmt.config import DecodeConfig, ServeConfig
 from tnmt.decode.trace import Trace
 from tnmt.documents.files import FORMATS
 from tnmt.errors import UserError
-from tnmt.serve.models import ApiError, ServedModel, check_limits, pick, solo, translations
+from tnmt.serve.models import (
+    ApiError,
+    Deadline,
+    ServedModel,
+    check_limits,
+    pick,
+    settings_for,
+    solo,
+    translations,
+)
 from tnmt.translate.evidence import TokenAttention
 from tnmt.translate.glossary import build_glossary
 from tnmt.translate.replacements import MAX_K, text_replacements
@@ -177,7 +186,9 @@ def _translation_routes(api: APIRouter, models: list[ServedModel], config: Serve
         if request.return_attention and not request.text.strip():
             raise ApiError(422, "return_attention needs a non-empty text")
         model = pick(models, request.source, request.target)
-        settings = _settings(model, config, request.segment, beam_size=request.beam_size, max_len=request.max_len)
+        settings = settings_for(
+            model, config, segment=request.segment, beam_size=request.beam_size, max_len=request.max_len
+        )
         check_limits(texts, settings.beam_size, request.n_best, config, size_status=413)
         steering = request.steering(config)
         results = await translations(
@@ -186,7 +197,7 @@ def _translation_routes(api: APIRouter, models: list[ServedModel], config: Serve
             settings,
             n_best=request.n_best,
             attention=request.return_attention,
-            timeout=config.timeout_s,
+            deadline=Deadline(config.timeout_s),
             client=http,
             steering=None if steering is None else [steering] * len(texts),
         )
@@ -219,14 +230,14 @@ def _replacement_route(api: APIRouter, models: list[ServedModel], config: ServeC
         uses it and translates the rest of its sentence again (translate/replacements.py); steering fields as
         /v1/translate's. A text of several sentences: `position` counts over the whole translation."""
         model = pick(models, request.source, request.target)
-        settings = _settings(model, config, request.segment, beam_size=request.beam_size)
+        settings = settings_for(model, config, segment=request.segment, beam_size=request.beam_size)
         check_limits([request.text], settings.beam_size, 1, config, size_status=413)
         found = await solo(
             model,
             request.text,
             settings,
             lambda translator, split: text_replacements(translator, split, request.position, request.k, settings),
-            timeout=config.timeout_s,
+            deadline=Deadline(config.timeout_s),
             client=http,
             steering=request.steering(config),
             sentence=None,
@@ -258,7 +269,7 @@ def _view_routes(api: APIRouter, models: list[ServedModel], config: ServeConfig)
             request.text,
             settings,
             lambda translator, split: _traced(translator, split.prepared[split.locate(0, request.sentence)]),
-            timeout=config.timeout_s,
+            deadline=Deadline(config.timeout_s),
             client=http,
             steering=request.steering(config),
             sentence=request.sentence,
@@ -293,7 +304,7 @@ def _view_routes(api: APIRouter, models: list[ServedModel], config: ServeConfig)
             request.text,
             settings,
             lambda translator, split: _looked(translator, split.prepared[split.locate(0, request.sentence)]),
-            timeout=config.timeout_s,
+            deadline=Deadline(config.timeout_s),
             client=http,
             sentence=request.sentence,
             max_trace_chars=config.max_trace_chars,
@@ -313,24 +324,13 @@ def _recorded(
     if not request.text.strip():
         raise ApiError(422, f"text: needs a non-empty text to {doing}")
     model = pick(models, request.source, request.target)
-    settings = _settings(model, config, request.segment, beam_size=request.beam_size)
+    settings = settings_for(model, config, segment=request.segment, beam_size=request.beam_size)
     if settings.beam_size > config.max_trace_beam:
         raise ApiError(422, f"beam_size {settings.beam_size}: over max_trace_beam={config.max_trace_beam}")
     if request.top_k > config.max_top_k:
         raise ApiError(422, f"top_k {request.top_k}: over max_top_k={config.max_top_k}")
     check_limits([request.text], settings.beam_size, 1, config, size_status=413)
     return model, settings
-
-
-def _settings(
-    model: ServedModel, config: ServeConfig, segment: bool | None, *, beam_size: int | None, max_len: int | None = None
-) -> DecodeConfig:
-    """The model's decoding defaults with what a request chose (None: not chosen); a text is split into sentences
-    when the request says so, or by default when both the server (`ServeConfig.segment`) and the model (its
-    `DecodeConfig.segment`) do."""
-    segment = (config.segment and model.translator.decode.segment) if segment is None else segment
-    chosen = {"beam_size": beam_size, "max_len": max_len, "segment": segment}
-    return replace(model.translator.decode, **{name: value for name, value in chosen.items() if value is not None})
 
 
 def _translation(result: Translation, request: TranslateRequest) -> dict[str, Any]:

@@ -26,7 +26,7 @@ The model reads the text without them (`take_out`), and they go back into its tr
 import os
 import re
 import unicodedata
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
@@ -39,7 +39,11 @@ _STOPS = '\\s<>"“”‘’«»。，、；：！？（）【】「」『』《
 _URL = re.compile(rf"(?<![a-z0-9.+-])(?:(https?://)|www\.)[^{_STOPS}]+", re.IGNORECASE)  # CJK text has no spaces
 _URL_TRAILERS = ".,;:!?'…)]}*"  # sentence punctuation after a URL; closing brackets if unmatched in it
 _OPENERS = {")": "(", "]": "[", "}": "{"}
-_EMAIL = re.compile(r"\w[\w.%+'-]*@[\w-]+(?:\.[\w-]+)+")
+# an e-mail address: a local part ("\w[\w.%+'-]*") before "@", a dotted domain after it; found from each "@"
+# outward (`_emails`), since a pattern that starts the local part anywhere re-reads a long word from each letter
+_LOCAL_REVERSED = re.compile(r"[\w.%+'-]*+")  # the local part's characters, read backwards from its "@"
+_LOCAL_START = re.compile(r"\w")
+_DOMAIN = re.compile(r"@[\w-]++(?:\.[\w-]++)+")
 
 _PICTOGRAPH = (  # Unicode's emoji blocks, and the emoji-by-default characters outside them
     "\U0001f000-\U0001faff\u2600-\u27bf\u231a\u231b\u23e9-\u23f3\u23f8-\u23fa\u2b1b\u2b1c\u2b50\u2b55"
@@ -47,10 +51,9 @@ _PICTOGRAPH = (  # Unicode's emoji blocks, and the emoji-by-default characters o
 _MODIFIER = "[\ufe0e\ufe0f\u20e3\U0001f3fb-\U0001f3ff\U000e0020-\U000e007f]"  # presentation, keycap, skin, tag
 _ELEMENT = f"(?:[0-9#*]\ufe0f?\u20e3|[{_PICTOGRAPH}]|[^\\s\\w\u200d]\ufe0f)"
 _EMOJI = re.compile(f"{_ELEMENT}{_MODIFIER}*(?:\u200d{_ELEMENT}{_MODIFIER}*)*")
-# markup sent as plain text: tags, comments and character references ("&amp;", "&#x1F436;")
-_MARKUP = re.compile(
-    r"<!--.*?-->|</?[A-Za-z][\w:-]*(?:\s[^<>]*)?/?>|&(?:#\d+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);", re.DOTALL
-)
+# markup sent as plain text: tags and character references ("&amp;", "&#x1F436;"), and comments (`_markup`:
+# found with str.find, since "<!--.*?-->" reads to the text's end from every "<!--" that is never closed)
+_TAG = re.compile(r"</?[A-Za-z][\w:-]*(?:\s[^<>]*)?/?>|&(?:#\d+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);")
 
 
 @dataclass(frozen=True)
@@ -91,9 +94,9 @@ def find_kept(
     """
     spans = [(start, end) for start, end, _ in find_terms(text, terms, casefold=False)]
     spans += _urls(text)
-    spans += [m.span() for m in _EMAIL.finditer(text)]
+    spans += _emails(text)
     spans += [m.span() for m in _EMOJI.finditer(text)]
-    spans += [m.span() for m in _MARKUP.finditer(text)]
+    spans += _markup(text)
     if readable is not None:
         spans += _unreadable(text, readable)
     return merge_spans(spans)
@@ -120,14 +123,63 @@ def _urls(text: str) -> list[tuple[int, int]]:
     spans = []
     for m in _URL.finditer(text):
         url = m.group()
-        while url and url[-1] in _URL_TRAILERS:
-            if url[-1] in _OPENERS and url.count(_OPENERS[url[-1]]) >= url.count(url[-1]):
-                break  # the URL's own bracket: "https://w.org/Foo_(bar)"
-            url = url[:-1]
-        host = re.split(r"[/?#]", url[len(m.group(1) or "www.") :], maxsplit=1)[0]
+        end = _without_trailers(url)
+        host = re.split(r"[/?#]", url[len(m.group(1) or "www.") : end], maxsplit=1)[0]
         if host and (m.group(1) or "." in host.strip(".")):  # "www." needs a dot after it: "www.x.y"
-            spans.append((m.start(), m.start() + len(url)))
+            spans.append((m.start(), m.start() + end))
     return spans
+
+
+def _without_trailers(url: str) -> int:
+    """The length of `url` less the sentence punctuation after it; a closing bracket goes only while the URL has
+    more of it than of its opening one ("https://w.org/Foo_(bar)" keeps its own). The surplus is counted once,
+    so a URL followed by many brackets costs its length, not its length times theirs."""
+    surplus = {closer: url.count(closer) - url.count(opener) for closer, opener in _OPENERS.items()}
+    end = len(url)
+    while end and url[end - 1] in _URL_TRAILERS:
+        closer = url[end - 1]
+        if closer in surplus:
+            if surplus[closer] <= 0:
+                break  # the URL's own bracket
+            surplus[closer] -= 1
+        end -= 1
+    return end
+
+
+def _emails(text: str) -> list[tuple[int, int]]:
+    """The spans of the e-mail addresses in `text`, the matches `_LOCAL_START`, the local part and `_DOMAIN` would
+    give as one pattern read left to right, found from each "@": its domain forwards, its local part backwards (on
+    the reversed text) down to where the last address ended, starting at the first word character of that run.
+    Each character is read a bounded number of times."""
+    spans: list[tuple[int, int]] = []
+    backwards = ""
+    done = 0  # where the last address ended: the next one starts after it
+    at = text.find("@")
+    while at >= 0:
+        if domain := _DOMAIN.match(text, at):
+            backwards = backwards or text[::-1]
+            run = _LOCAL_REVERSED.match(backwards, len(text) - at).end() - (len(text) - at)
+            if first := _LOCAL_START.search(text, max(at - run, done), at):
+                spans.append((first.start(), domain.end()))
+                done = domain.end()
+        at = text.find("@", max(at + 1, done))
+    return spans
+
+
+def _markup(text: str) -> list[tuple[int, int]]:
+    """The spans of tags, character references and comments ("<!--" to the first "-->" after it) in `text`, as
+    one left-to-right pattern finds them: tags and references between comments, none inside one. A comment
+    never closed ends the comments: every later "<!--" is unclosed too."""
+    spans: list[tuple[int, int]] = []
+    at = 0
+    while True:
+        opening = text.find("<!--", at)
+        closing = text.find("-->", opening + 4) if opening >= 0 else -1
+        spans += [m.span() for m in _TAG.finditer(text, at, opening if closing >= 0 else len(text))]
+        if closing < 0:
+            return spans
+        spans.append((opening, closing + 3))
+        at = closing + 3
 
 
 def _unreadable(text: str, readable: Callable[[str], bool]) -> list[tuple[int, int]]:
@@ -165,9 +217,10 @@ def take_out(text: str, spans: Sequence[tuple[int, int]]) -> tuple[str, list[Kep
     full = [m.start() for m in re.finditer(r"\S+", text)]  # where the full text's words start
     read = list(re.finditer(r"\S+", "".join(masked)))
     source_words = tuple(bisect_right(full, m.start()) - 1 for m in read)
+    read_starts = [m.start() for m in read]
     kept = []
     for start, end in spans:
-        before = sum(m.start() < start for m in read)
+        before = bisect_left(read_starts, start)  # the read words that start before the span
         glue_left = start > 0 and not text[start - 1].isspace()
         glue_right = end < len(text) and not text[end].isspace()
         words = tuple(sorted({bisect_right(full, i) - 1 for i in range(start, end) if not text[i].isspace()}))
@@ -187,7 +240,11 @@ def put_back(
     and the evidence over the full source and target (`source_words`: each read word's index in the full text)."""
     out_words = translation.split()
     alignment = evidence.alignment if evidence is not None else []
-    gaps = [_anchor(k.word, alignment, len(out_words)) for k in kept]
+    by_source: dict[int, list[int]] = {}
+    for i, j in alignment:
+        by_source.setdefault(i, []).append(j)
+    aligned = sorted(by_source)
+    gaps = [_anchor(k.word, by_source, aligned, len(out_words)) for k in kept]
     # a span sticks only to a word it touched that has letters or digits (an aligned ":" says little)
     read_words = read.split()
     worded = {(i, j) for i, j in alignment if i < len(read_words) and any(c.isalnum() for c in read_words[i])}
@@ -201,12 +258,18 @@ def _render(
     """The translation's words with each kept span put in its gap, glued to its neighbour when that word is aligned
     to the source word the span touched ("<b>red</b>" -> "<b>rote</b>", but "Jonas: A man" -> "Jonas Ein Mann":
     the ":" it touched was not translated); and where things went: each translation word's index in the result,
-    and the result's words each kept span is part of."""
+    and the result's words each kept span is part of (counted as the result is written, in one pass)."""
+    in_gap: dict[int, list[int]] = {}
+    for n, gap in enumerate(gaps):
+        in_gap.setdefault(gap, []).append(n)
     owners: list[int] = []  # translation word j >= 0, kept span n as -1 - n, in output order
     for j in range(len(out_words) + 1):
-        owners += [-1 - n for n, gap in enumerate(gaps) if gap == j]
+        owners += [-1 - n for n in in_gap.get(j, ())]
         owners += [j] if j < len(out_words) else []
-    text, starts = "", []
+    pieces: list[str] = []
+    words, after_space = 0, True  # the result's words so far; whether it is empty or ends in whitespace
+    word_at = [0] * len(out_words)
+    kept_at: list[list[int]] = [[] for _ in kept]
     for i, owner in enumerate(owners):
         previous = owners[i - 1] if i else None
         glued = previous is not None and (
@@ -221,22 +284,24 @@ def _render(
                 and (kept[-1 - owner].word - 1, previous) in alignment
             )
         )
-        text += " " if text and not glued else ""
-        starts.append(len(text))
-        text += out_words[owner] if owner >= 0 else kept[-1 - owner].text
-
-    def word_of(offset: int) -> int:  # the index of the word holding the character at `offset`
-        return len(text[: offset + 1].split()) - 1
-
-    word_at = [0] * len(out_words)
-    kept_at: list[list[int]] = [[] for _ in kept]
-    for owner, start in zip(owners, starts, strict=True):
+        if pieces and not glued:
+            pieces.append(" ")
+            after_space = True
+        piece = out_words[owner] if owner >= 0 else kept[-1 - owner].text
+        held = []  # the result's word index of each of the piece's non-space characters
+        for char in piece:
+            if char.isspace():
+                after_space = True
+                continue
+            words += after_space
+            after_space = False
+            held.append(words - 1)
+        pieces.append(piece)
         if owner >= 0:
-            word_at[owner] = word_of(start)
+            word_at[owner] = held[0]
         else:
-            piece = kept[-1 - owner].text
-            kept_at[-1 - owner] = sorted({word_of(start + i) for i, char in enumerate(piece) if not char.isspace()})
-    return text, word_at, kept_at
+            kept_at[-1 - owner] = sorted(set(held))
+    return "".join(pieces), word_at, kept_at
 
 
 def _full_evidence(
@@ -260,16 +325,13 @@ def _full_evidence(
     return replace(evidence, alignment=sorted(set(alignment)), word_probs=probs)
 
 
-def _anchor(word: int, alignment: Sequence[tuple[int, int]], n_target: int) -> int:
+def _anchor(word: int, by_source: dict[int, list[int]], aligned: list[int], n_target: int) -> int:
     """The target gap [0, n_target] for a span standing before read source word `word`: after the target of the
-    nearest aligned source word before it, else before that of the nearest one after it, else pro rata."""
-    by_source: dict[int, list[int]] = {}
-    for i, j in alignment:
-        by_source.setdefault(i, []).append(j)
-    before = [i for i in by_source if i < word]
-    if before:
-        return max(by_source[max(before)]) + 1
-    after = [i for i in by_source if i >= word]
-    if after:
-        return min(by_source[min(after)])
+    nearest aligned source word before it, else before that of the nearest one after it, else pro rata
+    (`by_source`: each aligned source word's targets; `aligned`: those source words, sorted)."""
+    at = bisect_left(aligned, word)
+    if at > 0:
+        return max(by_source[aligned[at - 1]]) + 1
+    if at < len(aligned):
+        return min(by_source[aligned[at]])
     return n_target if word > 0 else 0

@@ -84,39 +84,49 @@ def split_text(text: str, language: str, *, fits: Callable[[str], bool] = lambda
     which chooses sentencex's abbreviations (a code it does not know falls back to its generic rules)."""
     spans: list[tuple[int, int]] = []
     sentence: list[int] = []
+    # sentencex reads UTF-8: a lone surrogate (which JSON allows) becomes U+FFFD for it, at the same offsets
+    readable = _SURROGATE.sub("\ufffd", text)
     for line in _LINE.finditer(text):
         start, end = line.start(), line.end()
         while end > start and text[end - 1] in "\r\n":
             end -= 1
         marker = _MARKER.match(text, start, end)
         start = marker.end() if marker else start
-        for a, b in _sentences(text, start, end, language):
+        for a, b in _sentences(text, readable, start, end, language):
             parts = _parts(text, a, b, fits)
+            sentence += [sentence[-1] + 1 if sentence else 0] * len(parts)
             spans += parts
-            sentence += [len(set(sentence))] * len(parts)
     return Layout(text, tuple(spans), tuple(sentence))
 
 
-def _sentences(text: str, start: int, end: int, language: str) -> list[tuple[int, int]]:
-    """The sentences of text[start:end] (one line) as stripped spans; a boundary sentencex puts inside a word
-    ("e.g.Paris") is not taken, so that segments start and end at whitespace."""
+def _sentences(text: str, readable: str, start: int, end: int, language: str) -> list[tuple[int, int]]:
+    """The sentences of text[start:end] (one line) as stripped spans (`readable`: the text as sentencex can read
+    it); a boundary sentencex puts inside a word ("e.g.Paris") is not taken, so that segments start and end at
+    whitespace."""
     spans: list[tuple[int, int]] = []
     at = start
-    # sentencex reads UTF-8: a lone surrogate (which JSON allows) becomes U+FFFD for it, at the same offsets
-    readable = _SURROGATE.sub("\ufffd", text)
     for found in sentencex.segment(language, readable[start:end]):
         a = readable.find(found, at, end) if found else -1
         if a < 0:  # sentencex gives the text back piece by piece: never here, but nothing may be lost
             return _strip(text, [(start, end)])
         at = a + len(found)
         glued = spans and a > 0 and not text[a - 1].isspace() and not text[a].isspace()
-        if glued or (spans and _NOT_AN_END.search(text, spans[-1][0], a)):
+        if glued or (spans and _not_an_end(text, spans[-1][0], a)):
             spans[-1] = (spans[-1][0], at)
         else:
             spans.append((a, at))
     if at < end:
         spans.append((at, end))
     return _strip(text, spans)
+
+
+def _not_an_end(text: str, start: int, end: int) -> bool:
+    """Whether the sentence text[start:end] ends in an initial or a title (`_NOT_AN_END`), read in its last few
+    characters only: a run of initials merged into one sentence ("A. B. C. ...") is not read again each time."""
+    tail = end
+    while tail > start and text[tail - 1].isspace():
+        tail -= 1
+    return _NOT_AN_END.search(text, max(start, tail - 5), end) is not None  # "Mlle." is the longest
 
 
 def _strip(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

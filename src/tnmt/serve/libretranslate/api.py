@@ -41,7 +41,8 @@ def _translate_route(api: APIRouter, models: list[ServedModel], config: ServeCon
         to the model from its detected language, translate.py's `route_auto`), target, format ("text" or "html")
         and alternatives (0 to max_n_best - 1); and tnmt's `glossary` ([{"source", "target"}],
         translate/steering.py), whose answers carry `constraints`, and `segment` (true or false: whether each text
-        is split into sentences and lines, translate/segment.py; default the server's `segment`)."""
+        is split into sentences and lines, translate/segment.py; by default as the server and the model say:
+        serve/models.py's `settings_for`)."""
         fields = await _body(request)
         q, source, target = fields.get("q"), fields.get("source"), fields.get("target")
         if q is None or (not isinstance(q, str) and not (isinstance(q, list) and all(isinstance(t, str) for t in q))):
@@ -53,7 +54,7 @@ def _translate_route(api: APIRouter, models: list[ServedModel], config: ServeCon
             raise ApiError(400, f"Invalid request: format must be 'text' or 'html', not {text_format!r}")
         alternatives = _alternatives(fields.get("alternatives", 0), config.max_n_best - 1)
         steering = _glossary(fields.get("glossary"), config)
-        segment = _segment(fields.get("segment", config.segment))
+        segment = _segment(fields.get("segment"))
         texts = [q] if isinstance(q, str) else q
         if source == "auto":
             routes, detected = await route_auto(detector, models, texts, target, config, html=text_format == "html")
@@ -141,9 +142,9 @@ def _alternatives(value: Any, limit: int) -> int:
     return value
 
 
-def _segment(value: Any) -> bool:
-    """tnmt's `segment` field: true or false, or a string of one (forms send nothing else)."""
-    if isinstance(value, bool):
+def _segment(value: Any) -> bool | None:
+    """tnmt's `segment` field: true or false, or a string of one (forms send nothing else); None when not sent."""
+    if value is None or isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"

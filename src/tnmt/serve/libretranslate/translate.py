@@ -7,7 +7,7 @@ serve/models.py says.
 
 import asyncio
 import logging
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from typing import Any
 
 from starlette.requests import Request
@@ -15,7 +15,7 @@ from starlette.requests import Request
 from tnmt.config import DecodeConfig, ServeConfig
 from tnmt.serve.libretranslate.detect import CONFIDENT, Detector, supported
 from tnmt.serve.libretranslate.markup import parse
-from tnmt.serve.models import ApiError, ServedModel, check_limits, translations
+from tnmt.serve.models import ApiError, Deadline, ServedModel, check_limits, settings_for, text_work, translations
 from tnmt.translate.evidence import WARNINGS
 from tnmt.translate.steering import Steering
 from tnmt.translate.translator import Translation
@@ -65,8 +65,9 @@ async def route_auto(
     check_limits(texts, 1, 1, config, size_status=400)  # sizes and Unicode before detecting; search limits later
     by_source = {model.source: model for model in to_target}
     routes, detected = [], []
-    readable = [" ".join(parse(text).texts) for text in texts] if html else texts  # the words, not the tags
-    for i, found in enumerate(await languages_of(detector, readable)):
+    if html:  # the words, not the tags
+        texts = await text_work(lambda: [" ".join(parse(text).texts) for text in texts], Deadline(config.timeout_s))
+    for i, found in enumerate(await languages_of(detector, texts)):
         best, confidence = found[0] if found else (None, 0.0)
         if best is not None and best not in by_source and confidence >= CONFIDENT:
             raise ApiError(400, _unsupported(i, best, confidence, target, models))
@@ -98,10 +99,10 @@ async def answers(
     config: ServeConfig,
     client: Request,
     steering: Steering | None = None,
-    segment: bool = True,
+    segment: bool | None = None,
 ) -> list[dict[str, Any]]:
     """LibreTranslate's answer for each text, translated by its model in `routes` (steered by `steering`, with the
-    answer's `constraints` then; split into sentences when `segment` and the model's settings say so). Every
+    answer's `constraints` then; split into segments as `settings_for` says, `segment` the request's field). Every
     model's texts are checked against the limits before any is queued; then one model after another, each within
     the deadline."""
     groups: dict[str, list[int]] = {}
@@ -116,7 +117,7 @@ async def answers(
     answered: list[dict[str, Any]] = [{} for _ in texts]
     for id_, indices in groups.items():
         group = [texts[i] for i in indices]
-        settings = replace(served[id_].translator.decode, segment=segment and served[id_].translator.decode.segment)
+        settings = settings_for(served[id_], config, segment=segment)
         translated = await _answers(
             served[id_], group, text_format, alternatives, settings, config=config, client=client, steering=steering
         )
@@ -143,7 +144,7 @@ async def _answers(
         answered = []
         for text in texts:
             output, sentences = await _translate_markup(
-                model, text, settings, timeout=config.timeout_s, client=client, steering=steering
+                model, text, settings, deadline=Deadline(config.timeout_s), client=client, steering=steering
             )
             confidence = min((r.evidence.confidence for r in sentences), default=1.0)
             warnings = [code for code in WARNINGS if any(code in r.evidence.warnings for r in sentences)]
@@ -160,7 +161,7 @@ async def _answers(
         texts,
         settings,
         n_best=n_best,
-        timeout=config.timeout_s,
+        deadline=Deadline(config.timeout_s),
         client=client,
         steering=None if steering is None else [steering] * len(texts),
         refused=400,
@@ -184,23 +185,24 @@ async def _translate_markup(
     fragment: str,
     settings: DecodeConfig,
     *,
-    timeout: float,
+    deadline: Deadline,
     client: Request,
     steering: Steering | None = None,
 ) -> tuple[str, list[Translation]]:
     """The translated fragment (markup.py: each sentence whole, its inline tags carried by the word alignment)
-    and the translations of its sentences."""
-    document = parse(fragment)
+    and the translations of its sentences; parsed and rendered in the text workers' pool."""
+    document = await text_work(lambda: parse(fragment), deadline, refused=400)
     texts = document.texts
     steered = None if steering is None else [steering] * len(texts)
     results = (
         await translations(
-            model, texts, settings, timeout=timeout, client=client, steering=steered, refused=400, too_large=400
+            model, texts, settings, deadline=deadline, client=client, steering=steered, refused=400, too_large=400
         )
         if texts
         else []
     )
-    return document.render([(result.text, result.evidence.alignment) for result in results]), results
+    outputs = [(result.text, result.evidence.alignment) for result in results]
+    return await text_work(lambda: document.render(outputs), deadline, refused=400), results
 
 
 def _n_best(alternatives: int, settings: DecodeConfig) -> int:
