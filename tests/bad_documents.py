@@ -83,3 +83,9 @@ def with_macros() -> bytes:
     )
     entries = {"word/vbaProject.bin": MACROS, "word/embeddings/oleObject1.bin": MACROS}
     return edited(base, word__rels_document_xml_rels=rels, **{"[Content_Types]_xml": types}, **entries)
+
+
+def malformed(archive: bytes, part: str) -> bytes:
+    """`archive` with its XML `part` cut in half: still a valid zip, no longer well-formed XML."""
+    body = zipfile.ZipFile(io.BytesIO(archive)).read(part)
+    return edited(archive, **{part.replace("/", "_").replace(".", "_"): body[: len(body) // 2]})

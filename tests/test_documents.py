@@ -4,6 +4,7 @@ translated in their own format, on the tiny en -> it model."""
 import html
 import itertools
 import re
+import zipfile
 from datetime import timedelta
 
 import bad_documents as docs
@@ -257,6 +258,28 @@ def test_archives_over_the_limits_or_naming_paths_outside_are_refused_before_the
     for name in ("../evil.xml", "/etc/passwd", "word\\..\\..\\evil"):
         with pytest.raises(UserError, match=r"names a path outside it"):
             check_archive(zipped((name, b"x")), **word)
+    for declared in (b"<!DOCTYPE d [", b"<!doctype a>x<!DOCTYPE b [", b"<!ENTITY x 'y'>"):
+        with pytest.raises(UserError, match=r"declares entities"):
+            check_archive(zipped(("a.xml", declared + b"<d/>")), **word)
+    hostile = docs.zipped(("a.xml", b"<!DOCTYPE" * 7000 + b">[<d/>"), method=zipfile.ZIP_STORED)
+    check_archive(hostile, **word)  # its prolog read once (2 s when each DOCTYPE read on to the end)
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "part"),
+    [
+        ("d.docx", lambda: docs.word("two"), "word/document.xml"),
+        ("p.pptx", docs.presentation, "ppt/presentation.xml"),
+    ],
+)
+def test_an_office_part_that_is_not_well_formed_xml_is_named_with_its_line(name, data, part):
+    from tnmt.documents.files import read_file
+
+    with pytest.raises(UserError) as refused:
+        read_file(docs.malformed(data(), part), name)
+    message = str(refused.value)
+    assert message.startswith(f"{name}: not a ") and f"({part} is not well-formed XML (" in message, message
+    assert re.search(r"line \d+, column \d+\)\)$", message) and "\n" not in message
 
 
 VTT = """WEBVTT

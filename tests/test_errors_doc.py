@@ -313,6 +313,10 @@ INPUTS: dict[str, Callable[[Path, Path], None]] = {
     "file-zip-bomb": lambda d, _: write(d, "d.docx", docs.zipped(("word/document.xml", b"\0" * 2_000_000))),
     "file-too-many-entries": lambda d, _: write(d, "d.docx", docs.zipped(*[(f"{k}.xml", b"") for k in range(10_001)])),
     "file-path-traversal": lambda d, _: write(d, "d.docx", docs.outside()),
+    "file-malformed-xml-docx": lambda d, _: write(d, "d.docx", docs.malformed(docs.word("two"), "word/document.xml")),
+    "file-malformed-xml-pptx": lambda d, _: write(
+        d, "p.pptx", docs.malformed(docs.presentation(), "ppt/presentation.xml")
+    ),
     "file-entity-expansion": lambda d, _: write(d, "d.docx", docs.entities_in_word()),
     "file-xliff-entities": lambda d, _: write(d, "app.xlf", docs.BILLION_LAUGHS + b"<xliff/>"),
     "file-xliff-not-xml": lambda d, _: write(d, "app.xlf", "<xliff"),
@@ -433,6 +437,7 @@ SPECIAL_REQUESTS: dict[str, Callable] = {
     "http-file-format-unknown": lambda c, _: upload(c, "report.txt", b"one", format="pdf"),
     "http-file-not-a-document": lambda c, _: upload(c, "d.docx", b"\x89PNG\r\n\x1a\n" + bytes(100)),
     "http-file-zip-bomb": lambda c, _: upload(c, "d.docx", docs.zipped(("word/document.xml", b"\0" * 2_000_000))),
+    "http-file-malformed-xml": lambda c, _: upload(c, "d.docx", docs.malformed(docs.word("two"), "word/document.xml")),
     "http-file-entity-expansion": lambda c, _: upload(c, "d.docx", docs.entities_in_word()),
     "http-file-path-traversal": lambda c, _: upload(
         c, "d.docx", docs.edited(docs.word("two"), **{"../../evil.xml": b"x"})
@@ -444,6 +449,9 @@ SPECIAL_REQUESTS: dict[str, Callable] = {
     "http-file-glossary-shape": lambda c, _: upload(c, "in.txt", b"one", glossary='[{"source": "one"}]'),
     "http-file-missing": lambda c, _: c.post("/v1/translate_file", data={"source": "en", "target": "it"}),
     "libre-file-not-a-document": lambda c, _: upload(c, "d.docx", b"\x89PNG" + bytes(100), "/translate_file"),
+    "libre-file-malformed-xml": lambda c, _: upload(
+        c, "p.pptx", docs.malformed(docs.presentation(), "ppt/presentation.xml"), "/translate_file"
+    ),
     "libre-file-unknown-format": lambda c, _: upload(c, "report.pdf", b"%PDF-1.7", "/translate_file"),
     "http-body-too-large": lambda c, _: c.post("/v1/translate", json={"text": "x" * 3000}),
     "http-chunked-body": lambda c, _: c.post("/v1/translate", content=iter([b'{"text": ', b'"one"}'])),

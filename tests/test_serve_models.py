@@ -3,9 +3,9 @@ replacements, a look inside) share its queue refusal, deadline and hang-up handl
 what was wrong."""
 
 import asyncio
-import time
 import json
 import shutil
+import time
 from concurrent.futures import Future
 
 import pytest

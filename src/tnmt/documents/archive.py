@@ -18,6 +18,7 @@ import zlib
 from collections.abc import Callable
 from pathlib import PurePosixPath
 from typing import IO, TypeVar
+from xml.etree import ElementTree
 
 from tnmt.errors import UserError
 
@@ -27,7 +28,8 @@ MAX_ENTRIES = 10_000
 MAX_UNCOMPRESSED = 256 * 2**20  # bytes declared by all entries together
 MAX_RATIO = 200  # uncompressed / compressed size of one entry (past a few kB)
 PROLOG_BYTES = 65_536  # of each XML entry read for a DTD: a DTD comes before the root element
-_ENTITIES = re.compile(rb"<!DOCTYPE[^>\[]*\[|<!ENTITY", re.IGNORECASE)  # an internal subset, or a declaration
+_DOCTYPE = re.compile(rb"<!DOCTYPE", re.IGNORECASE)
+_ENTITY = re.compile(rb"<!ENTITY", re.IGNORECASE)
 
 
 def check_archive(
@@ -65,7 +67,7 @@ def check_archive(
             )
     for entry in entries:
         xml = entry.filename.lower().endswith((".xml", ".rels"))
-        if xml and _ENTITIES.search(_prolog(archive, entry, where, kind)):
+        if xml and _declares_entities(_prolog(archive, entry, where, kind)):
             raise UserError(f"{where}: {entry.filename} declares entities: refused (they could expand)")
 
 
@@ -80,6 +82,38 @@ def open_archive(data: bytes, load: Callable[[IO[bytes]], T], *, where: str, kin
         return load(io.BytesIO(data))
     except (zipfile.BadZipFile, KeyError, ValueError) as error:
         raise UserError(f"{where}: not {kind} ({_library_reason(error)})") from None
+    except SyntaxError as error:  # lxml's XMLSyntaxError: a part that is not well-formed
+        raise UserError(f"{where}: not {kind} ({malformed_part(data) or _library_reason(error)})") from None
+
+
+def malformed_part(data: bytes) -> str | None:
+    """Which XML part of a checked archive is not well-formed, and where ("word/document.xml is not well-formed
+    XML (mismatched tag: line 2, column 14)"); None when each is. Read only once a library has refused the
+    file, to name the part its error does not name. Entities are not expanded: `check_archive` refused them."""
+    archive = zipfile.ZipFile(io.BytesIO(data))
+    for entry in archive.infolist():
+        if entry.filename.lower().endswith((".xml", ".rels")):
+            try:
+                ElementTree.fromstring(archive.read(entry))
+            except ElementTree.ParseError as error:
+                return f"{entry.filename} is not well-formed XML ({error})"
+    return None
+
+
+def _declares_entities(prolog: bytes) -> bool:
+    """Whether an XML prolog declares entities: an `<!ENTITY`, or a `<!DOCTYPE` with an internal subset (a "["
+    before its ">"). Read in one pass: each DOCTYPE's search ends at its ">", where the next one's begins."""
+    if _ENTITY.search(prolog):
+        return True
+    at = 0
+    while doctype := _DOCTYPE.search(prolog, at):
+        close = prolog.find(b">", doctype.end())
+        if prolog.find(b"[", doctype.end(), close if close >= 0 else len(prolog)) >= 0:
+            return True
+        if close < 0:
+            return False
+        at = close
+    return False
 
 
 def _library_reason(error: Exception) -> str:

@@ -36,7 +36,7 @@ from odf.namespaces import TEXTNS
 from odf.opendocument import OpenDocument, load
 from odf.text import LineBreak, Tab
 
-from tnmt.documents.archive import check_archive
+from tnmt.documents.archive import check_archive, malformed_part
 from tnmt.documents.runs import fragment, pieces, plain_run
 from tnmt.documents.units import Pending, marked
 from tnmt.errors import UserError
@@ -139,7 +139,9 @@ def read_odt(data: bytes, *, where: str) -> Pending:
     entries = _entries(data, where=where)
     try:
         document = load(io.BytesIO(data))
-    except (KeyError, IndexError, TypeError, ValueError, SAXException, zipfile.BadZipFile) as error:
+    except SAXException as error:  # a part that is not well-formed: named, with its line
+        raise UserError(f"{where}: not {KIND} ({malformed_part(data) or f'{type(error).__name__}: {error}'})") from None
+    except (KeyError, IndexError, TypeError, ValueError, zipfile.BadZipFile) as error:
         raise UserError(f"{where}: not {KIND} ({type(error).__name__}: {error})") from None
     if not document.mimetype.startswith(MIMETYPE):
         raise UserError(f"{where}: not {KIND} (its mimetype is {document.mimetype!r})")
