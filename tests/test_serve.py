@@ -848,3 +848,21 @@ def test_source_auto_routes_each_text_to_the_direction_from_its_language(multi_s
         "/translate", {"q": "A man rides his bicycle through the city.", "source": "auto", "target": "it"}
     )
     assert english.status_code == 200 and english.json()["detectedLanguage"]["language"] == "en"
+
+
+def test_auto_routes_a_document_to_the_model_from_its_language(three_pairs):
+    """LibreTranslate's page sends `source: "auto"` with a file: two models translate to Italian, and the German
+    document goes to the German one (a 400 "several models fit" before)."""
+    client, offline = three_pairs
+    german = "Zwei Hunde spielen im Schnee. Die Kinder lachen."
+    response = client.post(
+        "/translate_file", files={"file": ("d.txt", german.encode())}, data={"source": "auto", "target": "it"}
+    )
+    assert response.status_code == 200, response.text
+    assert client.get(response.json()["translatedFileUrl"]).text == offline["de-it"].translate([german])[0]
+    french = "Deux chiens jouent dans la neige et les enfants rient aux éclats."
+    response = client.post(
+        "/translate_file", files={"file": ("d.txt", french.encode())}, data={"source": "auto", "target": "it"}
+    )
+    assert_error(response, LIBRE_ERRORS)
+    assert response.json()["error"].startswith("fr is not supported as a source language: text 0 was detected as fr")

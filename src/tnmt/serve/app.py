@@ -33,7 +33,6 @@ from tnmt.serve.file_store import FileStore
 from tnmt.serve.files import FILE_PATHS
 from tnmt.serve.files import router as files_api
 from tnmt.serve.libretranslate.api import router as libretranslate_api
-from tnmt.serve.libretranslate.files import router as libretranslate_files
 from tnmt.serve.models import ApiError, Deadline, ServedModel, batchers, translations
 from tnmt.serve.native import router as native_api
 from tnmt.serve.replay import router as replay_api
@@ -68,8 +67,7 @@ def create_app(models: list[ServedModel], config: ServeConfig) -> FastAPI:
     app.include_router(native_api(models, config))
     app.include_router(files_api(models, config))
     app.include_router(replay_api(models, config))
-    app.include_router(libretranslate_api(models, config))
-    app.include_router(libretranslate_files(models, config, store))
+    app.include_router(libretranslate_api(models, config, store))
     _add_probes(app, models, config)
     if STATIC.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC), name="static")

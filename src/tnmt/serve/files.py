@@ -3,9 +3,10 @@ with `evidence=true` as JSON: the file (base64) and a report per segment (docume
 
 The document is read as it arrives (a bad file is refused before anything is queued: 422 naming the problem,
 415 a format tnmt does not translate), its units go through the model's batcher as the sentences of any request
-do (serve/models.py's `translations`: shared batches, the deadline, the queue), and the document is written in a
-worker thread (a large one takes a moment). Its upload is held to `max_file_bytes` (serve/app.py), its archive to
-the limits of documents/archive.py, and its sentences to `max_queue`.
+do (serve/models.py's `translations`: shared batches, the deadline, the queue), and the document is read and
+written in the text workers' pool (a large one takes a moment), within the request's deadline. Its upload is
+held to `max_file_bytes` (serve/app.py), its archive to the limits of documents/archive.py, and its sentences to
+`max_queue`.
 """
 
 import base64
@@ -22,6 +23,7 @@ from starlette.requests import Request
 from tnmt.config import ServeConfig
 from tnmt.documents.files import file_format, read_file
 from tnmt.documents.report import segment_report
+from tnmt.documents.units import Pending
 from tnmt.errors import UserError
 from tnmt.serve.models import ApiError, Deadline, ServedModel, pick, settings_for, text_work, translations
 from tnmt.serve.native import SteeringFields
@@ -45,6 +47,17 @@ FILE_PATHS = ("/v1/translate_file", "/translate_file")  # the routes that take a
 
 
 @dataclass(frozen=True)
+class Upload:
+    """A document as it arrived, read in its format and waiting for its units' translations; its request's
+    deadline, which reading it started and translating and writing it share."""
+
+    name: str
+    fmt: str
+    pending: Pending
+    deadline: Deadline
+
+
+@dataclass(frozen=True)
 class Translated:
     """A document translated: its bytes, its format, its name for the target language (`talk.srt` ->
     `talk.de.srt`) and its report per segment."""
@@ -55,40 +68,48 @@ class Translated:
     report: dict[str, Any]
 
 
-async def translated_document(
-    model: ServedModel,
-    upload: UploadFile,
-    fmt: str | None,
-    config: ServeConfig,
-    http: Request,
-    *,
-    unsupported: int,
-    refused: int,
-    steering: Steering | None = None,
-) -> Translated:
-    """The uploaded document translated by `model`. A format tnmt does not translate is `unsupported` (415 on
-    /v1), a file its format's library refuses `refused` (422 on /v1; LibreTranslate's endpoints answer 400 to both)."""
+async def read_upload(
+    upload: UploadFile, fmt: str | None, config: ServeConfig, *, unsupported: int, refused: int
+) -> Upload:
+    """The uploaded document read in its format, in the text workers' pool. A format tnmt does not translate is
+    `unsupported` (415 on /v1), a file its format's library refuses `refused` (422 on /v1; LibreTranslate's
+    endpoints answer 400 to both)."""
     name = PurePath(upload.filename or "document").name
     try:
         chosen = file_format(name, fmt)
     except UserError as error:
         raise ApiError(unsupported, str(error)) from None
-    deadline = Deadline(config.timeout_s)  # reading and writing the document count against it too
+    deadline = Deadline(config.timeout_s)
     data = await upload.read()
     pending = await text_work(lambda: read_file(data, name, fmt=chosen), deadline, refused=refused)
+    return Upload(name, chosen, pending, deadline)
+
+
+async def translated_document(
+    model: ServedModel,
+    document: Upload,
+    config: ServeConfig,
+    http: Request,
+    *,
+    refused: int,
+    steering: Steering | None = None,
+) -> Translated:
+    """The document translated by `model` and written in its format (in the text workers' pool), within its
+    deadline; a steering entry that cannot be met is `refused`."""
+    pending = document.pending
     found = await translations(
         model,
         [u.text for u in pending.units],
         settings_for(model, config),
-        deadline=deadline,
+        deadline=document.deadline,
         client=http,
         steering=pending.steering(steering),
         refused=refused,
         too_large=413 if refused == 422 else refused,
     )
-    out = await text_work(lambda: pending.write(found), deadline, refused=refused)
-    stem, suffix = PurePath(name).stem, PurePath(name).suffix or f".{chosen}"
-    return Translated(out, chosen, f"{stem}.{model.target}{suffix}", segment_report(pending.units, found))
+    out = await text_work(lambda: pending.write(found), document.deadline, refused=refused)
+    stem, suffix = PurePath(document.name).stem, PurePath(document.name).suffix or f".{document.fmt}"
+    return Translated(out, document.fmt, f"{stem}.{model.target}{suffix}", segment_report(pending.units, found))
 
 
 def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
@@ -112,9 +133,8 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
         `glossary` and `do_not_translate` are JSON, as /v1/translate takes them, and apply to every segment."""
         model = pick(models, source, target)
         steering = _steering(config, glossary=glossary, do_not_translate=do_not_translate)
-        done = await translated_document(
-            model, file, format, config, http, unsupported=415, refused=422, steering=steering
-        )
+        document = await read_upload(file, format, config, unsupported=415, refused=422)
+        done = await translated_document(model, document, config, http, refused=422, steering=steering)
         if evidence:
             encoded = base64.b64encode(done.data).decode("ascii")
             return {"filename": done.name, "media_type": MEDIA_TYPES[done.fmt], "file": encoded, "report": done.report}

@@ -12,7 +12,9 @@ from pydantic import ValidationError
 
 from tnmt.config import ServeConfig
 from tnmt.documents.files import FORMATS
+from tnmt.serve.file_store import FileStore
 from tnmt.serve.libretranslate.detect import Detector
+from tnmt.serve.libretranslate.files import router as files_router
 from tnmt.serve.libretranslate.translate import answers, languages_of, route_auto, served_detector
 from tnmt.serve.models import ApiError, ServedModel, check_limits, pick
 from tnmt.serve.native import SteeringFields
@@ -23,12 +25,13 @@ LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech"
 FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: how long its page waits after a keystroke to translate
 
 
-def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
-    """LibreTranslate's endpoints over `models`, within `config`'s limits."""
+def router(models: list[ServedModel], config: ServeConfig, store: FileStore) -> APIRouter:
+    """LibreTranslate's endpoints over `models`, within `config`'s limits, its translated files kept in `store`."""
     api = APIRouter()
     detector = served_detector(models)  # built once; lingua loads its models on the first detection
     _translate_route(api, models, config, detector)
     _language_routes(api, models, config, detector)
+    api.include_router(files_router(models, config, store, detector))
     return api
 
 

@@ -12,12 +12,15 @@ from starlette.requests import Request
 from tnmt.config import ServeConfig
 from tnmt.documents.files import FORMATS
 from tnmt.serve.file_store import FileStore
-from tnmt.serve.files import MEDIA_TYPES, translated_document
+from tnmt.serve.files import MEDIA_TYPES, read_upload, translated_document
+from tnmt.serve.libretranslate.detect import Detector
+from tnmt.serve.libretranslate.translate import route_document
 from tnmt.serve.models import ApiError, ServedModel, pick
 
 
-def router(models: list[ServedModel], config: ServeConfig, store: FileStore) -> APIRouter:
-    """`/translate_file` and `/download_file/<name>` over `models`, the translations kept in `store`."""
+def router(models: list[ServedModel], config: ServeConfig, store: FileStore, detector: Detector | None) -> APIRouter:
+    """`/translate_file` and `/download_file/<name>` over `models` (`detector`: the served sources' languages, for
+    `source: "auto"`), the translations kept in `store`."""
     api = APIRouter()
 
     @api.post("/translate_file")
@@ -27,9 +30,15 @@ def router(models: list[ServedModel], config: ServeConfig, store: FileStore) -> 
         source: str = Form(...),  # noqa: B008
         target: str = Form(...),  # noqa: B008
     ) -> dict[str, Any]:
-        """LibreTranslate's file translation: the URL the translated file can be downloaded from."""
-        model = pick(models, None if source == "auto" else source, target)
-        done = await translated_document(model, file, None, config, http, unsupported=400, refused=400)
+        """LibreTranslate's file translation: the URL the translated file can be downloaded from. With `source`
+        "auto" (what LibreTranslate's page sends) the model is the one from the document's detected language
+        (translate.py's `route_auto`, on the start of its text), as for a text."""
+        if source != "auto":
+            model = pick(models, source, target)
+        document = await read_upload(file, None, config, unsupported=400, refused=400)
+        if source == "auto":
+            model = await route_document(detector, models, document, target, config)
+        done = await translated_document(model, document, config, http, refused=400)
         key = store.put(done.name, done.data)
         return {"translatedFileUrl": str(http.url_for("download_file", filename=key))}
 

@@ -13,6 +13,7 @@ from typing import Any
 from starlette.requests import Request
 
 from tnmt.config import DecodeConfig, ServeConfig
+from tnmt.serve.files import Upload
 from tnmt.serve.libretranslate.detect import CONFIDENT, Detector, supported
 from tnmt.serve.libretranslate.markup import parse
 from tnmt.serve.models import ApiError, Deadline, ServedModel, check_limits, settings_for, text_work, translations
@@ -75,6 +76,21 @@ async def route_auto(
         routes.append(model)
         detected.append({"confidence": dict(found).get(model.source, 0.0), "language": model.source})
     return routes, detected
+
+
+DETECTED_CHARS = 10_000  # of a document's text, from its start: what its language is detected on
+
+
+async def route_document(
+    detector: Detector | None, models: list[ServedModel], document: Upload, target: str, config: ServeConfig
+) -> ServedModel:
+    """The model for a document sent with `source: "auto"`: the one from the language of its text (its units'
+    words, without markup, up to `DETECTED_CHARS`), chosen and refused as `route_auto` does a text's."""
+    chars = min(DETECTED_CHARS, config.max_chars)
+    words = " ".join(unit.text for unit in document.pending.units)[: chars * 2]
+    sample = await text_work(lambda: " ".join(" ".join(parse(words).texts).split())[:chars], document.deadline)
+    [model], _ = await route_auto(detector, models, [sample], target, config, html=False)
+    return model
 
 
 def _unsupported(i: int, language: str, confidence: float, target: str, models: list[ServedModel]) -> str:
