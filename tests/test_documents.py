@@ -169,7 +169,7 @@ def test_a_file_that_is_not_a_word_document_is_named():
 
 
 def test_a_file_is_translated_in_the_format_its_name_says(tiny_translator):
-    from tnmt.documents.files import file_format, translate_file
+    from tnmt.documents.formats import file_format, translate_file
 
     text = "two hundred.\n\n  - seven\n"
     assert (
@@ -178,7 +178,7 @@ def test_a_file_is_translated_in_the_format_its_name_says(tiny_translator):
     )
     srt_out = translate_file(tiny_translator, SUBTITLES.encode(), "S.SRT", settings=SETTINGS).decode()
     assert [c.index for c in srt.parse(srt_out)] == [1, 2]
-    assert file_format("notes", "po") == "po"
+    assert file_format("notes", "po").name == "po"
     with pytest.raises(
         UserError, match=r"^x\.pdf: cannot tell its format from its name \(formats: docx, html, markdown, odt,"
     ):
@@ -210,7 +210,7 @@ def test_a_presentation_keeps_its_slides_and_runs_formatting(tiny_translator):
 
     import pptx
 
-    from tnmt.documents.files import translate_file
+    from tnmt.documents.formats import translate_file
 
     presentation = pptx.Presentation()
     slide = presentation.slides.add_slide(presentation.slide_layouts[1])
@@ -273,7 +273,7 @@ def test_archives_over_the_limits_or_naming_paths_outside_are_refused_before_the
     ],
 )
 def test_an_office_part_that_is_not_well_formed_xml_is_named_with_its_line(name, data, part):
-    from tnmt.documents.files import read_file
+    from tnmt.documents.formats import read_file
 
     with pytest.raises(UserError) as refused:
         read_file(docs.malformed(data(), part), name)
@@ -298,7 +298,7 @@ NOTE kept as it is
 def test_webvtt_keeps_header_notes_timings_settings_and_tags(tiny_translator):
     import webvtt
 
-    from tnmt.documents.files import translate_file
+    from tnmt.documents.formats import translate_file
 
     out = translate_file(tiny_translator, VTT.encode(), "s.vtt", settings=SETTINGS).decode()
     assert out.startswith("WEBVTT\n") and "NOTE kept as it is" in out and "align:start" in out
@@ -394,7 +394,7 @@ def test_macros_and_embedded_objects_are_kept_byte_for_byte(tiny_translator):
     import io
     import zipfile
 
-    from tnmt.documents.files import translate_file
+    from tnmt.documents.formats import translate_file
 
     out = zipfile.ZipFile(io.BytesIO(translate_file(tiny_translator, docs.with_macros(), "d.docx", settings=SETTINGS)))
     assert out.read("word/vbaProject.bin") == out.read("word/embeddings/oleObject1.bin") == docs.MACROS
@@ -445,7 +445,7 @@ def test_the_report_names_glossary_terms_met_and_placeholders_kept(tiny_translat
 def test_an_html_page_keeps_its_markup_and_translates_its_text(tiny_translator):
     from html.parser import HTMLParser
 
-    from tnmt.documents.files import translate_file
+    from tnmt.documents.formats import translate_file
 
     page = (
         "<!DOCTYPE html><html><head><style>p{}</style></head>"
@@ -478,7 +478,7 @@ XLIFF = """<?xml version="1.0" encoding="UTF-8"?>
 def test_xliff_fills_targets_and_keeps_every_inline_code_once(tiny_translator):
     import xml.etree.ElementTree as ET
 
-    from tnmt.documents.files import translate_file
+    from tnmt.documents.formats import translate_file
 
     out = translate_file(tiny_translator, XLIFF.encode(), "app.xlf", settings=SETTINGS)
     ns = {"x": "urn:oasis:names:tc:xliff:document:1.2"}

@@ -9,9 +9,9 @@ from collections.abc import Callable
 
 import pytest
 
+from tnmt.documents.markup import parse
 from tnmt.documents.subtitles import reflow_markup
 from tnmt.documents.units import unit as document_unit
-from tnmt.serve.libretranslate.markup import parse
 from tnmt.translate.kept import find_kept, put_back, take_out
 from tnmt.translate.segment import split_text
 

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 from markdown_it import MarkdownIt
 
 from tnmt.config import DecodeConfig
-from tnmt.documents.files import translate_file
+from tnmt.documents.formats import translate_file
 from tnmt.documents.markdown import _blocks, _markdown, read_markdown
-from tnmt.serve.libretranslate.markup import parse
+from tnmt.documents.markup import parse
 
 SETTINGS = DecodeConfig(beam_size=2, max_len=12)
 PARSER = MarkdownIt("commonmark").enable(["table", "strikethrough"])

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tnmt.serve.libretranslate.markup import VOID, parse
+from tnmt.documents.markup import VOID, parse
 
 try:
     import html5lib

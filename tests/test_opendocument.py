@@ -14,7 +14,7 @@ from odf.table import Table, TableCell, TableColumn, TableRow
 from odf.text import A, Bookmark, H, List, ListItem, P, PageNumber, Span
 
 from tnmt.config import DecodeConfig
-from tnmt.documents.files import translate_file
+from tnmt.documents.formats import translate_file
 from tnmt.errors import UserError
 
 SETTINGS = DecodeConfig(beam_size=2, max_len=12)

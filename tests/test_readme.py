@@ -205,7 +205,7 @@ def environment(cwd: Path) -> dict[str, str]:
 def test_the_html_example_is_the_models_own_answer():
     """README's html example is what benchmarks/quality/markup.py recorded the shipped en->de recipe's model answering,
     and today's tag transfer still turns that translation and alignment into it."""
-    from tnmt.serve.libretranslate.markup import parse
+    from tnmt.documents.markup import parse
 
     example = json.loads((ROOT / "benchmarks" / "results" / "markup.json").read_text())["readme_example"]
     readme = (ROOT / "docs" / "translating.md").read_text(encoding="utf-8")

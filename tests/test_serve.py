@@ -27,8 +27,8 @@ from num2words import num2words
 from prometheus_client.parser import text_string_to_metric_families
 from schemathesis.checks import not_a_server_error
 
+from tnmt.documents.markup import parse
 from tnmt.serve.libretranslate.detect import Detector
-from tnmt.serve.libretranslate.markup import parse
 from tnmt.translate.translator import Translator
 from tnmt.views.inside import inside, inside_dict
 

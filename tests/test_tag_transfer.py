@@ -3,7 +3,7 @@ words, spacing, and whole transfers over hand-built trees (test_markup covers th
 
 import pytest
 
-from tnmt.serve.libretranslate.tag_transfer import Element, anchor, join, segment, transfer
+from tnmt.documents.tag_transfer import Element, anchor, join, segment, transfer
 
 BOLD, ITAL = 0, 1  # child indices in `labels`
 OTHER = -1

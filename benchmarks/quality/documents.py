@@ -7,7 +7,7 @@ of test_2016_flickr (`TNMT_DATA_DIR` or ../shared/data/multi30k beside the repos
 whose translation the model's plain output holds exactly once (`markup.dictionary_hits`) get that word bold, one
 caption per paragraph (cue, message, unit), in a document of each format with inline formatting: Word, OpenDocument,
 PowerPoint, HTML, Markdown, XLIFF (a `<g>` code) and WebVTT (a `<b>` tag), each built with the format's own
-library. Each document goes through `tnmt.documents.files.translate_file` and is read back with the same library:
+library. Each document goes through `tnmt.documents.formats.translate_file` and is read back with the same library:
 the bold words of each paragraph must be exactly the German word (`held_share`, the target: >= 0.90;
 `contains_share`: it is among them; `emptied_share`: the bold came back without words). The seconds each format
 took are beside those of the same sentences as plain text. Writes benchmarks/results/documents_bold.json.
@@ -228,7 +228,7 @@ def judge(bold: list[list[str]], expected: list[str]) -> dict:
 
 def run(translator, sources: list[str], *, seed: int) -> dict:
     """Every format of `FORMATS` through translate_file (see the module docstring)."""
-    from tnmt.documents.files import translate_file
+    from tnmt.documents.formats import translate_file
 
     plain = translator.translate(sources)
     hits = dictionary_hits(sources, plain, random.Random(seed))

@@ -7,7 +7,7 @@ repository, `.en.gz` and the `.de.gz` references) get 1-2 inline elements each a
 spans of 1-3 words: the second nested inside the first or beside it; the text HTML-escaped. Then:
 
   (a) plain: the sources translated as plain text;
-  (b) markup: each fragment through `tnmt.serve.libretranslate.markup.parse`, its sentence translated with
+  (b) markup: each fragment through `tnmt.documents.markup.parse`, its sentence translated with
       `evidence=True`, and `render` putting the tags back through the evidence's word alignment;
   (c) node by node: every text node of the fragment translated on its own and put back between the same
       tags (what tnmt.serve.html_text did before issue 40; written here in a few lines).
@@ -43,7 +43,7 @@ from pathlib import Path
 
 import sacrebleu
 
-from tnmt.serve.libretranslate.markup import VOID, parse
+from tnmt.documents.markup import VOID, parse
 
 TAGS = ["b", "i", "em", 'a href="#x"', 'span class="k"']  # what an element opens with; its id is added
 _ADJ = "(e|er|en|es|em)?"  # German adjective endings

@@ -76,7 +76,7 @@ def main() -> None:
     import torch
 
     from benchmarks.common.host import describe
-    from tnmt.documents.files import read_file, translate_file
+    from tnmt.documents.formats import read_file, translate_file
     from tnmt.translate.translator import Translator
 
     torch.set_num_threads(2)

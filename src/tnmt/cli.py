@@ -488,7 +488,7 @@ def _translate_file(args: argparse.Namespace, steering: Any) -> int:
     with `--report` its report per segment (documents/report.py) as JSON."""
     import json
 
-    from tnmt.documents.files import file_format, read_file
+    from tnmt.documents.formats import file_format, read_file
     from tnmt.documents.report import segment_report
 
     if args.input is not None or args.engine != "tnmt" or args.alignment or args.scores or args.warnings:

@@ -31,8 +31,8 @@ from markdown_it import MarkdownIt
 from markdown_it.rules_inline import StateInline
 from markdown_it.token import Token
 
+from tnmt.documents.markup import VOID
 from tnmt.documents.units import Pending, marked
-from tnmt.serve.libretranslate.markup import VOID
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")  # markdown-it's line breaks
 _FRONT_MATTER = re.compile(r"---[ \t]*\r?\n(?:.*?\r?\n)??(?:---|\.\.\.)[ \t]*(?:\r?\n|$)", re.DOTALL)

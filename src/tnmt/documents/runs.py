@@ -2,7 +2,7 @@
 
 The runs whose formatting differs from the paragraph's commonest one (by characters) become `<span data-run="k">`
 elements around their text; the commonest formatting is the paragraph's plain text. Tag transfer places the
-elements around the translated words aligned to theirs (serve/libretranslate/tag_transfer.py); `pieces` reads the
+elements around the translated words aligned to theirs (documents/tag_transfer.py); `pieces` reads the
 translated fragment back as (source run, text) pieces, which the format writes as runs with those runs'
 formatting (None: the plain run's).
 """

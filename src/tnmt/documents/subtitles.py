@@ -2,7 +2,7 @@
 identifier), timings and settings, and a WebVTT file its header and NOTE blocks; a cue's text is translated as one
 unit (a sentence cut across its lines reads whole) and re-flowed into as many lines as it had, the longest line as
 short as the words allow (a viewer's eye expects the cue's shape). A WebVTT cue's tags (`<i>`, `<b>`,
-`<v Speaker>`, `<c.class>`) are inline markup carried to the aligned words (serve/libretranslate/markup.py)."""
+`<v Speaker>`, `<c.class>`) are inline markup carried to the aligned words (documents/markup.py)."""
 
 import io
 import re

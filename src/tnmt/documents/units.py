@@ -4,7 +4,7 @@ once they are translated.
 A unit is one piece of a document that is translated as a whole (a paragraph, a subtitle cue, a catalogue
 message), with the strings in it that must come back as written (placeholders such as `%s`, `{name}` or
 `%(count)d`: they become do-not-translate terms, translate/kept.py). A paragraph with formatting is an
-inline-markup fragment instead (its formatted stretches are elements, serve/libretranslate/markup.py): its
+inline-markup fragment instead (its formatted stretches are elements, documents/markup.py): its
 sentences are the units, and their word alignments carry the elements to the translated words. A `Pending`
 document lists every unit of the document with its steering, so that whoever translates (the CLI's translator,
 the server's shared batches) translates them all as one batch of sentences, and then writes the document.
@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from tnmt.config import DecodeConfig
-from tnmt.serve.libretranslate.markup import Markup, parse
+from tnmt.documents.markup import Markup, parse
 from tnmt.translate.steering import Steering
 from tnmt.translate.translator import Translation, Translator
 

@@ -1,7 +1,7 @@
 """Word documents (.docx), read and written by `python-docx`: each paragraph (of the body, its tables, headers
 and footers) is translated whole, and its formatting follows the words: the runs whose formatting differs from
 the paragraph's commonest one (by characters) become inline elements, which tag transfer places around the
-translated words aligned to theirs (serve/libretranslate/tag_transfer.py), and each piece of the translation
+translated words aligned to theirs (documents/tag_transfer.py), and each piece of the translation
 is written as a run with the formatting of the run it came from. Paragraphs holding anything but runs of text
 (hyperlinks, fields, drawings) are left as they are for now."""
 

@@ -21,27 +21,13 @@ from pydantic import ValidationError
 from starlette.requests import Request
 
 from tnmt.config import ServeConfig
-from tnmt.documents.files import file_format, read_file
+from tnmt.documents.formats import Format, file_format
 from tnmt.documents.report import segment_report
 from tnmt.documents.units import Pending
 from tnmt.errors import UserError
 from tnmt.serve.models import ApiError, Deadline, ServedModel, pick, settings_for, text_work, translations
-from tnmt.serve.native import SteeringFields
+from tnmt.serve.steering_fields import SteeringFields
 from tnmt.translate.steering import Steering
-
-MEDIA_TYPES = {
-    "txt": "text/plain; charset=utf-8",
-    "html": "text/html; charset=utf-8",
-    "markdown": "text/markdown; charset=utf-8",
-    "srt": "application/x-subrip; charset=utf-8",
-    "vtt": "text/vtt; charset=utf-8",
-    "po": "text/x-gettext-translation; charset=utf-8",
-    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-    "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
-    "odt": "application/vnd.oasis.opendocument.text",
-    "xliff": "application/xliff+xml",
-}
-
 
 FILE_PATHS = ("/v1/translate_file", "/translate_file")  # the routes that take a document (`max_file_bytes`)
 
@@ -52,7 +38,7 @@ class Upload:
     deadline, which reading it started and translating and writing it share."""
 
     name: str
-    fmt: str
+    fmt: Format
     pending: Pending
     deadline: Deadline
 
@@ -63,7 +49,7 @@ class Translated:
     `talk.de.srt`) and its report per segment."""
 
     data: bytes
-    fmt: str
+    fmt: Format
     name: str
     report: dict[str, Any]
 
@@ -81,7 +67,7 @@ async def read_upload(
         raise ApiError(unsupported, str(error)) from None
     deadline = Deadline(config.timeout_s)
     data = await upload.read()
-    pending = await text_work(lambda: read_file(data, name, fmt=chosen), deadline, refused=refused)
+    pending = await text_work(lambda: chosen.read(data, name), deadline, refused=refused)
     return Upload(name, chosen, pending, deadline)
 
 
@@ -108,7 +94,7 @@ async def translated_document(
         too_large=413 if refused == 422 else refused,
     )
     out = await text_work(lambda: pending.write(found), document.deadline, refused=refused)
-    stem, suffix = PurePath(document.name).stem, PurePath(document.name).suffix or f".{document.fmt}"
+    stem, suffix = PurePath(document.name).stem, PurePath(document.name).suffix or document.fmt.extensions[0]
     return Translated(out, document.fmt, f"{stem}.{model.target}{suffix}", segment_report(pending.units, found))
 
 
@@ -137,9 +123,9 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
         done = await translated_document(model, document, config, http, refused=422, steering=steering)
         if evidence:
             encoded = base64.b64encode(done.data).decode("ascii")
-            return {"filename": done.name, "media_type": MEDIA_TYPES[done.fmt], "file": encoded, "report": done.report}
+            return {"filename": done.name, "media_type": done.fmt.media_type, "file": encoded, "report": done.report}
         disposition = f'attachment; filename="{_safe(done.name)}"'
-        return Response(done.data, media_type=MEDIA_TYPES[done.fmt], headers={"Content-Disposition": disposition})
+        return Response(done.data, media_type=done.fmt.media_type, headers={"Content-Disposition": disposition})
 
     return api
 

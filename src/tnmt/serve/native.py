@@ -13,8 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tnmt.config import DecodeConfig, ServeConfig
 from tnmt.decode.trace import Trace
-from tnmt.documents.files import FORMATS
-from tnmt.errors import UserError
+from tnmt.documents.formats import EXTENSIONS
 from tnmt.serve.models import (
     ApiError,
     Deadline,
@@ -25,68 +24,14 @@ from tnmt.serve.models import (
     solo,
     translations,
 )
+from tnmt.serve.steering_fields import SteeringFields
 from tnmt.translate.evidence import TokenAttention
-from tnmt.translate.glossary import build_glossary
 from tnmt.translate.replacements import MAX_K, text_replacements
 from tnmt.translate.segment import Layout
-from tnmt.translate.steering import Steering
 from tnmt.translate.translation import SentenceSpan
 from tnmt.translate.translator import Prepared, Translation, Translator
 from tnmt.views.inside import Inside, inside, inside_dict
 from tnmt.views.trace import explanation
-
-
-class GlossaryItem(BaseModel):
-    """A glossary entry: where `source` occurs in a text, the translation uses `target` (or one of its forms)."""
-
-    model_config = ConfigDict(extra="forbid")
-    source: str
-    target: str | list[str]
-
-
-class SteeringFields(BaseModel):
-    """How a request steers its translations (translate/steering.py); every text of the request gets the same."""
-
-    model_config = ConfigDict(extra="forbid")
-    glossary: list[GlossaryItem] = []
-    do_not_translate: list[str] = []
-    constraints: list[str | list[str]] = []
-    avoid: list[str] = []
-    prefix: str = ""
-
-    def steering(self, config: ServeConfig) -> Steering | None:
-        """The request's `Steering`, None when it steers nothing.
-
-        Raises:
-            ApiError: 413 over `max_glossary` entries in all; 422 an entry that is empty or malformed (named).
-        """
-        entries = len(self.glossary) + len(self.do_not_translate) + len(self.constraints) + len(self.avoid)
-        if entries > config.max_glossary:
-            raise ApiError(
-                413,
-                f"{entries} glossary, do_not_translate, constraints and avoid entries:"
-                f" over max_glossary={config.max_glossary}",
-            )
-        longest = max(
-            [len(self.prefix), *(len(t) for t in self.do_not_translate), *(len(t) for t in self.avoid)], default=0
-        )
-        if longest > config.max_chars:
-            raise ApiError(413, f"a steering entry has {longest} characters: over max_chars={config.max_chars}")
-        if not (self.glossary or self.do_not_translate or self.constraints or self.avoid or self.prefix):
-            return None
-        try:
-            glossary = tuple(build_glossary([(g.source, g.target) for g in self.glossary]))
-        except UserError as error:  # (a conflict stays one for LibreTranslate's extension: the error is kept)
-            raise ApiError(422, str(error)) from error
-        for name, terms in (("do_not_translate", self.do_not_translate), ("avoid", self.avoid)):
-            for n, term in enumerate(terms):
-                if not term.strip():
-                    raise ApiError(422, f"{name}[{n}]: an empty term")
-        include = tuple((c,) if isinstance(c, str) else tuple(c) for c in self.constraints)
-        for n, forms in enumerate(include):
-            if not forms or any(not form.strip() for form in forms):
-                raise ApiError(422, f"constraints[{n}]: an empty phrase")
-        return Steering(glossary, tuple(self.do_not_translate), include, tuple(self.avoid), self.prefix)
 
 
 class TranslateRequest(SteeringFields):
@@ -171,7 +116,7 @@ def _translation_routes(api: APIRouter, models: list[ServedModel], config: Serve
         search = ("max_chars", "max_texts", "max_beam_size", "max_n_best")
         tracing = ("max_trace_chars", "max_trace_beam", "max_top_k")
         limits = {name: getattr(config, name) for name in (*search, *tracing, "max_glossary", "max_file_bytes")}
-        return {"models": [_describe(model) for model in models], "limits": limits, "file_formats": sorted(FORMATS)}
+        return {"models": [_describe(model) for model in models], "limits": limits, "file_formats": EXTENSIONS}
 
     @api.post("/v1/translate")
     async def translate(request: TranslateRequest, http: Request) -> dict[str, Any]:

@@ -11,13 +11,13 @@ from fastapi import APIRouter, Request
 from pydantic import ValidationError
 
 from tnmt.config import ServeConfig
-from tnmt.documents.files import FORMATS
+from tnmt.documents.formats import EXTENSIONS
 from tnmt.serve.file_store import FileStore
 from tnmt.serve.libretranslate.detect import Detector
 from tnmt.serve.libretranslate.files import router as files_router
 from tnmt.serve.libretranslate.translate import answers, languages_of, route_auto, served_detector
 from tnmt.serve.models import ApiError, ServedModel, check_limits, pick
-from tnmt.serve.native import SteeringFields
+from tnmt.serve.steering_fields import SteeringFields
 from tnmt.translate.glossary import ConflictingEntries
 from tnmt.translate.steering import Steering
 
@@ -123,7 +123,7 @@ def _language_routes(api: APIRouter, models: list[ServedModel], config: ServeCon
             "keyRequired": False,
             "suggestions": False,
             "filesTranslation": True,
-            "supportedFilesFormat": sorted(FORMATS),
+            "supportedFilesFormat": EXTENSIONS,
             "language": {
                 "source": {"code": "auto", "name": "Auto Detect"},
                 "target": {"code": target, "name": LANGUAGE_NAMES.get(target, target)},

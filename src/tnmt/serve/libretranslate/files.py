@@ -10,9 +10,9 @@ from fastapi.responses import FileResponse
 from starlette.requests import Request
 
 from tnmt.config import ServeConfig
-from tnmt.documents.files import FORMATS
+from tnmt.documents.formats import BY_EXTENSION
 from tnmt.serve.file_store import FileStore
-from tnmt.serve.files import MEDIA_TYPES, read_upload, translated_document
+from tnmt.serve.files import read_upload, translated_document
 from tnmt.serve.libretranslate.detect import Detector
 from tnmt.serve.libretranslate.translate import route_document
 from tnmt.serve.models import ApiError, ServedModel, pick
@@ -49,8 +49,8 @@ def router(models: list[ServedModel], config: ServeConfig, store: FileStore, det
         if path is None:
             raise ApiError(404, "no such file: it expired, or was never translated here")
         name = filename.split(".", 1)[1]
-        fmt = FORMATS.get(PurePath(name).suffix.lower())
-        media = MEDIA_TYPES[fmt] if fmt else "application/octet-stream"
+        fmt = BY_EXTENSION.get(PurePath(name).suffix.lower())
+        media = fmt.media_type if fmt else "application/octet-stream"
         return FileResponse(path, media_type=media, filename=name)
 
     return api

@@ -13,9 +13,9 @@ from typing import Any
 from starlette.requests import Request
 
 from tnmt.config import DecodeConfig, ServeConfig
+from tnmt.documents.markup import parse
 from tnmt.serve.files import Upload
 from tnmt.serve.libretranslate.detect import CONFIDENT, Detector, supported
-from tnmt.serve.libretranslate.markup import parse
 from tnmt.serve.models import ApiError, Deadline, ServedModel, check_limits, settings_for, text_work, translations
 from tnmt.translate.evidence import WARNINGS
 from tnmt.translate.steering import Steering

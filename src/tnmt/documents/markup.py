@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import NamedTuple
 
-from tnmt.serve.libretranslate.tag_transfer import Alignment, Element, transfer
+from tnmt.documents.tag_transfer import Alignment, Element, transfer
 from tnmt.translate.kept import notranslate_element
 
 _INLINE_NAMES = (
@@ -65,13 +65,35 @@ class _Events(HTMLParser):
         self._line_starts = [0] + [i + 1 for i, ch in enumerate(fragment) if ch == "\n"]
         self._raw: str | None = None  # inside <script> or <style>
         self._kept: list[str] = []  # the element kept as written (`translate="no"`) and the same names open in it
-        self.feed(fragment)
+        self._closes: tuple[str, int] = ("", -1)  # a text HTMLParser reads, and where its last "-->" starts
+        self._ending = False  # close() was called: nothing more comes
+        # Python 3.11's HTMLParser reads on to the end from every "<" of a construct that never closes ("<a " with
+        # no ">", "<!--" with no "-->"), which is quadratic in the text: after the last ">" nothing can close, so
+        # that tail is text (as the parser would give it), and an unclosed comment runs to the end (as HTML5 says)
+        head = fragment[: fragment.rfind(">") + 1]
+        self.feed(head)
+        self._ending = True
         self.close()
+        if tail := fragment[len(head) :]:
+            self._found.append(("block" if self._raw else "text", "", html.unescape(tail), len(head)))
         offsets = [offset for *_, offset in self._found] + [len(fragment)]  # each event runs to the next one
         self.events = [
             _Event(kind, name, text, fragment[offsets[i] : offsets[i + 1]])
             for i, (kind, name, text, _) in enumerate(self._found)
         ]
+
+    def parse_comment(self, i: int, report: bool = True) -> int:
+        """HTMLParser's, without its search for "-->" from each "<!--" that none follows: such a comment is one to
+        the end once the text is all read (an event of its own), and waits for more before."""
+        if self._closes[0] is not self.rawdata:  # HTMLParser keeps its unread rest as a new string
+            self._closes = (self.rawdata, self.rawdata.rfind("-->"))
+        if self._closes[1] >= i + 4:
+            return super().parse_comment(i, report)
+        if not self._ending:
+            return -1
+        if report:
+            self.handle_comment(self.rawdata[i + 4 :])
+        return len(self.rawdata)
 
     def _add(self, kind: str, name: str = "", text: str = "") -> None:
         line, column = self.getpos()  # where the event starts: HTMLParser moves on after the handler returns
