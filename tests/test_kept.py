@@ -1,4 +1,5 @@
 import html
+import re
 
 import pytest
 from hypothesis import given
@@ -128,3 +129,35 @@ def test_markup_sent_as_text_is_kept():
     spans = find_kept('<p>The <b class="x">red</b> car &amp; Tom &#x1F436;</p> 3 < 4', [])
     text = '<p>The <b class="x">red</b> car &amp; Tom &#x1F436;</p> 3 < 4'
     assert [text[a:b] for a, b in spans] == ["<p>", '<b class="x">', "</b>", "&amp;", "&#x1F436;</p>"]
+
+
+# the patterns find_kept ran before they were made linear (issue 79): what the linear passes must still find
+QUADRATIC_EMAIL = re.compile(r"\w[\w.%+'-]*@[\w-]+(?:\.[\w-]+)+")
+QUADRATIC_MARKUP = re.compile(
+    r"<!--.*?-->|</?[A-Za-z][\w:-]*(?:\s[^<>]*)?/?>|&(?:#\d+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);", re.DOTALL
+)
+PIECES = st.sampled_from(
+    ["a", "é", "_", ".", "+", "'", "-", "%", "@", " ", "b.c", "<", ">", "!--", "-->", "&", "#1", ";", "/", "p"]
+)
+
+
+@given(st.lists(PIECES, max_size=24).map("".join))
+def test_the_linear_passes_find_what_the_patterns_found(text):
+    from tnmt.translate.kept import _emails, _markup
+
+    assert _emails(text) == [m.span() for m in QUADRATIC_EMAIL.finditer(text)]
+    assert _markup(text) == [m.span() for m in QUADRATIC_MARKUP.finditer(text)]
+
+
+@given(st.lists(st.sampled_from(["a", "(", ")", "[", "]", "}", ".", "!", "'"]), max_size=12).map("".join))
+def test_a_urls_trailing_punctuation_goes_as_it_went(tail):
+    from tnmt.translate.kept import _urls
+
+    url = "https://x.org/" + tail
+    expected = url  # the rule as first written: strip one character at a time, counting the brackets each time
+    while expected and expected[-1] in ".,;:!?'…)]}*":
+        opener = {")": "(", "]": "[", "}": "{"}.get(expected[-1])
+        if opener and expected.count(opener) >= expected.count(expected[-1]):
+            break
+        expected = expected[:-1]
+    assert _urls(url + " z") == [(0, len(expected))]

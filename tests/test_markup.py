@@ -154,6 +154,22 @@ def test_deep_nesting_is_carried_without_running_out_of_stack():
     assert parse(fragment).render([("x y", identity(2))]) == fragment
 
 
+def test_a_block_longer_than_max_words_is_cut_after_a_sentence_and_keeps_every_tag():
+    """A paragraph of 1,000 bold words inside one italic: sentences of at most MAX_WORDS words, each ending
+    where a sentence ends when one does in its second half; identity translations give the fragment back, the
+    italic's tags once each (its start in the first sentence, its end in the last)."""
+    from tnmt.documents.markup import MAX_WORDS
+
+    words = " ".join(f"<b>w{i}</b>" + ("." if i % 37 == 36 else "") for i in range(1000))
+    fragment = f"<p>Start <i>{words}</i> end.</p>"
+    doc = parse(fragment)
+    assert len(doc.texts) > 1000 // MAX_WORDS and all(len(text.split()) <= MAX_WORDS for text in doc.texts)
+    assert all(text.endswith(".") for text in doc.texts)  # a sentence's end in every stretch's second half
+    assert doc.render([(text, identity(len(text.split()))) for text in doc.texts]) == fragment
+    expected = ["Start", *(f"w{i}" + ("." if i % 37 == 36 else "") for i in range(1000)), "end."]
+    assert " ".join(doc.texts).split() == expected  # every word once, in order
+
+
 def test_render_needs_one_aligned_translation_per_text():
     doc = parse("<p>a <b>b</b></p><p>c</p>")
     with pytest.raises(ValueError, match="1 translations for 2 texts"):

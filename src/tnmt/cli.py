@@ -24,6 +24,7 @@ from tnmt.config import MAX_THREADS, DecodeConfig, ServeConfig
 from tnmt.errors import UserError, reading_file
 
 C = TypeVar("C")
+SWITCH_INTERVAL_S = 0.0005  # `tnmt serve`: how often a thread holding the GIL hands it over (see _serve)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -382,6 +383,10 @@ def _serve(args: argparse.Namespace, _: list[str]) -> int:
     threads = config.threads or torch.get_num_threads()  # explicit, and said below
     config = replace(config, threads=threads)
     torch.set_num_threads(1)  # this thread only loads: the batchers' threads decode (see Batcher._run)
+    # A text worker reading a long text holds the GIL for up to the switch interval each time the batcher's
+    # thread wants it back after a torch operation: at the default 5 ms, a sentence's decoding (hundreds of
+    # operations) waited seconds beside a large document. Handing the GIL over every 0.5 ms bounds that wait.
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     models = load_models(args.checkpoint, config, device=str(device), zero_shot=config.zero_shot, run=args.run_dir)
     app = create_app(models, config)
     pairs = ", ".join(model.id for model in models)

@@ -20,6 +20,10 @@ translate; `render` takes each one's translation and word alignment and returns 
   the words of one with tags are joined by single spaces.
 - An inline element cut by a block (`<b>a<p>b</p>c</b>`) gets its start tag in one sentence and its end
   tag in a later one: it runs to the end of the first and from the start of the last.
+- A block of more than `MAX_WORDS` words is cut into sentences of at most that many, each after a word that
+  ends a sentence (".", "!", "?", ...) where one lies in the second half of the stretch, as a block cuts: the
+  alignment's work on a sentence grows with its words times its elements, so an unbounded block would cost
+  the square of its length. (The translator cuts each into the sentences it reads anyway.)
 """
 
 import html
@@ -40,6 +44,9 @@ INLINE = frozenset(_INLINE_NAMES.split())  # phrasing elements: part of the sent
 VOID = frozenset(("area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"))
 RAW_TEXT = frozenset(("script", "style"))  # their content is code, not text
 MAX_DEPTH = 100  # inline elements open at once; deeper start tags are carried as tags on their own (no recursion limit)
+MAX_WORDS = 200  # of one sentence: a longer block is cut (the module docstring says where)
+_SENTENCE_END = frozenset(".!?…。！？")
+_CLOSERS = "\"')»”’]"  # after a sentence's end mark: "He left." she said
 
 
 class _Event(NamedTuple):
@@ -196,12 +203,64 @@ def parse(fragment: str) -> Markup:
         if event.kind != "block":
             pending.append(event)
             continue
-        if pending:
-            sentence, open_names = _sentence(pending, open_names)
-            segments.append(sentence or "".join(e.raw for e in pending))
-            pending = []
+        for piece in _pieces(pending):
+            sentence, open_names = _sentence(piece, open_names)
+            segments.append(sentence or "".join(e.raw for e in piece))
+        pending = []
         segments.append(event.raw)
     return Markup(tuple(segment for segment in segments if segment != ""))
+
+
+def _pieces(events: list[_Event]) -> list[list[_Event]]:
+    """A block's inline events cut into sentences of at most `MAX_WORDS` words (none when it has no events): each
+    cut at the whitespace before a sentence's first word, which starts the next piece with its tags."""
+    if not events:
+        return []
+    text = "".join(e.text for e in events if e.kind == "text")
+    starts, ends = _word_bounds(text)
+    cuts, first = [], 0  # where each later piece starts in `text`; the first word of the current piece
+    while len(starts) - first > MAX_WORDS:
+        last = first + MAX_WORDS  # the piece's words: [first, last)
+        ending = next((k for k in range(last, first + MAX_WORDS // 2, -1) if _ends_sentence(text, ends[k - 1])), last)
+        cuts.append(ends[ending - 1])
+        first = ending
+    if not cuts:
+        return [events]
+    pieces: list[list[_Event]] = [[]]
+    at, cut = 0, iter(cuts)  # `text` offset where the event starts; the next cut
+    c = next(cut)
+    for event in events:
+        if event.kind == "text":
+            while c is not None and c < at + len(event.text):  # the whitespace at c starts the next piece
+                if c > at:
+                    left, event = _split(event, c - at)
+                    pieces[-1].append(left)
+                    at = c
+                pieces.append([])
+                c = next(cut, None)
+            at += len(event.text)
+        pieces[-1].append(event)
+    return pieces
+
+
+def _split(event: _Event, k: int) -> tuple[_Event, _Event]:
+    """A text event cut before character `k` of its text; its raw cut at the same place when it is the text as
+    written, else each side written escaped (a character reference is not cut in two)."""
+    left, right = event.text[:k], event.text[k:]
+    if event.raw == event.text:
+        return event._replace(text=left, raw=left), event._replace(text=right, raw=right)
+    return (
+        event._replace(text=left, raw=html.escape(left, quote=False)),
+        event._replace(text=right, raw=html.escape(right, quote=False)),
+    )
+
+
+def _ends_sentence(text: str, end: int) -> bool:
+    """Whether the word ending at `end` ends a sentence: its last character, after closing quotes and brackets,
+    is a sentence's end mark."""
+    while end > 0 and text[end - 1] in _CLOSERS:
+        end -= 1
+    return end > 0 and text[end - 1] in _SENTENCE_END
 
 
 def _sentence(events: list[_Event], open_names: list[str]) -> tuple[_Sentence | None, list[str]]:

@@ -1,0 +1,164 @@
+"""Does one heavy request stall everyone else? A light client beside in-limits heavy requests, on loopback.
+
+    python -m benchmarks.speed.stall --checkpoint CKPT [--baseline ../wt-base] [--out benchmarks/results/stall.json]
+
+The script starts `python -m tnmt serve --checkpoint CKPT` (this checkout's; then, with `--baseline DIR`, the
+tnmt of DIR/src, e.g. a git worktree of main before the text layer was redone) and, for each heavy request in
+turn, runs a light client that sends `POST /v1/translate {"text": "A dog runs."}` every `--every` seconds from
+one second before the heavy request until its answer came (or `--heavy-timeout` passed). Heavy requests, each
+inside the server's default limits:
+
+- `libre-64x10k`: LibreTranslate's `/translate` of 64 texts of 10,000 letters (one long word each);
+- `file-40k-word`: `/v1/translate_file` of a .txt holding one 40,000-letter word;
+- `file-2mb-sentences`: `/v1/translate_file` of a 2 MB .txt of Multi30k's sentences, one a line (more
+  sentences than the queue holds: refused, after it is read and split).
+
+Per heavy request: its status and seconds, and the light client's answers (count, errors), median and worst
+latency. Then SIGTERM during one more heavy request: how long the server takes to exit, and its exit code.
+Targets (issue 79): the light client's worst latency under 1 s beside each heavy request; the server stops
+within a few seconds of finishing what it accepted.
+"""
+
+import argparse
+import json
+import signal
+import statistics
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+from benchmarks.common.host import describe
+from benchmarks.speed.serve import read_sentences, start_server
+
+LIGHT = json.dumps({"text": "A dog runs."}).encode()
+
+
+def _post(port: int, path: str, body: bytes, content_type: str, timeout: float) -> tuple[int, float]:
+    """(status, seconds) of one POST; a status of 0 is a connection error or a timeout."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}", data=body, headers={"Content-Type": content_type}, method="POST"
+    )
+    start = time.monotonic()
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            response.read()
+            return response.status, time.monotonic() - start
+    except urllib.error.HTTPError as error:
+        error.read()
+        return error.code, time.monotonic() - start
+    except (urllib.error.URLError, TimeoutError, ConnectionError):
+        return 0, time.monotonic() - start
+
+
+def _multipart(name: str, data: bytes) -> tuple[bytes, str]:
+    boundary = uuid.uuid4().hex
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
+        "Content-Type: application/octet-stream\r\n\r\n"
+    ).encode()
+    return head + data + f"\r\n--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
+
+
+def heavy_requests() -> dict[str, tuple[str, bytes, str]]:
+    """Each heavy request: (path, body, content type)."""
+    sentences = read_sentences("en")
+    lines, size = [], 0
+    while size < 2 * 2**20:
+        line = sentences[len(lines) % len(sentences)]
+        lines.append(line)
+        size += len(line) + 1
+    libre = json.dumps({"q": ["a" * 10_000] * 64, "source": "en", "target": "de"}).encode()
+    return {
+        "libre-64x10k": ("/translate", libre, "application/json"),
+        "file-40k-word": ("/v1/translate_file", *_multipart("word.txt", b"a" * 40_000)),
+        "file-2mb-sentences": ("/v1/translate_file", *_multipart("big.txt", "\n".join(lines).encode())),
+    }
+
+
+def beside(port: int, heavy: tuple[str, bytes, str], *, every: float, timeout: float) -> dict:
+    """The heavy request, with the light client sending beside it from a second before until it is answered."""
+    latencies, errors, done = [], [], threading.Event()
+
+    def light() -> None:
+        while not done.is_set():
+            status, seconds = _post(port, "/v1/translate", LIGHT, "application/json", timeout=timeout)
+            (latencies if status == 200 else errors).append(seconds if status == 200 else status)
+            time.sleep(max(0.0, every - seconds))
+
+    client = threading.Thread(target=light)
+    client.start()
+    time.sleep(1.0)
+    status, seconds = _post(port, *heavy, timeout=timeout)
+    done.set()
+    client.join()
+    return {
+        "heavy_status": status,
+        "heavy_s": round(seconds, 2),
+        "light_answers": len(latencies),
+        "light_errors": errors,
+        "light_p50_s": round(statistics.median(latencies), 3) if latencies else None,
+        "light_worst_s": round(max(latencies), 3) if latencies else None,
+    }
+
+
+def stop_during(server, port: int, heavy: tuple[str, bytes, str], timeout: float) -> dict:
+    """SIGTERM half a second into a heavy request: seconds until the server exits, and its exit code."""
+    answer: dict = {}
+    sender = threading.Thread(target=lambda: answer.update(status=_post(port, *heavy, timeout=timeout)[0]))
+    sender.start()
+    time.sleep(0.5)
+    start = time.monotonic()
+    server.send_signal(signal.SIGTERM)
+    try:
+        code = server.wait(timeout=timeout)
+    except Exception:  # noqa: BLE001 (any failure to stop is the finding)
+        server.kill()
+        code = None
+    sender.join()
+    return {"exit_s": round(time.monotonic() - start, 2), "exit_code": code, "heavy_status": answer.get("status")}
+
+
+def run(checkpoint: Path, checkout: Path | None, args: argparse.Namespace, log: Path) -> dict:
+    flags = args.serve_flags.split()
+    server, port = start_server(checkpoint, flags, threads=args.threads, log=log, timeout=180, checkout=checkout)
+    results = {}
+    try:
+        for name, heavy in heavy_requests().items():
+            results[name] = beside(port, heavy, every=args.every, timeout=args.heavy_timeout)
+            print(name, results[name], flush=True)
+        results["sigterm_during_libre-64x10k"] = stop_during(
+            server, port, heavy_requests()["libre-64x10k"], args.heavy_timeout
+        )
+    finally:
+        if server.poll() is None:
+            server.kill()
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--checkpoint", type=Path, required=True)
+    parser.add_argument("--baseline", type=Path, help="another checkout (its src/ is imported) run after this one")
+    parser.add_argument("--every", type=float, default=0.2, help="seconds between the light client's requests")
+    parser.add_argument("--heavy-timeout", type=float, default=300.0)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--serve-flags", default="", help="more flags for tnmt serve, e.g. '--max-batch-tokens 1024'")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/stall.json"))
+    args = parser.parse_args()
+    out = {"host": describe(), "checkpoint": str(args.checkpoint), "this": {}}
+    logs = args.out.with_suffix(".server.log")
+    out["this"] = run(args.checkpoint, None, args, logs)
+    if args.baseline is not None:
+        out["baseline"] = run(args.checkpoint, args.baseline, args, logs)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    partial = args.out.with_suffix(".json.part")
+    partial.write_text(json.dumps(out, indent=1) + "\n")
+    partial.replace(args.out)
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
