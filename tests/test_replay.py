@@ -106,3 +106,24 @@ def test_bad_input_is_one_line_naming_what(run, tmp_path, capsys):
         assert message in err and err.count("\n") == 1, err
     with pytest.raises(UserError, match="both source and target"):
         replay(run, SENTENCE, source="en")
+
+
+def test_a_moment_reads_its_sentence_once_as_translate_reads_it(run, monkeypatch):
+    """A list marker is copied by `tnmt translate`, never read: the replay's words, their probabilities and the
+    attention all come from the one translation of what the model reads, and each kept model runs one beam search
+    and one greedy search (the look inside reuses the beam's)."""
+    from tnmt.translate.door import ModelDoor
+
+    text = "- " + SENTENCE
+    searches = []
+    search = ModelDoor.search
+    monkeypatch.setattr(ModelDoor, "search", lambda self, *a, **k: searches.append(1) or search(self, *a, **k))
+    found = replay(run, text)
+    assert len(searches) == 2 * len(found.moments)
+    monkeypatch.undo()
+    for moment, kept in zip(found.moments, kept_models(run), strict=True):
+        translator = Translator.from_checkpoint(kept.path)
+        assert moment.beam == translator.translate([text])[0]  # the marker copied, as `tnmt translate` prints
+        look = inside(translator, SENTENCE, translator.decode)  # what the model reads of the line
+        assert moment.attention.source == look.source_pieces and moment.attention.target == look.next_pieces
+        assert moment.words == look.translation.split() and len(moment.word_probs) == len(moment.words)

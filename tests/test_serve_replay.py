@@ -52,3 +52,28 @@ def test_a_model_served_without_its_run_says_how_to_serve_it(tiny_checkpoint, ti
         load_models([tiny_checkpoint], config, run=tiny_checkpoint)
     with pytest.raises(UserError, match="serve that checkpoint alone"):
         load_models([tiny_checkpoint, tiny_checkpoint], config, run=tiny_run)
+
+
+def test_a_replay_past_its_deadline_is_a_504_and_stops_before_its_next_model(tiny_run, monkeypatch):
+    import time
+
+    from tnmt.translate.translator import Translator
+
+    loaded = []
+    from_checkpoint = Translator.from_checkpoint.__func__
+
+    def slow(cls, path, **options):
+        loaded.append(options.get("device"))
+        time.sleep(0.4)
+        return from_checkpoint(cls, path, **options)
+
+    monkeypatch.setattr(Translator, "from_checkpoint", classmethod(slow))
+    config = ServeConfig(timeout_s=0.6)
+    models = load_models([tiny_run / "best"], config)  # loaded through the slow path too: counted from here
+    loaded.clear()
+    with TestClient(create_app(models, config)) as client:
+        response = client.post("/v1/replay", json={"text": "two hundred"})
+        assert response.status_code == 504, response.text
+        assert response.json() == {"error": "no translation within the deadline of 0.6 s"}
+        time.sleep(1.5)  # what the replay would have loaded had it gone on: its four models, 0.4 s each
+    assert 1 <= len(loaded) <= 3 and set(loaded) == {"cpu"}  # stopped early, on the served model's device

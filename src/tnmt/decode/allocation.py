@@ -141,7 +141,7 @@ def _restrict(state: BeamState, log_probs: Tensor, limits: list[int], *, eos_id:
     k = state.log_probs.size(1)
     waiting, ending_words = [], []
     for row, p in enumerate(state.progress):
-        if 0 < p.needed <= limits[row] - t:
+        if not p.may_end(limits[row] - t):  # its constraints unmet, and still room to meet them
             waiting.append(row)
         if p.spans and state.tables[row // k].constraints.continuations is not None and p.just_met(t):
             ending_words.append(row)
@@ -177,7 +177,7 @@ def _candidates(state: BeamState, scores: Tensor, limits: list[int]) -> Tensor:
     focus = state.focus or [None] * (ba * k)
     wanted: list[list[int]] = [[] for _ in range(ba)]
     for row, p in enumerate(state.progress):
-        if alive[row] and 0 < p.needed <= limits[row] - t:
+        if alive[row] and not p.may_end(limits[row] - t):  # what it still wants, it still has room for
             i, j = divmod(row, k)
             wanted[i] += [j * vocab + token for token in p.wants(state.tables[i], focus[row])]
     width = max(len(w) for w in wanted)

@@ -28,7 +28,7 @@ from tnmt.errors import UserError
 from tnmt.model import Transformer
 from tnmt.translate.door import ModelDoor
 from tnmt.translate.prepared import Prepared, Source
-from tnmt.translate.translator import Translator
+from tnmt.translate.translator import Translation, Translator
 from tnmt.views.plain import plain, rounded
 
 log = logging.getLogger("tnmt")
@@ -139,11 +139,13 @@ def inside(
     translation: str | None = None,
     top_k: int = 5,
     prepared: Prepared | None = None,
+    searched: Translation | None = None,
 ) -> Inside:
     """The pass over `text` and its translation, as the translator reads them: the text it searched (its kept
     spans, URLs and emoji, taken out: translate/prepared.py) and the model's own translation for `settings` (the
     text `Translator.translations` gives), or `translation` as given, teacher-forced either way. `prepared`: the
-    text as `Translator.prepare` gave it, when the caller has it (a server prepares when a request arrives).
+    text as `Translator.prepare` gave it, when the caller has it (a server prepares when a request arrives);
+    `searched`: the model's own translation of `prepared`, when the caller has searched it already.
 
     Raises:
         UserError: an empty text, one the model reads nothing of, or top_k outside [1, MAX_TOP_K].
@@ -156,7 +158,7 @@ def inside(
     prepared = prepared or translator.prepare([text], None, settings)[0]
     source = prepared.searched()
     if translation is None:
-        found = translator.translations([text], settings, prepared=[prepared])[0]
+        found = searched or translator.translations([text], settings, prepared=[prepared])[0]
         output, translation, given = found.tokens, found.text, False
     else:
         output, given = tokenizer.encode_target(translation), True

@@ -153,9 +153,11 @@ def replay(
     source: str | None = None,
     target: str | None = None,
     progress: Callable[[int, int], object] | None = None,
+    device: str = "cpu",
 ) -> Replay:
-    """`text` through every model `run` kept (see the module docstring); `source` and `target` choose the pair of a
-    multilingual run; `progress(done, total)` after each model.
+    """`text` through every model `run` kept (see the module docstring), each loaded on `device`; `source` and
+    `target` choose the pair of a multilingual run; `progress(done, total)` before each model and after the last
+    (an exception it raises stops the replay there: a server's deadline).
 
     Raises:
         UserError: not a run, an empty or too long text, a text of several sentences, a pair the run's models do
@@ -171,13 +173,15 @@ def replay(
         raise UserError("name the language pair with both source and target")
     kept, records = kept_models(run), read_metrics(run)
     moments = []
-    for done, model in enumerate(kept, 1):
-        translator = Translator.from_checkpoint(model.path)
+    for done, model in enumerate(kept):
+        if progress is not None:
+            progress(done, len(kept))
+        translator = Translator.from_checkpoint(model.path, device=device)
         if source is not None and target is not None:
             translator = translator.for_pair(source, target)
         moments.append(_moment(translator, model, text, reference, records))
-        if progress is not None:
-            progress(done, len(kept))
+    if progress is not None:
+        progress(len(kept), len(kept))
     curves = {key: [[r["step"], r[key]] for r in records if isinstance(r.get(key), int | float)] for key in CURVES}
     return Replay(str(run), text, reference, source, target, moments, curves)
 
@@ -185,11 +189,16 @@ def replay(
 def _moment(translator: Translator, model: Kept, text: str, reference: str | None, records: list[dict]) -> Moment:
     """What the model of `model` makes of `text` (and of `reference`)."""
     settings = translator.decode
-    if len(translator.split([text], None, settings).prepared) > 1:
+    split = translator.split([text], None, settings)  # read once, as `tnmt translate` reads it
+    if len(split.prepared) > 1:
         raise UserError("a replay follows one sentence: this text has several (give one)")
-    beam = translator.translations([text], settings, evidence=True)[0]
-    greedy = translator.translations([text], replace(settings, beam_size=1))[0]
-    look = inside(translator, text, settings)  # the inspect view's pass over the model's own translation
+    [prepared] = split.prepared
+    [beam] = translator.translations([prepared.text], settings, evidence=True, prepared=[prepared])
+    [greedy] = split.joined(
+        translator.translations([prepared.text], replace(settings, beam_size=1), prepared=[prepared])
+    )
+    # the inspect view's pass over the model's own translation of what it reads: the beam's, not searched again
+    look = inside(translator, prepared.text, settings, prepared=prepared, searched=beam)
     layer = alignment_layer_index(settings.alignment_layer, translator.model.config.n_decoder_layers)
     heads = look.forward.cross_attention[layer]  # (H, T, S)
     rows = heads.mean(dim=0) if settings.alignment_head == 0 else heads[settings.alignment_head - 1]
@@ -200,9 +209,9 @@ def _moment(translator: Translator, model: Kept, text: str, reference: str | Non
         kind=model.kind,
         metrics=_metrics_at(records, model.step),
         greedy=greedy.text,
-        beam=beam.text,
+        beam=split.joined([beam])[0].text,  # as `tnmt translate` prints it (a list marker copied)
         beam_size=settings.beam_size,
-        words=beam.text.split(),
+        words=beam.text.split(),  # the model's own, which its probabilities and attention are of
         word_probs=[rounded(p) for p in evidence.word_probs] if evidence else [],
         confidence=rounded(evidence.confidence) if evidence else 0.0,
         reference_log_prob=(
