@@ -14,9 +14,12 @@ inside the server's default limits:
   sentences than the queue holds: refused, after it is read and split).
 
 Per heavy request: its status and seconds, and the light client's answers (count, errors), median and worst
-latency. Then SIGTERM during one more heavy request: how long the server takes to exit, and its exit code.
-Targets (issue 79): the light client's worst latency under 1 s beside each heavy request; the server stops
-within a few seconds of finishing what it accepted.
+latency. Then a load of single sentences (`--concurrency` clients, each sending its next when its answer came,
+Multi30k's test sentences in turn) for `--load-seconds`, once alone and once while a Word document of 300
+paragraphs is uploaded to `/v1/translate_file` every `--upload-every` seconds: p50 and p99 of each, and their
+ratio. Last, SIGTERM during one more heavy request: how long the server takes to exit, and its exit code.
+Targets (issue 79): the light client's worst latency under 1 s beside each heavy request; the load's p99 with
+uploads at most 1.5x the p99 without; the server stops within a few seconds of finishing what it accepted.
 """
 
 import argparse
@@ -104,6 +107,57 @@ def beside(port: int, heavy: tuple[str, bytes, str], *, every: float, timeout: f
     }
 
 
+def _word_document(paragraphs: int) -> bytes:
+    import io
+
+    import docx
+
+    document, sentences = docx.Document(), read_sentences("en")
+    for n in range(paragraphs):
+        document.add_paragraph(" ".join(sentences[(3 * n + k) % len(sentences)] for k in range(3)))
+    buffer = io.BytesIO()
+    document.save(buffer)
+    return buffer.getvalue()
+
+
+def under_load(port: int, args: argparse.Namespace, *, uploads: bool) -> dict:
+    """p50 / p99 of single sentences at `args.concurrency` for `args.load_seconds`, with or without documents
+    uploaded beside them."""
+    sentences, latencies, errors = read_sentences("en"), [], []
+    stop = time.monotonic() + args.load_seconds
+    document = _multipart("report.docx", _word_document(300)) if uploads else None
+    uploaded: list[tuple[int, float]] = []
+
+    def client(k: int) -> None:
+        n = k
+        while time.monotonic() < stop:
+            body = json.dumps({"text": sentences[n % len(sentences)]}).encode()
+            status, seconds = _post(port, "/v1/translate", body, "application/json", timeout=args.heavy_timeout)
+            (latencies if status == 200 else errors).append(seconds if status == 200 else status)
+            n += args.concurrency
+
+    def uploader() -> None:
+        while time.monotonic() < stop:
+            started = time.monotonic()
+            uploaded.append(_post(port, "/v1/translate_file", *document, timeout=args.heavy_timeout))
+            time.sleep(max(0.0, args.upload_every - (time.monotonic() - started)))
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(args.concurrency)]
+    threads += [threading.Thread(target=uploader)] if uploads else []
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    latencies.sort()
+    return {
+        "answers": len(latencies),
+        "errors": errors,
+        "p50_s": round(statistics.median(latencies), 3),
+        "p99_s": round(latencies[int(0.99 * (len(latencies) - 1))], 3),
+        "uploads": [{"status": status, "s": round(seconds, 2)} for status, seconds in uploaded],
+    }
+
+
 def stop_during(server, port: int, heavy: tuple[str, bytes, str], timeout: float) -> dict:
     """SIGTERM half a second into a heavy request: seconds until the server exits, and its exit code."""
     answer: dict = {}
@@ -129,6 +183,14 @@ def run(checkpoint: Path, checkout: Path | None, args: argparse.Namespace, log: 
         for name, heavy in heavy_requests().items():
             results[name] = beside(port, heavy, every=args.every, timeout=args.heavy_timeout)
             print(name, results[name], flush=True)
+        alone, beside_uploads = under_load(port, args, uploads=False), under_load(port, args, uploads=True)
+        results["load"] = {
+            "concurrency": args.concurrency,
+            "alone": alone,
+            "with_uploads": beside_uploads,
+            "p99_ratio": round(beside_uploads["p99_s"] / alone["p99_s"], 2),
+        }
+        print("load", results["load"], flush=True)
         results["sigterm_during_libre-64x10k"] = stop_during(
             server, port, heavy_requests()["libre-64x10k"], args.heavy_timeout
         )
@@ -145,6 +207,9 @@ def main() -> None:
     parser.add_argument("--every", type=float, default=0.2, help="seconds between the light client's requests")
     parser.add_argument("--heavy-timeout", type=float, default=300.0)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--load-seconds", type=float, default=30.0)
+    parser.add_argument("--upload-every", type=float, default=4.0)
     parser.add_argument("--serve-flags", default="", help="more flags for tnmt serve, e.g. '--max-batch-tokens 1024'")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/stall.json"))
     args = parser.parse_args()
