@@ -166,6 +166,22 @@ def test_a_long_request_is_decoded_in_runs_in_turn_with_the_others():
     batcher.stop()
 
 
+def test_a_long_requests_runs_are_max_run_tokens_while_short_requests_fill_the_batch():
+    """`max_run_tokens` slices a document finer than the batch budget: short requests still share one batch of
+    up to `max_batch_tokens`, a long one goes in runs of `max_run_tokens`, a short one sent after it waiting
+    for one run only."""
+    fake = ScriptedTranslator(hold=True)
+    batcher, _ = make_batcher(fake, max_batch_tokens=12, max_run_tokens=3)
+    hold_worker(batcher, fake)
+    long = submit(batcher, [f"s{i} x" for i in range(3)], SETTINGS)  # 3 tokens each: three runs of one
+    shorts = [submit(batcher, [f"q{i} x"], SETTINGS)[0] for i in range(3)]
+    fake.release.set()
+
+    assert texts(long) == [f"S{i} X" for i in range(3)] and texts(shorts) == ["Q0 X", "Q1 X", "Q2 X"]
+    assert fake.batches()[1:] == [["s0 x", "q0 x", "q1 x", "q2 x"], ["s1 x"], ["s2 x"]]
+    batcher.stop()
+
+
 def test_a_request_of_blank_texts_queues_nothing_and_the_worker_lives_on():
     fake = ScriptedTranslator()
     batcher, _ = make_batcher(fake)

@@ -413,6 +413,12 @@ class ServeConfig:
     )
     max_queue: int = field(default=1024, metadata=_help("sentences waiting per model (full: 503 + Retry-After)"))
     max_batch_tokens: int = field(default=4096, metadata=_help("source tokens decoded together at most"))
+    max_run_tokens: int = field(
+        default=512,
+        metadata=_help(
+            "source tokens of a long text (a document) decoded per turn: a shorter turn lets other requests in sooner"
+        ),
+    )
     max_wait_ms: float = field(default=5.0, metadata=_help("how long a batch waits for more sentences"))
     zero_shot: bool = field(
         default=False, metadata=_help("also serve the pairs a multilingual model was not trained on (zero-shot)")
@@ -443,7 +449,8 @@ class ServeConfig:
         limits = ("max_chars", "max_texts", "max_body_bytes", "max_file_bytes", "max_beam_size", "max_n_best")
         for name in (*limits, "max_queue", "max_trace_chars", "max_trace_beam", "max_top_k", "max_glossary"):
             _check(self, name, _is_int(getattr(self, name)) and getattr(self, name) >= 1, ">= 1")
-        _check(self, "max_batch_tokens", self.max_batch_tokens >= 1, ">= 1")
+        for name in ("max_batch_tokens", "max_run_tokens"):
+            _check(self, name, _is_int(getattr(self, name)) and getattr(self, name) >= 1, ">= 1")
         threshold = self.mmap_threshold_mb
         _check(self, "mmap_threshold_mb", _is_int(threshold) and 0 <= threshold <= 32, "from 0 to 32 (glibc's most)")
         _check(self, "max_wait_ms", 0 <= self.max_wait_ms <= DAY_S * 1000, f"from 0 to {DAY_S * 1000:.0f} (a day)")

@@ -4,10 +4,11 @@ Decoding one sentence at a time leaves most of each matrix multiply idle; a batc
 more than a batch of one. So every sentence of every request enters one bounded queue per model, and
 one worker thread per model (the only thread that runs it) takes the oldest request, then keeps taking
 requests until `max_batch_tokens` source tokens are gathered or `max_wait_ms` has passed, decodes them
-together and hands each result back through its future. A request over the budget (a long text, cut into
-sentences by translate/segment.py) is decoded in runs of `max_batch_tokens`, one run per batch, in turn with the
-other requests waiting: a 40-sentence text is not one slow job in front of short ones, and its answer waits for
-all its runs. After a batch of one request (a lone client: nobody
+together and hands each result back through its future. A request over `max_run_tokens` (a long text, cut into
+sentences by translate/segment.py; a document) is decoded in runs of that many, one run per batch, in turn with
+the other requests waiting: a 900-sentence document is not one slow job in front of short ones (a sentence that
+arrives while one of its runs decodes waits for that run, a fraction of a second, not for the document), and
+its answer waits for all its runs. After a batch of one request (a lone client: nobody
 else sent anything while it was gathered and decoded) the next batch takes only what is queued already, so a
 lone client does not pay `max_wait_ms` on every request; the first batch of several brings the wait back.
 
@@ -82,12 +83,15 @@ class Batcher:
         max_wait_ms: float,
         batching: bool = True,
         threads: int = 0,
+        max_run_tokens: int | None = None,
         on_batch: Callable[[int], None] = lambda size: None,
     ) -> None:
-        """`threads` (0 = PyTorch's setting): torch threads of the worker; see `_run` for why it is set there."""
+        """`threads` (0 = PyTorch's setting): torch threads of the worker; see `_run` for why it is set there.
+        `max_run_tokens`: a long request's runs (default and at most `max_batch_tokens`)."""
         self.translator = translator
         self.threads = threads
         self.max_queue, self.max_batch_tokens, self.max_wait = max_queue, max_batch_tokens, max_wait_ms / 1000
+        self.max_run_tokens = min(max_run_tokens or max_batch_tokens, max_batch_tokens)
         self.batching, self.on_batch = batching, on_batch
         self._requests: queue.Queue[list[Job | SoloJob] | None] = queue.Queue()  # a request's jobs, or None = stop
         self._depth = 0  # sentences queued, under _lock
@@ -206,7 +210,7 @@ class Batcher:
             self._decode([job for job in batch if job.future.set_running_or_notify_cancel()])
 
     def _runs(self, jobs: list[Job | SoloJob]) -> deque[list[Job | SoloJob]]:
-        """A request's jobs in runs of at most `max_batch_tokens` source tokens (a job alone may be over): the
+        """A request's jobs in runs of at most `max_run_tokens` source tokens (a job alone may be over): the
         sentences of a long text are decoded a run at a time, each run in turn with other requests' (without
         batching, a request is one run)."""
         if not self.batching:
@@ -215,7 +219,7 @@ class Batcher:
         tokens = 0
         for job in jobs:
             cost = _tokens([job])
-            if runs and tokens + cost <= self.max_batch_tokens:
+            if runs and tokens + cost <= self.max_run_tokens:
                 runs[-1].append(job)
                 tokens += cost
             else:

@@ -105,6 +105,7 @@ def load_models(
             translator,
             max_queue=config.max_queue,
             max_batch_tokens=config.max_batch_tokens,
+            max_run_tokens=config.max_run_tokens,
             max_wait_ms=config.max_wait_ms,
             batching=config.batching,
             threads=config.threads,
