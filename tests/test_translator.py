@@ -243,3 +243,16 @@ def test_a_one_pair_model_translates_its_own_pair_only(tiny_checkpoint):
     assert translator.for_pair("en", "it") is translator and not translator.multilingual
     with pytest.raises(UserError, match="^en-de: this model translates en-it only$"):
         translator.for_pair("en", "de")
+
+
+def test_a_segments_fit_is_measured_on_what_the_model_reads(tiny_translator):
+    """A do-not-translate term is taken out before the fit, as it is before the search: a few words around one
+    long kept term are one segment; without the term kept, its pieces do not fit and the sentence is cut."""
+    from tnmt.translate.steering import Steering
+
+    term = "Acme" + "q" * 60
+    text = f"two hundred {term} seven"
+    assert tiny_translator.layout(text, Steering(do_not_translate=(term,))).segments == [text]
+    assert len(tiny_translator.layout(text).segments) > 1
+    [found] = tiny_translator.translations([text], steering=[Steering(do_not_translate=(term,))])
+    assert term in found.text.split()

@@ -176,6 +176,11 @@ class Planner:
             self._joiners = torch.tensor(joins, dtype=torch.bool, device=self.device)
         return self._joiners
 
+    def read(self, text: str, steering: Steering | None) -> str:
+        """What the model reads of `text` under `steering`: the text less the spans kept as written (`plan`'s),
+        which is what a segment's fit is measured on."""
+        return take_out(text, kept_spans(text, steering or Steering(), readable=self._readable))[0]
+
     def _readable(self, char: str) -> bool:
         """Is `char` in the source vocabulary (encoded without an unknown piece)? Cached: a text asks per char."""
         known = self._known_chars.get(char)
@@ -184,6 +189,14 @@ class Planner:
                 self._known_chars.clear()
             known = self._known_chars[char] = self.tokenizer.unk_id not in self.tokenizer.encode_source_pieces(char)[0]
         return known
+
+
+def kept_spans(text: str, steering: Steering, *, readable: Callable[[str], bool] | None) -> list[tuple[int, int]]:
+    """The spans of `text` kept as written: what the model cannot read (URLs, e-mail addresses, emoji, markup,
+    characters `readable` refuses) unless `keep_unreadable` is off, and the do-not-translate terms."""
+    auto = find_kept(text, (), readable=readable) if steering.keep_unreadable else []
+    listed = find_kept(text, steering.do_not_translate) if steering.do_not_translate else []
+    return merge_spans([*auto, *listed])
 
 
 def plan(
@@ -204,9 +217,7 @@ def plan(
             `MAX_CONSTRAINTS`, a required form or the prefix containing an avoided phrase); the message names it.
     """
     steering = steering or Steering()
-    auto = find_kept(text, (), readable=readable) if steering.keep_unreadable else []
-    listed = find_kept(text, steering.do_not_translate) if steering.do_not_translate else []
-    read, kept, source_words_full = take_out(text, merge_spans([*auto, *listed]))
+    read, kept, source_words_full = take_out(text, kept_spans(text, steering, readable=readable))
     glossed = bool(steering.glossary) and bool(read)  # the source tokens of its terms: only a glossary needs them
     source_pieces = tokenizer.encode_source_pieces(read)[1] if glossed else []
     source_words = piece_words(source_pieces, read)

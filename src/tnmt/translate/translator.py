@@ -33,7 +33,6 @@ from tnmt.errors import UserError
 from tnmt.model import EncodedSource, Transformer
 from tnmt.translate.door import QUANTIZE, ModelDoor
 from tnmt.translate.evidence import Evidence, Sentence, TokenAttention, explain
-from tnmt.translate.kept import find_kept, take_out
 from tnmt.translate.prepared import Prepared, Source, given_ids, length_batches, prepare
 from tnmt.translate.replaced import Inflections, PlainPass, term_checks
 from tnmt.translate.segment import Layout, split_text
@@ -192,7 +191,7 @@ class Translator:
             raise UserError(f"{len(steering)} steering entries for {len(texts)} texts: give one per text")
         if not settings.segment:
             return Split(None, self.prepare(texts, steering, settings, first_line=first_line))
-        layouts = [self.layout(text) for text in texts]
+        layouts = [self.layout(text, one) for text, one in zip(texts, steering, strict=True)]
         segments = [segment for layout in layouts for segment in layout.segments]
         steered = [
             segment_steering(one, i)
@@ -202,9 +201,10 @@ class Translator:
         lines = [first_line + n for n, layout in enumerate(layouts) for _ in layout.spans]
         return Split(layouts, self.prepare(segments, steered, settings, lines=lines))
 
-    def layout(self, text: str) -> Layout:
-        """`text` cut into lines, sentences and parts of sentences too long for this model (translate/segment.py)."""
-        return split_text(text, self.source_language, fits=self._fits)
+    def layout(self, text: str, steering: Steering | None = None) -> Layout:
+        """`text` cut into lines, sentences and parts of sentences too long for this model (translate/segment.py),
+        each part's fit measured on what the model reads of it under `steering`."""
+        return split_text(text, self.source_language, fits=lambda segment: self._fits(segment, steering))
 
     @property
     def source_language(self) -> str:
@@ -212,11 +212,11 @@ class Translator:
         "en" when the model does not name it."""
         return self.source or (self.directions[0][0] if self.directions else "en")
 
-    def _fits(self, segment: str) -> bool:
-        """Whether the model can read `segment` whole: the tokens of what it reads (the text less its URLs, e-mail
-        addresses, emoji and markup, which are kept as written: translate/kept.py) fit the model's positions, EOS
-        included."""
-        read, _, _ = take_out(segment, find_kept(segment, ()))
+    def _fits(self, segment: str, steering: Steering | None) -> bool:
+        """Whether the model can read `segment` whole: the tokens of what it reads (the text less the spans kept as
+        written under `steering`: URLs, e-mail addresses, emoji, markup, characters it cannot read, do-not-translate
+        terms; translate/steering.py's `Planner.read`) fit the model's positions, EOS included."""
+        read = self.planner.read(segment, steering)
         # a piece is at least one byte or a word's start mark: a text this short needs no tokenising to know
         if len(read.encode("utf-8", "surrogatepass")) + len(read) < self.model.config.max_len:
             return True
