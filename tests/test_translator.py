@@ -256,3 +256,10 @@ def test_a_segments_fit_is_measured_on_what_the_model_reads(tiny_translator):
     assert len(tiny_translator.layout(text).segments) > 1
     [found] = tiny_translator.translations([text], steering=[Steering(do_not_translate=(term,))])
     assert term in found.text.split()
+
+
+def test_prepared_texts_that_are_not_the_texts_given_are_an_error(tiny_translator):
+    prepared = tiny_translator.prepare(["two hundred"])
+    assert tiny_translator.translations(["two hundred"], prepared=prepared)[0].text  # theirs: translated
+    with pytest.raises(ValueError, match="prepared= holds other texts than texts"):
+        tiny_translator.translations(["seven"], prepared=prepared)

@@ -257,7 +257,8 @@ class Translator:
             prepared: The texts as `prepare` (or `prepare_ids`, or `split`) gave them, when the caller has them
                 already (a server prepares when a request arrives, so that a bad entry is refused before it is
                 queued): each is translated as one sentence, nothing is planned, split or tokenised again, and
-                `steering` is not read. A prepared text whose source is None is not decoded.
+                `steering` is not read (`texts` must be theirs: ValueError otherwise). A prepared text whose
+                source is None is not decoded.
 
         Raises:
             UserError: a steering entry that cannot be met (translate/steering.py names it).
@@ -267,6 +268,8 @@ class Translator:
         if prepared is None:
             split = self.split(texts, steering, settings, first_line=first_line)
             return split.joined(self._sentences(split.prepared, settings, **options))
+        if [p.text for p in prepared] != list(texts):
+            raise ValueError("prepared= holds other texts than texts: give the texts the prepared ones were made of")
         return self._sentences(prepared, settings, **options)
 
     def _sentences(
