@@ -2,7 +2,7 @@
 
 import json
 
-from tnmt.views.curves import plot_curves
+from tnmt.train.curves import plot_curves
 
 
 def test_plot_curves_tolerates_missing_keys_and_broken_lines(tmp_path):

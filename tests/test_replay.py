@@ -10,9 +10,10 @@ import torch
 
 from tnmt.errors import UserError
 from tnmt.train.loop import is_snapshot_step
+from tnmt.train.run_dir import RunDir, run_of
 from tnmt.translate.translator import Translator
 from tnmt.views.inside import inside
-from tnmt.views.replay import format_replay, kept_models, read_metrics, replay, replay_dict, run_of
+from tnmt.views.replay import format_replay, replay, replay_dict
 
 SENTENCE = "two hundred and five"
 
@@ -29,7 +30,7 @@ def test_snapshots_are_log_spaced_from_the_first():
 
 
 def test_a_run_keeps_its_snapshots_and_its_last_checkpoints(run):
-    kept = kept_models(run)
+    kept = RunDir(run).kept_models()
     assert [(k.step, k.kind) for k in kept] == [(1, "snapshot"), (2, "snapshot"), (4, "checkpoint"), (8, "checkpoint")]
     assert not (run / "snapshots" / "step_0000001" / "optimizer.safetensors").exists()  # weights alone
     assert run_of(run / "best") == run_of(run) == run_of(run / "checkpoints" / "step_0000008") == run
@@ -38,7 +39,7 @@ def test_a_run_keeps_its_snapshots_and_its_last_checkpoints(run):
 def test_each_moment_translates_as_its_model_and_attends_as_inspect_draws(run):
     found = replay(run, SENTENCE, reference="duecentocinque")
     assert [m.step for m in found.moments] == [1, 2, 4, 8]
-    for moment, kept in zip(found.moments, kept_models(run), strict=True):
+    for moment, kept in zip(found.moments, RunDir(run).kept_models(), strict=True):
         translator = Translator.from_checkpoint(kept.path)
         assert moment.beam == translator.translate([SENTENCE])[0]  # what `tnmt translate` prints
         assert moment.greedy == translator.translate([SENTENCE], replace(translator.decode, beam_size=1))[0]
@@ -73,7 +74,7 @@ def test_a_pruned_run_a_run_of_one_model_and_a_run_without_metrics(run, tmp_path
     (copy / "metrics.jsonl").unlink()
     found = replay(copy, SENTENCE)
     assert [m.step for m in found.moments] == [1, 4, 8] and all(m.metrics == {} for m in found.moments)
-    assert read_metrics(copy) == [] and found.curves == {key: [] for key in found.curves}
+    assert RunDir(copy).records() == [] and found.curves == {key: [] for key in found.curves}
     shutil.rmtree(copy / "snapshots")
     shutil.rmtree(copy / "checkpoints" / "step_0000004")  # `best` now names nothing: a run of one model
     assert [m.step for m in replay(copy, SENTENCE).moments] == [8]
@@ -121,7 +122,7 @@ def test_a_moment_reads_its_sentence_once_as_translate_reads_it(run, monkeypatch
     found = replay(run, text)
     assert len(searches) == 2 * len(found.moments)
     monkeypatch.undo()
-    for moment, kept in zip(found.moments, kept_models(run), strict=True):
+    for moment, kept in zip(found.moments, RunDir(run).kept_models(), strict=True):
         translator = Translator.from_checkpoint(kept.path)
         assert moment.beam == translator.translate([text])[0]  # the marker copied, as `tnmt translate` prints
         look = inside(translator, SENTENCE, translator.decode)  # what the model reads of the line

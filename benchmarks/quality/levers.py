@@ -32,7 +32,7 @@ from benchmarks.common.host import describe
 from benchmarks.quality.multi30k import evaluate_checkpoint, test_set
 from tnmt.config import DataConfig, parse
 from tnmt.data.multi30k import find_multi30k
-from tnmt.views.replay import read_metrics
+from tnmt.train.run_dir import RunDir
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -165,7 +165,7 @@ def write_results(
 def run_entry(out: Path, key: str, arm: str, seed: int, exit_status: int | None) -> dict:
     """One run's record: its arm, seed, exit status, updates, validation curve and test scores."""
     entry: dict = {"arm": arm, "seed": seed, "exit": exit_status}
-    if records := read_metrics(out / key):
+    if records := RunDir(out / key).records():
         entry["val_curve"] = curve(records)
         entry["updates"] = max(record["step"] for record in records)
     score = out / f"{key}.score"

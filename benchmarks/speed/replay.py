@@ -68,11 +68,12 @@ def main() -> None:
     import torch
 
     from benchmarks.common.host import describe
-    from tnmt.views.replay import kept_models, replay
+    from tnmt.train.run_dir import RunDir
+    from tnmt.views.replay import replay
 
     torch.set_num_threads(2)
     run = Path(args.run)
-    kept = kept_models(run)
+    kept = RunDir(run).kept_models()
     command = [sys.executable, "-m", "tnmt", "replay", "--run", str(run), args.sentence, "--reference", args.reference]
     cli = []
     for _ in range(args.runs):

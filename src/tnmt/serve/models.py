@@ -35,10 +35,10 @@ from tnmt.config import DecodeConfig, ServeConfig
 from tnmt.directions import all_directions
 from tnmt.errors import UserError
 from tnmt.serve.batcher import Batcher, QueueFull
+from tnmt.train.run_dir import RunDir, run_of
 from tnmt.translate.steering import Steering
 from tnmt.translate.translator import Translation, Translator
 from tnmt.translate.whole import Split
-from tnmt.views.replay import check_run, run_of
 
 CLIENT_GONE = 499  # nginx's "client closed request": nobody reads it, the metrics count it
 Result = TypeVar("Result")
@@ -83,7 +83,7 @@ def load_models(
 ) -> list[ServedModel]:
     """A `ServedModel` per direction of each checkpoint (its directions stored in it), on `device`; with
     `zero_shot`, also every untrained pair of a multilingual checkpoint's languages. Each knows its training run:
-    `run` (for one checkpoint), else the run the checkpoint sits in (views/replay.py's `run_of`), if any.
+    `run` (for one checkpoint), else the run the checkpoint sits in (train/run_dir.py's `run_of`), if any.
 
     Raises:
         UserError: a checkpoint that does not name its languages, two checkpoints for one pair, or `run` with
@@ -92,7 +92,7 @@ def load_models(
     if run is not None and len(paths) != 1:
         raise UserError("--run names the training run of one --checkpoint: serve that checkpoint alone with it")
     if run is not None:
-        check_run(run, paths[0])  # before anything loads
+        RunDir(run).check_serves(paths[0])  # before anything loads
     models: dict[str, ServedModel] = {}
     for path in paths:
         translator = Translator.from_checkpoint(path, device=device)

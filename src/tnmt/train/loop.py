@@ -43,15 +43,16 @@ from tnmt.io import remove_leftovers
 from tnmt.model import Transformer
 from tnmt.recipe import Recipe
 from tnmt.train.compiled import pad_multiple
+from tnmt.train.curves import plot_curves
 from tnmt.train.distill import prepare_distilled, write_diversified, write_translations
 from tnmt.train.distributed import World, collective, env_world, process_group, translate_across
 from tnmt.train.loss import GUIDED_HEAD, alignment_loss, model_loss
 from tnmt.train.progress import Window
+from tnmt.train.run_dir import RunDir
 from tnmt.train.schedule import inverse_sqrt_lr
 from tnmt.train.start import Run, TrainState, start_run
 from tnmt.train.stop import Stopped, StopRequest
 from tnmt.translate.translator import Translator
-from tnmt.views.curves import plot_curves
 
 log = logging.getLogger("tnmt")
 
@@ -405,12 +406,12 @@ def _log_window(run: Run, window: Window) -> None:
 def _save(run: Run) -> None:
     """A new step checkpoint, then the `last` and `best` links, then pruning of old ones and of leftovers.
     `best` follows `state.best_step`, which also repairs it after a kill between the two link updates."""
-    out, state = run.out, run.state
+    out, state = RunDir(run.out), run.state
     state.grad_scaler = run.scaler.state_dict()
     training_weights = run.model.state_dict() if run.ema else None  # keeps these tensors through the swap
     with _ema_swapped_in(run):
         path = save_checkpoint(
-            out / "checkpoints" / f"step_{state.step:07d}",
+            out.checkpoint(state.step),
             run.model,
             run.tokenizer,
             decode=run.recipe.decode,
@@ -419,12 +420,12 @@ def _save(run: Run) -> None:
             trainer_state=asdict(state),
             training_weights=training_weights,
         )
-    update_link(out / "last", path)
-    best = out / "checkpoints" / f"step_{state.best_step:07d}"
-    if best.is_dir() and (out / "best").resolve() != best.resolve():
-        update_link(out / "best", best)
-    keep = {(out / name).resolve() for name in ("last", "best") if (out / name).exists()}
-    steps = sorted((out / "checkpoints").glob("step_*"))
+    update_link(out.last, path)
+    best = out.checkpoint(state.best_step)
+    if best.is_dir() and out.best.resolve() != best.resolve():
+        update_link(out.best, best)
+    keep = {link.resolve() for link in (out.last, out.best) if link.exists()}
+    steps = out.step_checkpoints()
     for old in steps[: -run.recipe.train.keep_checkpoints]:
         if old.resolve() not in keep:
             remove_checkpoint(old)
@@ -442,7 +443,7 @@ def _snapshot(run: Run) -> None:
     checkpoint in OUT/snapshots: what `tnmt replay` shows the run learning from."""
     with _ema_swapped_in(run):
         save_checkpoint(
-            run.out / "snapshots" / f"step_{run.state.step:07d}",
+            RunDir(run.out).snapshot(run.state.step),
             run.model,
             run.tokenizer,
             decode=run.recipe.decode,
@@ -455,8 +456,8 @@ def _stop(run: Run, signal_name: str) -> None:
     ended, so no averaging and no curves (a resume makes them). `signal_name` is empty on a rank that
     stops because another rank got the signal."""
     signal_name = signal_name or "another rank's signal"
-    path = run.out / "checkpoints" / f"step_{run.state.step:07d}"
-    if run.world.is_main and (run.out / "last").resolve() != path.resolve():
+    path = RunDir(run.out).checkpoint(run.state.step)
+    if run.world.is_main and RunDir(run.out).last.resolve() != path.resolve():
         try:
             _save(run)
         except OSError as e:
@@ -471,16 +472,16 @@ def _finish(run: Run) -> Path:
     if run.world.is_main:  # the only rank that writes
         _remove_leftovers(run)  # also when a resumed run had nothing left to do
         if n := run.recipe.train.average_last:  # section 6.1: the paper decodes the average of the last 5 (big: 20)
-            steps = sorted((run.out / "checkpoints").glob("step_*"))[-n:]  # older ones kept only as `best` drop out
-            average_checkpoints(steps, run.out / "averaged")
+            steps = RunDir(run.out).step_checkpoints()[-n:]  # older ones kept only as `best` drop out
+            average_checkpoints(steps, RunDir(run.out).averaged)
             log.info(f"averaged the last {len(steps)} checkpoints ({steps[0].name} to {steps[-1].name}) into averaged")
-        plot_curves(run.out / "metrics.jsonl", run.out / "curves.png")
+        plot_curves(RunDir(run.out).metrics, RunDir(run.out).curves)
     return run.out
 
 
 def _remove_leftovers(run: Run) -> None:
     """What a killed run (or a failed deletion) left behind: hidden, but it takes space."""
-    for directory in (run.out, run.out / "checkpoints", run.out / "snapshots"):
+    for directory in (run.out, RunDir(run.out).checkpoints, RunDir(run.out).snapshots):
         if directory.is_dir():
             remove_leftovers(directory)
 

@@ -35,6 +35,7 @@ from tnmt.train.distributed import World
 from tnmt.train.ema import WeightAverage
 from tnmt.train.loss import GUIDED_HEAD
 from tnmt.train.progress import MetricsLog, Progress
+from tnmt.train.run_dir import RunDir
 from tnmt.translate.evidence import length_ratio_bounds
 
 # The most directions a model was measured to learn without guided alignment: a bidirectional pair did (39.6 val
@@ -145,7 +146,7 @@ def start_run(
         translated=translated,
         valid_data=_validation_pairs(valid_text, valid_targets, tokenizer, model.config.max_len, world),
         valid_text=valid_text,
-        log=MetricsLog(out / "metrics.jsonl", after_step=state.step, enabled=world.is_main),
+        log=MetricsLog(RunDir(out).metrics, after_step=state.step, enabled=world.is_main),
         bar=Progress(cfg, step=state.step, elapsed=state.elapsed, enabled=progress and world.is_main),
         world=world,
         net=net,
@@ -210,9 +211,9 @@ def _starting_point(recipe: Recipe, *, resume: bool) -> tuple[TrainState, Checkp
     out = Path(recipe.train.out_dir)
     if not resume:
         return TrainState(), load_checkpoint(recipe.train.init_from) if recipe.train.init_from else None
-    if not (out / "last").exists():
-        raise UserError(f"{out / 'last'}: nothing to resume (no checkpoint was saved in {out})")
-    checkpoint = load_checkpoint(out / "last")
+    if not RunDir(out).last.exists():
+        raise UserError(f"{RunDir(out).last}: nothing to resume (no checkpoint was saved in {out})")
+    checkpoint = load_checkpoint(RunDir(out).last)
     saved = checkpoint.trainer_state
     return TrainState(**{k: v for k, v in saved.items() if k in TrainState.__dataclass_fields__}), checkpoint
 

@@ -1,9 +1,9 @@
 """Watch it learn: one sentence through a training run, checkpoint by checkpoint.
 
 A run keeps the model as it was at several updates (`checkpoints/step_*`, the last few for averaging, and
-`snapshots/step_*`, log-spaced from the start: train/loop.py), and the metrics of every update it logged
-(`metrics.jsonl`). `replay` loads each kept model in turn, one at a time, and asks it what the final model is asked
-by the other views: its greedy and beam translations of the sentence, with each word's probability; the
+`snapshots/step_*`, log-spaced from the start), and the metrics of every update it logged (`metrics.jsonl`): its
+layout is train/run_dir.py's. `replay` loads each kept model in turn, one at a time, and asks it what the final
+model is asked by the other views: its greedy and beam translations of the sentence, with each word's probability; the
 probability it gives a reference translation (teacher-forced); and the cross-attention of its aligning layer over
 its own translation, exactly as `tnmt inspect` draws it (views/inside.py). Side by side they show what the curves
 only hint at: when the output stops being one repeated word, when it starts to stop at EOS, when the attention
@@ -13,35 +13,21 @@ turns from a blur into a diagonal, and what the validation loss and BLEU were do
 page's "Watch it learn" view draws it.
 """
 
-import json
 import math
-import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from tnmt.aligning_head import alignment_layer_index
-from tnmt.checkpoint import CONFIG_FILE, is_checkpoint, read_model_json
-from tnmt.directions import direction_name
 from tnmt.errors import UserError
+from tnmt.train.run_dir import KeptModel, RunDir
 from tnmt.translate.translator import Translator
 from tnmt.views.inside import inside
 from tnmt.views.plain import plain, rounded
 
 MAX_CHARS = 500  # a replay follows one sentence
 CURVES = ("train_loss", "val_loss", "val_bleu", "val_chrf")
-_STEP = re.compile(r"step_(\d+)")
-
-
-@dataclass(frozen=True)
-class Kept:
-    """A model the run kept: its update, where it is, and what kept it ("snapshot" or "checkpoint")."""
-
-    step: int
-    path: Path
-    kind: str
 
 
 @dataclass(frozen=True)
@@ -87,64 +73,6 @@ class Replay:
     curves: dict[str, list[list[float]]]
 
 
-def run_of(path: str | os.PathLike[str]) -> Path | None:
-    """The training run `path` is or belongs to: the directory itself when it holds kept models, or the run of a
-    checkpoint in it (RUN/best, RUN/checkpoints/step_*); None when there is none."""
-    path = Path(path)
-    for candidate in (path, path.parent, path.resolve().parent.parent):
-        if any(candidate.glob("checkpoints/step_*")) or any(candidate.glob("snapshots/step_*")):
-            return candidate
-    return None
-
-
-def kept_models(run: Path) -> list[Kept]:
-    """The models `run` kept, by update (a step both snapshotted and checkpointed counts once).
-
-    Raises:
-        UserError: `run` is not a directory holding kept models.
-    """
-    if not run.is_dir():
-        raise UserError(f"{run}: no such directory (give a training run's --train.out_dir)")
-    found: dict[int, Kept] = {}
-    for kind, folder in (("snapshot", "snapshots"), ("checkpoint", "checkpoints")):
-        for path in sorted((run / folder).glob("step_*")):
-            match = _STEP.fullmatch(path.name)
-            if match and is_checkpoint(path):
-                found[int(match[1])] = Kept(int(match[1]), path, kind)
-    if not found:
-        raise UserError(f"{run}: not a training run (no checkpoints/step_* or snapshots/step_* in it)")
-    return [found[step] for step in sorted(found)]
-
-
-def check_run(run: Path, checkpoint: Path) -> None:
-    """Refuse `run` as the training run of `checkpoint` unless it is a run whose last kept model translates the
-    checkpoint's pairs (`tnmt serve --run`).
-
-    Raises:
-        UserError: naming the run and what its models translate.
-    """
-    kept = read_model_json(kept_models(run)[-1].path / CONFIG_FILE)[2]
-    if not set(read_model_json(checkpoint / CONFIG_FILE)[2]) <= set(kept):
-        names = ", ".join(direction_name(d) for d in kept) or "no named pair"
-        raise UserError(f"--run {run}: its models translate {names}, not the checkpoint's pairs")
-
-
-def read_metrics(run: Path) -> list[dict[str, Any]]:
-    """The records of `run`'s metrics.jsonl in order (none when it has no such file; a line cut mid-write skipped)."""
-    path = run / "metrics.jsonl"
-    if not path.is_file():
-        return []
-    records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict) and isinstance(record.get("step"), int):
-            records.append(record)
-    return records
-
-
 def replay(
     run: Path,
     text: str,
@@ -171,7 +99,7 @@ def replay(
         raise UserError("the reference is empty: leave it out, or give the translation to score")
     if (source is None) != (target is None):
         raise UserError("name the language pair with both source and target")
-    kept, records = kept_models(run), read_metrics(run)
+    kept, records = RunDir(run).kept_models(), RunDir(run).records()
     moments = []
     for done, model in enumerate(kept):
         if progress is not None:
@@ -186,7 +114,7 @@ def replay(
     return Replay(str(run), text, reference, source, target, moments, curves)
 
 
-def _moment(translator: Translator, model: Kept, text: str, reference: str | None, records: list[dict]) -> Moment:
+def _moment(translator: Translator, model: KeptModel, text: str, reference: str | None, records: list[dict]) -> Moment:
     """What the model of `model` makes of `text` (and of `reference`)."""
     settings = translator.decode
     split = translator.split([text], None, settings)  # read once, as `tnmt translate` reads it
