@@ -57,7 +57,7 @@ _TAG = re.compile(r"</?[A-Za-z][\w:-]*(?:\s[^<>]*)?/?>|&(?:#\d+|#[xX][0-9a-fA-F]
 
 
 @dataclass(frozen=True)
-class Kept:
+class KeptSpan:
     """A span of the text the model does not read: its text, the word of the read text it stands before, whether
     it touches the character before it and after it (no space: "<b>red"), and its words in the full text."""
 
@@ -208,8 +208,8 @@ def merge_spans(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
-def take_out(text: str, spans: Sequence[tuple[int, int]]) -> tuple[str, list[Kept], tuple[int, ...]]:
-    """The text without `spans` (whitespace runs made one space), each span as a `Kept`, and the index in the
+def take_out(text: str, spans: Sequence[tuple[int, int]]) -> tuple[str, list[KeptSpan], tuple[int, ...]]:
+    """The text without `spans` (whitespace runs made one space), each span as a `KeptSpan`, and the index in the
     full text's words of each word of the result."""
     masked = list(text)
     for start, end in spans:
@@ -224,14 +224,14 @@ def take_out(text: str, spans: Sequence[tuple[int, int]]) -> tuple[str, list[Kep
         glue_left = start > 0 and not text[start - 1].isspace()
         glue_right = end < len(text) and not text[end].isspace()
         words = tuple(sorted({bisect_right(full, i) - 1 for i in range(start, end) if not text[i].isspace()}))
-        kept.append(Kept(text[start:end], before, glue_left, glue_right, words))
+        kept.append(KeptSpan(text[start:end], before, glue_left, glue_right, words))
     return " ".join(m.group() for m in read), kept, source_words
 
 
 def put_back(
     translation: str,
     read: str,
-    kept: Sequence[Kept],
+    kept: Sequence[KeptSpan],
     evidence: Evidence | None,
     source_words: Sequence[int],
 ) -> tuple[str, list[int], Evidence | None]:
@@ -253,7 +253,7 @@ def put_back(
 
 
 def _render(
-    out_words: list[str], kept: Sequence[Kept], gaps: list[int], alignment: set[tuple[int, int]]
+    out_words: list[str], kept: Sequence[KeptSpan], gaps: list[int], alignment: set[tuple[int, int]]
 ) -> tuple[str, list[int], list[list[int]]]:
     """The translation's words with each kept span put in its gap, glued to its neighbour when that word is aligned
     to the source word the span touched ("<b>red</b>" -> "<b>rote</b>", but "Jonas: A man" -> "Jonas Ein Mann":
@@ -306,7 +306,7 @@ def _render(
 
 def _full_evidence(
     evidence: Evidence | None,
-    kept: Sequence[Kept],
+    kept: Sequence[KeptSpan],
     source_words: Sequence[int],
     word_at: list[int],
     kept_at: list[list[int]],

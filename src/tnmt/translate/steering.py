@@ -34,7 +34,7 @@ from tnmt.decode.constraints import Constraints
 from tnmt.errors import UserError
 from tnmt.translate.evidence import Evidence, piece_words, with_warnings
 from tnmt.translate.glossary import GlossaryEntry, match_glossary
-from tnmt.translate.kept import Kept, find_kept, merge_spans, put_back, take_out
+from tnmt.translate.kept import KeptSpan, find_kept, merge_spans, put_back, take_out
 
 KNOWN_CHARS = 65536  # characters whose readability a planner remembers
 WORD_ENDS = frozenset(".,;:!?)]}\"'»«“”„…/")  # what may follow a met constraint without a space
@@ -109,7 +109,7 @@ class Plan:
     text: str  # the text less its kept spans
     constraints: Constraints
     labels: tuple[tuple[str, str], ...] = ()  # per positive constraint: (its forms joined by " | ", its source)
-    kept: tuple[Kept, ...] = ()
+    kept: tuple[KeptSpan, ...] = ()
     forms: tuple[tuple[str, ...], ...] = field(default=(), compare=False)  # per positive constraint, as text
     source_words: tuple[int, ...] = ()  # each word of `text`: its index among the full text's words
     term_words: tuple[tuple[int, int] | None, ...] = ()  # per positive constraint: a glossary term's words [first,
