@@ -8,6 +8,7 @@ argument errors answer without loading torch, and each subcommand imports what i
 """
 
 import argparse
+import gc
 import logging
 import math
 import os
@@ -396,6 +397,9 @@ def _serve(args: argparse.Namespace, _: list[str]) -> int:
     # stops accepting, finishes the requests in flight, and the batchers finish what they accepted. It then
     # re-raises the signal to the handler that was there before it started: ours, so the exit status is 0.
     signal.signal(signal.SIGTERM, lambda *_: None)
+    # What loading left (modules, the model's objects) is never garbage: frozen, the collector's full passes,
+    # which hold the GIL and so every thread, no longer walk it beside each request's text work
+    gc.freeze()
     uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=60)).run(sockets=[listening])
     logging.getLogger("tnmt").info("stopped")
     return 0
