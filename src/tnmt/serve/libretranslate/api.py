@@ -16,7 +16,7 @@ from tnmt.serve.file_store import FileStore
 from tnmt.serve.libretranslate.detect import Detector
 from tnmt.serve.libretranslate.files import router as files_router
 from tnmt.serve.libretranslate.translate import answers, languages_of, route_auto, served_detector
-from tnmt.serve.models import ApiError, ServedModel, check_limits, pick
+from tnmt.serve.models import ApiError, Deadline, ServedModel, check_limits, pick
 from tnmt.serve.steering_fields import SteeringFields
 from tnmt.translate.glossary import ConflictingEntries
 from tnmt.translate.steering import Steering
@@ -59,12 +59,22 @@ def _translate_route(api: APIRouter, models: list[ServedModel], config: ServeCon
         steering = _glossary(fields.get("glossary"), config)
         segment = _segment(fields.get("segment"))
         texts = [q] if isinstance(q, str) else q
+        deadline = Deadline(config.timeout_s)  # detecting, reading and translating: one clock
         if source == "auto":
-            routes, detected = await route_auto(detector, models, texts, target, config, html=text_format == "html")
+            html = text_format == "html"
+            routes, detected = await route_auto(detector, models, texts, target, config, html=html, deadline=deadline)
         else:
             routes, detected = [pick(models, source, target)] * len(texts), None
         answered = await answers(
-            routes, texts, text_format, alternatives, config=config, client=request, steering=steering, segment=segment
+            routes,
+            texts,
+            text_format,
+            alternatives,
+            config=config,
+            client=request,
+            deadline=deadline,
+            steering=steering,
+            segment=segment,
         )
         if detected is not None:
             for answer, language in zip(answered, detected, strict=True):
@@ -87,7 +97,7 @@ def _language_routes(api: APIRouter, models: list[ServedModel], config: ServeCon
         if not isinstance(q, str) or not q:
             raise ApiError(400, "Invalid request: missing q parameter (a non-empty text)")
         check_limits([q], 1, 1, config, size_status=400)
-        [found] = await languages_of(detector, [q])
+        [found] = await languages_of(detector, [q], Deadline(config.timeout_s))
         sources = {model.source for model in models}
         if not found:
             raise ApiError(

@@ -5,7 +5,6 @@ Every bad request is a 400, LibreTranslate's status on its own endpoints; the qu
 serve/models.py says.
 """
 
-import asyncio
 import logging
 from dataclasses import asdict
 from typing import Any
@@ -32,13 +31,15 @@ def served_detector(models: list[ServedModel]) -> Detector | None:
     return Detector(known) if known else None
 
 
-async def languages_of(detector: Detector | None, texts: list[str]) -> list[list[tuple[str, float]]]:
-    """Each text's languages, best first (detect.py), detected in a worker thread: lingua's first call loads its
-    models (about a second) and max_texts long texts take tens of milliseconds, which the event loop must not
-    wait for."""
+async def languages_of(
+    detector: Detector | None, texts: list[str], deadline: Deadline
+) -> list[list[tuple[str, float]]]:
+    """Each text's languages, best first (detect.py), detected in the text workers' pool within the request's
+    deadline: lingua's first call loads its models (about a second) and max_texts long texts take tens of
+    milliseconds, which the event loop must not wait for."""
     if detector is None or not texts:
         return [[] for _ in texts]
-    return await asyncio.to_thread(lambda: [detector.detect(text) for text in texts])
+    return await text_work(lambda: [detector.detect(text) for text in texts], deadline, refused=400)
 
 
 async def route_auto(
@@ -49,6 +50,7 @@ async def route_auto(
     config: ServeConfig,
     *,
     html: bool,
+    deadline: Deadline,
 ) -> tuple[list[ServedModel], list[dict[str, Any]]]:
     """Each text's model for `source: "auto"` and its `detectedLanguage` (the model's source language and the
     detector's confidence in it), each text detected on its own.
@@ -67,8 +69,8 @@ async def route_auto(
     by_source = {model.source: model for model in to_target}
     routes, detected = [], []
     if html:  # the words, not the tags
-        texts = await text_work(lambda: [" ".join(parse(text).texts) for text in texts], Deadline(config.timeout_s))
-    for i, found in enumerate(await languages_of(detector, texts)):
+        texts = await text_work(lambda: [" ".join(parse(text).texts) for text in texts], deadline, refused=400)
+    for i, found in enumerate(await languages_of(detector, texts, deadline)):
         best, confidence = found[0] if found else (None, 0.0)
         if best is not None and best not in by_source and confidence >= CONFIDENT:
             raise ApiError(400, _unsupported(i, best, confidence, target, models))
@@ -88,8 +90,10 @@ async def route_document(
     words, without markup, up to `DETECTED_CHARS`), chosen and refused as `route_auto` does a text's."""
     chars = min(DETECTED_CHARS, config.max_chars)
     words = " ".join(unit.text for unit in document.pending.units)[: chars * 2]
-    sample = await text_work(lambda: " ".join(" ".join(parse(words).texts).split())[:chars], document.deadline)
-    [model], _ = await route_auto(detector, models, [sample], target, config, html=False)
+    sample = await text_work(
+        lambda: " ".join(" ".join(parse(words).texts).split())[:chars], document.deadline, refused=400
+    )
+    [model], _ = await route_auto(detector, models, [sample], target, config, html=False, deadline=document.deadline)
     return model
 
 
@@ -114,13 +118,14 @@ async def answers(
     *,
     config: ServeConfig,
     client: Request,
+    deadline: Deadline,
     steering: Steering | None = None,
     segment: bool | None = None,
 ) -> list[dict[str, Any]]:
     """LibreTranslate's answer for each text, translated by its model in `routes` (steered by `steering`, with the
     answer's `constraints` then; split into segments as `settings_for` says, `segment` the request's field). Every
-    model's texts are checked against the limits before any is queued; then one model after another, each within
-    the deadline."""
+    model's texts are checked against the limits before any is queued; then one model after another, all within
+    the request's `deadline`."""
     groups: dict[str, list[int]] = {}
     for i, model in enumerate(routes):
         groups.setdefault(model.id, []).append(i)
@@ -135,7 +140,7 @@ async def answers(
         group = [texts[i] for i in indices]
         settings = settings_for(served[id_], config, segment=segment)
         translated = await _answers(
-            served[id_], group, text_format, alternatives, settings, config=config, client=client, steering=steering
+            served[id_], group, text_format, alternatives, settings, client=client, deadline=deadline, steering=steering
         )
         for i, answer in zip(indices, translated, strict=True):
             answered[i] = answer
@@ -149,8 +154,8 @@ async def _answers(
     alternatives: int,
     settings: DecodeConfig,
     *,
-    config: ServeConfig,
     client: Request,
+    deadline: Deadline,
     steering: Steering | None,
 ) -> list[dict[str, Any]]:
     """`{"translatedText": ...}` (and `"alternatives"` when asked for) for each text, by one model, with two fields
@@ -160,7 +165,7 @@ async def _answers(
         answered = []
         for text in texts:
             output, sentences = await _translate_markup(
-                model, text, settings, deadline=Deadline(config.timeout_s), client=client, steering=steering
+                model, text, settings, deadline=deadline, client=client, steering=steering
             )
             confidence = min((r.evidence.confidence for r in sentences), default=1.0)
             warnings = [code for code in WARNINGS if any(code in r.evidence.warnings for r in sentences)]
@@ -177,7 +182,7 @@ async def _answers(
         texts,
         settings,
         n_best=n_best,
-        deadline=Deadline(config.timeout_s),
+        deadline=deadline,
         client=client,
         steering=None if steering is None else [steering] * len(texts),
         refused=400,
