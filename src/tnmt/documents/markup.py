@@ -217,6 +217,8 @@ def _pieces(events: list[_Event]) -> list[list[_Event]]:
     if not events:
         return []
     text = "".join(e.text for e in events if e.kind == "text")
+    if len(text.split()) <= MAX_WORDS:  # most blocks: counted in C, not walked character by character
+        return [events]
     starts, ends = _word_bounds(text)
     cuts, first = [], 0  # where each later piece starts in `text`; the first word of the current piece
     while len(starts) - first > MAX_WORDS:
@@ -224,8 +226,6 @@ def _pieces(events: list[_Event]) -> list[list[_Event]]:
         ending = next((k for k in range(last, first + MAX_WORDS // 2, -1) if _ends_sentence(text, ends[k - 1])), last)
         cuts.append(ends[ending - 1])
         first = ending
-    if not cuts:
-        return [events]
     pieces: list[list[_Event]] = [[]]
     at, cut = 0, iter(cuts)  # `text` offset where the event starts; the next cut
     c = next(cut)

@@ -216,12 +216,18 @@ class Translator:
         """Whether the model can read `segment` whole: the tokens of what it reads (the text less the spans kept as
         written under `steering`: URLs, e-mail addresses, emoji, markup, characters it cannot read, do-not-translate
         terms; translate/steering.py's `Planner.read`) fit the model's positions, EOS included."""
+        if self._short(segment):  # what it reads is shorter still: no need to find its kept spans
+            return True
         read = self.planner.read(segment, steering)
-        # a piece is at least one byte or a word's start mark: a text this short needs no tokenising to know
-        if len(read.encode("utf-8", "surrogatepass")) + len(read) < self.model.config.max_len:
+        if self._short(read):
             return True
         ids, _ = self.tokenizer.encode_source_pieces(read)
         return len(ids) <= self.model.config.max_len - 1
+
+    def _short(self, text: str) -> bool:
+        """Whether `text` fits the model's positions whatever its pieces: a piece is at least one byte or a word's
+        start mark, so a text this short needs no tokenising to know."""
+        return len(text.encode("utf-8", "surrogatepass")) + len(text) < self.model.config.max_len
 
     def translations(
         self,
