@@ -42,14 +42,17 @@ def reflow(text: str, lines: int) -> list[str]:
     words allow; of equally long layouts, the one whose upper lines are shorter (subtitles are read bottom-heavy).
 
     The narrowest width is found by bisection, each width tried by a greedy count of the lines it needs; then
-    each line, from the top, ends at its first word after which the rest still fits: O(n log n) in the words,
-    whatever `lines` is."""
+    each line, from the top, ends at its first word after which the rest still fits: O(n log longest word) in the
+    words, whatever `lines` is."""
     words = text.split()
     lines = max(1, min(lines, len(words)))
     if lines == 1:
         return [" ".join(words)]
     ends = [0, *accumulate(len(w) + 1 for w in words)]  # words[a:b] on one line: ends[b] - ends[a] - 1 characters
-    low, high = max(map(len, words)), ends[-1] - 1
+    # greedy lines of width w fill more than w - longest - 1 characters each but the last, so at this width they
+    # are never more than `lines`: the bisection's range is the longest word's, whatever the text's length
+    longest = max(map(len, words))
+    low, high = longest, min(ends[-1] - 1, -(-ends[-1] // lines) + longest)
     while low < high:
         middle = (low + high) // 2
         low, high = (low, middle) if _fewest_lines(ends, middle)[0] <= lines else (middle + 1, high)
