@@ -17,8 +17,9 @@ from tnmt.data.prepare import prepare
 from tnmt.data.tokenizer import TERM_MARKERS, Tokenizer
 from tnmt.translate.evidence import piece_words
 from tnmt.translate.glossary import glossary_entry
+from tnmt.translate.prepared import Planner
 from tnmt.translate.prepared import prepare as prepare_texts
-from tnmt.translate.steering import Planner, Steering
+from tnmt.translate.steering import Steering
 
 START, END = 90, 91  # marker ids of the hand-made pairs below
 

@@ -11,10 +11,11 @@ import pytest
 from tnmt.config import DecodeConfig
 from tnmt.decode.constraints import NO_CONSTRAINTS
 from tnmt.serve.batcher import Batcher, QueueFull
-from tnmt.translate.evidence import Evidence
+from tnmt.translate.evidence import Evidence, TokenAttention
+from tnmt.translate.prepared import Prepared, Source
 from tnmt.translate.replacements import word_replacements
 from tnmt.translate.steering import Plan
-from tnmt.translate.translator import EMPTY, Prepared, Source, TokenAttention, Translation
+from tnmt.translate.translation import EMPTY, Translation
 
 WAIT = 10  # seconds: generous bounds on waits that should end at once
 SETTINGS = DecodeConfig(beam_size=1, max_len=5)
@@ -59,6 +60,9 @@ class ScriptedTranslator:
             raise RuntimeError(f"scripted failure on {failing}")
         proof = Evidence([], [], 0.5, ["copy"]) if evidence else None
         return [replace(self._translation(text, n_best, attention), evidence=proof) for text in texts]
+
+    def translate_prepared(self, prepared, settings, **options) -> list[Translation]:
+        return self.translations([p.text for p in prepared], settings, prepared=prepared, **options)
 
     def trace(self, text, settings, *, top_k, prepared) -> tuple:
         self.traced.append((text, settings, top_k, prepared))

@@ -25,7 +25,8 @@ from tnmt.train.distill import added_pairs, write_diversified
 from tnmt.train.loop import train
 from tnmt.train.loss import GUIDED_HEAD, alignment_loss
 from tnmt.train.stop import Stopped, StopRequest
-from tnmt.translate.translator import Translation, Translator
+from tnmt.translate.translation import Translation
+from tnmt.translate.translator import Translator
 
 
 def weights(path):

@@ -35,7 +35,10 @@ class ScriptedDoor:
         self.eos_id = tokenizer.eos_id
         self.searched: list = []
 
-    def search(self, sources, settings, *, n_best=1, constraints=None, encoder_attention=False):
+    def encode(self, sources, *, need_weights=False):
+        return SimpleNamespace(select=lambda index: ("rows", index.tolist()))
+
+    def search(self, sources, settings, *, n_best=1, constraints=None, encoder_attention=False, **_):
         answers = self.rounds.pop(0) if self.searched and self.rounds else self.outputs
         self.searched.append(constraints)
         met = [(0, 1)] * len(constraints[0].required) if constraints and constraints[0].required else []

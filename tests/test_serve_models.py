@@ -24,7 +24,7 @@ from tnmt.serve.models import (
     solo,
     translations,
 )
-from tnmt.translate.translator import Prepared, Source
+from tnmt.translate.prepared import Prepared, Source
 from tnmt.translate.whole import Split
 
 SETTINGS = DecodeConfig(beam_size=1, max_len=5)
@@ -72,6 +72,9 @@ class ScriptedTranslator:
     def split(self, texts, steering=None, settings=None) -> Split:
         """Each text one sentence (segmentation is translate/segment.py's, tested there)."""
         return Split(None, self.prepare(texts, steering, settings))
+
+    def translated(self, split, settings=None, *, segments) -> list:
+        return split.joined(segments)
 
 
 async def queued(batcher: ScriptedBatcher, n: int) -> None:

@@ -7,7 +7,8 @@ import pytest
 
 from tnmt.translate.evidence import Evidence
 from tnmt.translate.stream import AnnotatedLines, translate_stream
-from tnmt.translate.translator import EMPTY, Translation, Translator
+from tnmt.translate.translation import EMPTY, Translation
+from tnmt.translate.translator import Translator
 
 
 class Recorder:

@@ -19,8 +19,8 @@ LOOKS = {"due": 0, "cento": 1, "e": 2, "cinque": 3, "tre": 0, "mille": 0}
 def run(translator, door, steering):
     batch = prepared(translator, SENTENCE, steering)
     inflections = Inflections(translator.planner.target_pieces)
-    _, found, searched, plain = search_replacing(door, batch, SETTINGS, translator.tokenizer, inflections, aligning=0)
-    return translator.tokenizer.decode_target(found[0][0].tokens), searched[0], plain[0]
+    found = search_replacing(door, batch, SETTINGS, translator.tokenizer, inflections, aligning=0)
+    return translator.tokenizer.decode_target(found.found[0][0].tokens), found.searched[0], found.plain[0]
 
 
 def test_the_plain_translation_swapped_in_wins_where_the_search_dropped_its_words(tiny_translator):

@@ -7,7 +7,7 @@ from tnmt import ModelConfig, Transformer
 from tnmt.config import DecodeConfig
 from tnmt.decode import Translation, Translator, beam_search
 from tnmt.errors import UserError
-from tnmt.translate.translator import EMPTY
+from tnmt.translate.translation import EMPTY
 
 VOCAB = 24
 

@@ -31,7 +31,7 @@ def test_the_json_of_a_scripted_beam_search():
     trace = Trace("b", ["c", "</s>"], torch.full((1, 1, 2, 2), 0.5), steps)
     settings = DecodeConfig(beam_size=2, length_penalty=0.0)
     answer = explanation(trace, Letters(), settings, 3)
-    trace_keys = ["translation", "source_pieces", "encoder_attention", "steps"]
+    trace_keys = ["translation", "source_pieces", "encoder_attention", "steps", "swapped_in"]
     assert list(answer) == [*trace_keys, "beam_size", "top_k", "length_penalty"]
     assert (answer["beam_size"], answer["top_k"], answer["length_penalty"]) == (2, 3, 0.0)
     assert answer["encoder_attention"] == [[[[0.5, 0.5], [0.5, 0.5]]]]

@@ -57,7 +57,8 @@ from tnmt.translate.evidence import (
     piece_words,
     word_alignment,
 )
-from tnmt.translate.translator import Translation, Translator
+from tnmt.translate.translation import Translation
+from tnmt.translate.translator import Translator
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 BATCH = 64

@@ -479,9 +479,8 @@ def _translate(args: argparse.Namespace, _: list[str]) -> int:
     if args.format is not None or args.report is not None:
         raise UserError("--format and --report are for --file (a document)")
     translator, settings = _translator(args)
-    translator.steering = steering
-    if any(annotate.values()):
-        translator = AnnotatedLines(translator, **annotate)
+    if any(annotate.values()) or steering is not None:
+        translator = AnnotatedLines(translator, steering=steering, **annotate)
     _check_output(args.output)
     lines = iter_lines(args.input) if args.input else iter_stream(sys.stdin.buffer, name="<stdin>")
     with _output(args.output) as out, _progress_bar() as bar:

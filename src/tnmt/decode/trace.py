@@ -187,3 +187,5 @@ class Trace:
     source_pieces: list[str]  # EOS included
     encoder_attention: Tensor  # (L, H, S, S)
     steps: list[TraceStep]
+    swapped_in: bool = False  # the translation kept is not the search's best but a hypothesis scored beside it
+    # (a glossary's plain translation with its terms swapped in: translate/term_search.py)

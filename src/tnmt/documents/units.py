@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 from tnmt.config import DecodeConfig
 from tnmt.documents.markup import Markup, parse
 from tnmt.translate.steering import Steering
-from tnmt.translate.translator import Translation, Translator
+from tnmt.translate.translation import Translation
+from tnmt.translate.translator import Translator
 
 # printf (%s, %d, %(name)s, %1$s), brace ({name}, {0}, {{x}}) and shell-like ($name, ${name}) placeholders
 CHUNK = 256  # units translated in one call by `Pending.translations` (its progress steps)

@@ -38,7 +38,7 @@ from tnmt.interop import require
 from tnmt.io import atomic_directory, check_destination
 from tnmt.model import Transformer
 from tnmt.translate.segment import split_text
-from tnmt.translate.translator import EMPTY, Translation
+from tnmt.translate.translation import EMPTY, Translation
 from tnmt.translate.whole import join_texts
 
 MODEL_FILE = "tnmt_model.json"  # the ModelConfig and DecodeConfig, beside CTranslate2's own config.json

@@ -41,7 +41,9 @@ from typing import TypeVar
 import torch
 
 from tnmt.config import DecodeConfig
-from tnmt.translate.translator import Prepared, Translation, Translator
+from tnmt.translate.prepared import Prepared
+from tnmt.translate.translation import Translation
+from tnmt.translate.translator import Translator
 
 Result = TypeVar("Result")
 
@@ -245,13 +247,12 @@ class Batcher:
         """One decoder batch of jobs that share settings, n_best and attention."""
         first = group[0]
         prepared = [job.prepared for job in group]
-        return self.translator.translations(
-            [p.text for p in prepared],
+        return self.translator.translate_prepared(
+            prepared,
             replace(first.settings, batch_size=len(group)),  # one decoder batch; sorted by length
             n_best=first.n_best,
             attention=first.attention,
             evidence=True,
-            prepared=prepared,
         )
 
     def _settle(self, jobs: list, decode: Callable[[list], list]) -> None:

@@ -37,7 +37,8 @@ from tnmt.errors import UserError
 from tnmt.serve.batcher import Batcher, QueueFull
 from tnmt.train.run_dir import RunDir, run_of
 from tnmt.translate.steering import Steering
-from tnmt.translate.translator import Translation, Translator
+from tnmt.translate.translation import Translation
+from tnmt.translate.translator import Translator
 from tnmt.translate.whole import Split
 
 CLIENT_GONE = 499  # nginx's "client closed request": nobody reads it, the metrics count it
@@ -247,7 +248,7 @@ async def translations(
     with _refused_when_full():
         futures = model.batcher.submit(split.prepared, settings, n_best=n_best, attention=attention)
     found = await _wait(futures, deadline=deadline, unavailable=unavailable, client=client)
-    return await text_work(lambda: split.joined(found), **work)
+    return await text_work(lambda: model.translator.translated(split, settings, segments=found), **work)
 
 
 async def solo(

@@ -26,10 +26,11 @@ from tnmt.serve.models import (
 )
 from tnmt.serve.steering_fields import SteeringFields
 from tnmt.translate.evidence import TokenAttention
+from tnmt.translate.prepared import Prepared
 from tnmt.translate.replacements import MAX_K, text_replacements
 from tnmt.translate.segment import Layout
-from tnmt.translate.translation import SentenceSpan
-from tnmt.translate.translator import Prepared, Translation, Translator
+from tnmt.translate.translation import SentenceSpan, Translation
+from tnmt.translate.translator import Translator
 from tnmt.views.inside import Inside, inside, inside_dict
 from tnmt.views.trace import explanation
 

@@ -24,14 +24,13 @@ import os
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TypeVar
 
 import torch
 import torch.distributed as dist
 
-from tnmt.translate.translation import EMPTY, Translation
 from tnmt.translate.translator import Translator
 from tnmt.translate.whole import Split
 
@@ -109,19 +108,16 @@ def translate_across(
         split = translator.split(texts)
     else:
         split = Split(None, translator.prepare_ids(texts, ids, starts))
-    prepared = split.prepared
     if world.size == 1:
-        return [t.text for t in split.joined(translator.translations([p.text for p in prepared], prepared=prepared))]
-    batches = translator.batches(prepared, translator.decode.batch_size)
-    mine = {i for batch in batches[world.rank :: world.size] for i in batch}
-    blanked = [p if i in mine else replace(p, source=None) for i, p in enumerate(prepared)]
-    done = translator.translations([p.text for p in prepared], prepared=blanked)
-    segments: list[Translation] = [EMPTY] * len(prepared)
-    ordered = sorted(mine)
+        return [t.text for t in translator.translated(split)]
+    batches = translator.batches(split.prepared, translator.decode.batch_size)[world.rank :: world.size]
+    done = translator.translate_prepared(split.prepared, batches=batches)
+    segments = list(done)  # a segment the model reads nothing of is in no batch: each rank has it
+    ordered = sorted(i for batch in batches for i in batch)
     for indices, decoded in world.gather((ordered, [done[i] for i in ordered])):
         for i, translation in zip(indices, decoded, strict=True):
             segments[i] = translation
-    return [t.text for t in split.joined(segments)]
+    return [t.text for t in translator.translated(split, segments=segments)]
 
 
 def env_world() -> World:

@@ -8,7 +8,8 @@ by `frozen.py`, or quantised by `quantize.py`), `translation.py` (what a transla
 `replacements.py` (another word for one word, the rest following), and `stream.py` (files line by line).
 """
 
+from tnmt.translate.evidence import TokenAttention
 from tnmt.translate.translation import Translation
-from tnmt.translate.translator import TokenAttention, Translator
+from tnmt.translate.translator import Translator
 
 __all__ = ["TokenAttention", "Translation", "Translator"]

@@ -62,6 +62,12 @@ class ModelDoor:
             return self.model.incremental_decoder(record=record)
         return self.model.incremental_decoder(project=self._projection, linear=transposed_linear, record=record)
 
+    def encode(self, sources: Sequence[Source], *, need_weights: bool = False) -> EncodedSource:
+        """The sources encoded once for every pass over them (`search`'s and `teacher_forced`'s `encoded`), with
+        the encoder's self-attention when `need_weights`."""
+        with torch.inference_mode():
+            return self.model.encode_for_decoding(self.source_batch(sources), need_weights=need_weights)
+
     def search(
         self,
         sources: Sequence[Source],
@@ -71,12 +77,14 @@ class ModelDoor:
         constraints: Sequence[Constraints] | None = None,
         recorder: SearchRecorder | None = None,
         encoder_attention: bool = False,
+        encoded: EncodedSource | None = None,
     ) -> tuple[EncodedSource, list[list[Hypothesis]]]:
-        """Encode the sources (with the encoder's self-attention for a `recorder` or `encoder_attention`) and
-        search from each one's start token (tnmt.decode.search), under each one's `constraints` if given."""
+        """Search from each source's start token (tnmt.decode.search), under each one's `constraints` if given, on
+        `encoded` (the sources encoded already, row k source k: `encode`, or rows of it) or the sources encoded now
+        (with the encoder's self-attention for a `recorder` or `encoder_attention`)."""
+        if encoded is None:
+            encoded = self.encode(sources, need_weights=encoder_attention or recorder is not None)
         with torch.inference_mode():
-            src = self.source_batch(sources)
-            encoded = self.model.encode_for_decoding(src, need_weights=encoder_attention or recorder is not None)
             found = search(
                 self.model,
                 encoded,

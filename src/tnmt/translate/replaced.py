@@ -8,7 +8,7 @@ through the aligning layer over the best translations. The words that may be a t
 source hardest and each source word's hardest reader (`candidate_places`: the two reads of the evidence's
 alignment); where there are several ("Ein Kind" both read "Child"), the model scores the translation with the term
 in each one's place, and the best place names the word the term replaces. `replacing` makes it the constraint's
-`replaced` phrases (decode/constraints.py), banned in every spelling a writer would use (translate/steering.py's
+`replaced` phrases (decode/constraints.py), banned in every spelling a writer would use (translate/phrases.py's
 `spellings`) and in the inflections the vocabulary holds as one piece (`Inflections`: "Kindern" for "Kinder"), so
 the search writes the term in its place; `swaps` is the plain translation with the terms in their places, which
 translate/term_search.py weighs against what the search found.
@@ -32,17 +32,16 @@ import torch
 
 from tnmt.aligning_head import alignment_rows
 from tnmt.config import DecodeConfig
-from tnmt.data.tokenizer import starts_word
 from tnmt.decode.hypothesis import Hypothesis
 from tnmt.model import EncodedSource
 from tnmt.translate.door import ModelDoor
 from tnmt.translate.evidence import REVERSE_MIN, Evidence, piece_words, target_word_attention, word_alignment
+from tnmt.translate.inflections import Inflections, spells_inflected
+from tnmt.translate.phrases import spellings
 from tnmt.translate.prepared import Prepared, Source
-from tnmt.translate.steering import SteeringTokenizer, spellings
+from tnmt.translate.steering import SteeringTokenizer
 
 NEAR_WORDS = 3  # source words either side of a term whose translation `lost` watches
-INFLECTION = 2  # letters a word may add to one of the model's own words and still be that word ("Mädchens")
-STEM_LETTERS = 4  # the shorter of two spellings `_spells` takes for one word has at least this many letters
 CONTENT_LETTERS = 4  # a plain translation's word this long is a content word whose loss `lost` reports
 MAX_SWAPS = 4  # plain translations with the terms swapped in that the search's result is compared with
 _LETTER = re.compile(r"[^\W\d_]")
@@ -90,18 +89,22 @@ def plain_passes(
     tokenizer: SteeringTokenizer,
     *,
     aligning: int,
+    encoded: EncodedSource | None = None,
 ) -> list[PlainPass | None]:
     """The plain pass of each text of `batch` that a glossary term applies to (`Plan.glossed`), None for the others:
     one search of those texts without their required phrases (their other steering kept), one teacher-forced pass
     through the aligning layer over the best translations, and, where a term's source is read hardest by several
     words ("Ein Kind" both read "Child"), one pass that scores the translation with the term in each one's place:
-    the word whose place the model likes the term in best is the one it replaces."""
+    the word whose place the model likes the term in best is the one it replaces. `encoded`: the batch's sources
+    encoded already (row b text b; default: encoded now)."""
     chosen = [b for b, p in enumerate(batch) if p.source is not None and p.plan is not None and p.plan.glossed]
     passes: list[PlainPass | None] = [None] * len(batch)
     if not chosen:
         return passes
     plain = [replace(batch[b].plan.constraints, required=(), sources=(), replaced=()) for b in chosen]
-    encoded, found = door.search([batch[b].source for b in chosen], settings, constraints=plain)
+    sources = [batch[b].source for b in chosen]
+    rows = None if encoded is None else encoded.select(torch.tensor(chosen, device=door.device))
+    encoded, found = door.search(sources, settings, constraints=plain, encoded=rows)
     have = [i for i, hypotheses in enumerate(found) if hypotheses[0].tokens]
     readers = [batch[chosen[i]] for i in have]
     outputs = [found[i][0].tokens for i in have]
@@ -189,7 +192,7 @@ def looks_of(
 
 
 def replacing(
-    prepared: Prepared, plain: PlainPass | None, tokenizer: SteeringTokenizer, inflections: "Inflections | None"
+    prepared: Prepared, plain: PlainPass | None, tokenizer: SteeringTokenizer, inflections: Inflections | None
 ) -> Prepared:
     """`prepared` with each glossary constraint's `replaced` phrases: the plain pass's own words for its source, in
     every spelling to ban and as the inflected pieces of the target vocabulary (`inflections`), less those inside
@@ -226,7 +229,9 @@ def term_checks(
     read_words = prepared.read.split()
     checks = []
     for own, span, at in zip(plain.own, prepared.plan.term_words, met, strict=True):
-        doubled = any(_spells(w, own) for j, w in enumerate(words) if j not in at and w.casefold() not in plain.written)
+        doubled = any(
+            spells_inflected(w, own) for j, w in enumerate(words) if j not in at and w.casefold() not in plain.written
+        )
         lost: tuple[str, ...] = ()
         if span is not None and aligned is not None:
             near = [*range(max(span[0] - NEAR_WORDS, 0), span[0]), *range(span[1], span[1] + NEAR_WORDS)]
@@ -296,39 +301,6 @@ def swapped(words: Sequence[str], place: dict[int, int], forms: Sequence[Sequenc
 def bare_word(word: str) -> str:
     """A word without the punctuation around it."""
     return word.strip(_PUNCTUATION)
-
-
-def _spells(word: str, own: Sequence[str]) -> bool:
-    """Is `word` one of `own` inflected: the one with up to `INFLECTION` letters more or less at its end ("Männer",
-    "Männern"), the shorter at least `STEM_LETTERS` long (case ignored)?"""
-    folded = word.casefold()
-    for w in own:
-        short, long = sorted((folded, w.casefold()), key=len)
-        if (
-            long.startswith(short)
-            and len(long) - len(short) <= INFLECTION
-            and (short == long or len(short) >= STEM_LETTERS)
-        ):
-            return True
-    return False
-
-
-class Inflections:
-    """The word-starting pieces of a target vocabulary by their first `STEM_LETTERS` letters (casefolded), so that
-    `of` finds a word's inflected pieces among a few, not the whole vocabulary, for every word a term replaces."""
-
-    def __init__(self, pieces: Sequence[str]) -> None:
-        """`pieces`: every piece of the target vocabulary, by id."""
-        self.by_stem: dict[str, list[tuple[str, int]]] = {}
-        for i, piece in enumerate(pieces):
-            if starts_word(piece) and len(word := piece[1:]) >= STEM_LETTERS:
-                self.by_stem.setdefault(word[:STEM_LETTERS].casefold(), []).append((word, i))
-
-    def of(self, word: str) -> list[tuple[int, ...]]:
-        """The ids of the word-starting pieces that spell `word` inflected (`_spells`), in either case: the piece
-        that starts "Männer" bans it where "Männern" was the model's word."""
-        near = self.by_stem.get(word[:STEM_LETTERS].casefold(), [])
-        return [(i,) for piece, i in near if _spells(piece, (word,))]
 
 
 def _inside(form: tuple[int, ...], ids: tuple[int, ...]) -> bool:

@@ -20,8 +20,10 @@ from tnmt.config import DecodeConfig
 from tnmt.data.tokenizer import starts_word
 from tnmt.errors import UserError
 from tnmt.translate.evidence import piece_words
+from tnmt.translate.prepared import Prepared
 from tnmt.translate.steering import Steering
-from tnmt.translate.translator import Prepared, Translation, Translator
+from tnmt.translate.translation import Translation
+from tnmt.translate.translator import Translator
 from tnmt.translate.whole import Split, word_places
 
 MAX_K = 20
@@ -71,7 +73,7 @@ def word_replacements(
         raise UserError(f"k = {k}: must be from 1 to {MAX_K}")
     settings = settings or translator.decode
     prepared = prepared or translator.prepare([text], [steering], settings)[0]
-    best = translator.translations([text], settings, prepared=[prepared])[0]
+    best = translator.translate_prepared([prepared], settings)[0]
     final_words = best.text.split()
     if not 0 <= position < len(final_words):
         raise UserError(
@@ -85,7 +87,7 @@ def word_replacements(
     prefix = tuple(best.tokens[:first])
     candidates = _next_tokens(translator, prepared, prefix, best.tokens[first], k)
     forced = [prepared.with_prefix((*prefix, token)) for token, _ in candidates]
-    found = translator.translations([text] * len(forced), settings, prepared=forced) if forced else []
+    found = translator.translate_prepared(forced, settings)
     replacements = sorted((_replacement(translator, t, read_position) for t in found), key=lambda r: -r.probability)
     return WordReplacements(best, position, final_words[position], tuple(replacements))
 
@@ -155,8 +157,8 @@ def text_replacements(
         [prepared] = split.prepared
         return word_replacements(translator, prepared.text, position, k, settings, prepared=prepared)
     [layout] = split.layouts
-    segments = translator.translations([p.text for p in split.prepared], settings, prepared=split.prepared)
-    [whole] = split.joined(segments)
+    segments = translator.translate_prepared(split.prepared, settings)
+    [whole] = translator.translated(split, settings, segments=segments)
     words = whole.text.split()
     if not 0 <= position < len(words):
         raise UserError(f"position {position}: the translation has {len(words)} words (0 to {len(words) - 1})")

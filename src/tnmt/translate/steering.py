@@ -24,22 +24,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-import torch
 from torch import Tensor
 
 from tnmt.data.annotate import insertion_point
-from tnmt.data.tokenizer import WORD_START, starts_word
-from tnmt.decode.bans import LONGEST_AVOIDED, has_loop
+from tnmt.decode.bans import has_loop
 from tnmt.decode.constraints import Constraints
 from tnmt.errors import UserError
 from tnmt.translate.evidence import Evidence, piece_words, with_warnings
 from tnmt.translate.glossary import GlossaryEntry, match_glossary
 from tnmt.translate.kept import KeptSpan, find_kept, merge_spans, put_back, take_out
+from tnmt.translate.phrases import avoided, check_conflicts, target_forms
 
-KNOWN_CHARS = 65536  # characters whose readability a planner remembers
-WORD_ENDS = frozenset(".,;:!?)]}\"'»«“”„…/")  # what may follow a met constraint without a space
 MAX_CONSTRAINTS = 32  # positive constraints per text: every step considers each one's next tokens
-SPELLINGS = 8  # subword segmentations of an avoided phrase that are banned
 
 
 TermChecks = Callable[[str, Evidence | None, Sequence[tuple[int, ...]]], Sequence[tuple[bool, tuple[str, ...]]]]
@@ -129,68 +125,6 @@ class Plan:
         return bool(c.required or c.avoided or c.prefix or c.allow_loops or self.kept)
 
 
-class Planner:
-    """`plan` for every text a translator reads, with what it learns of its vocabularies once: which characters
-    the source vocabulary reads (`keep_unreadable` asks per character) and which target ids continue a word."""
-
-    def __init__(self, tokenizer: SteeringTokenizer, *, target_vocab_size: int, device: torch.device) -> None:
-        self.tokenizer = tokenizer
-        self.target_vocab_size = target_vocab_size
-        self.device = device
-        self._known_chars: dict[str, bool] = {}
-        self._joiners: Tensor | None = None
-        self._pieces: list[str] | None = None
-
-    def plans(self, texts: Sequence[str], steering: Sequence[Steering | None], *, max_tokens: int) -> list[Plan]:
-        """Each text as the model will read it and the constraints of its search (`plan`).
-
-        Raises:
-            UserError: an entry that cannot be met, or not one steering per text.
-        """
-        if len(steering) != len(texts):
-            raise UserError(f"one steering per text: got {len(steering)} for {len(texts)} texts")
-        joiners = self._continuations() if any(s is not None for s in steering) else None
-        return [
-            plan(text, s, self.tokenizer, readable=self._readable, max_tokens=max_tokens, continuations=joiners)
-            for text, s in zip(texts, steering, strict=True)
-        ]
-
-    @property
-    def target_pieces(self) -> list[str]:
-        """Every piece of the target vocabulary, by id. Read once."""
-        if self._pieces is None:
-            self._pieces = self.tokenizer.target_pieces(range(self.target_vocab_size))
-        return self._pieces
-
-    def _continuations(self) -> Tensor:
-        """(V,) True on the target ids that continue a word (`Constraints.continuations`): pieces that do not start
-        a word other than closing punctuation ("Haus" + "es", "Jonas" + "-Shirt"; not "Haus" + "."), the special
-        tokens excepted. Built once."""
-        if self._joiners is None:
-            t = self.tokenizer
-            specials = {t.pad_id, t.bos_id, t.eos_id, t.unk_id}
-            joins = [
-                i not in specials and not starts_word(piece) and piece[:1] not in WORD_ENDS
-                for i, piece in enumerate(self.target_pieces)
-            ]
-            self._joiners = torch.tensor(joins, dtype=torch.bool, device=self.device)
-        return self._joiners
-
-    def read(self, text: str, steering: Steering | None) -> str:
-        """What the model reads of `text` under `steering`: the text less the spans kept as written (`plan`'s),
-        which is what a segment's fit is measured on."""
-        return take_out(text, kept_spans(text, steering or Steering(), readable=self._readable))[0]
-
-    def _readable(self, char: str) -> bool:
-        """Is `char` in the source vocabulary (encoded without an unknown piece)? Cached: a text asks per char."""
-        known = self._known_chars.get(char)
-        if known is None:
-            if len(self._known_chars) >= KNOWN_CHARS:  # a server fed every code point keeps a bounded cache
-                self._known_chars.clear()
-            known = self._known_chars[char] = self.tokenizer.unk_id not in self.tokenizer.encode_source_pieces(char)[0]
-        return known
-
-
 def kept_spans(text: str, steering: Steering, *, readable: Callable[[str], bool] | None) -> list[tuple[int, int]]:
     """The spans of `text` kept as written: what the model cannot read (URLs, e-mail addresses, emoji, markup,
     characters `readable` refuses) unless `keep_unreadable` is off, and the do-not-translate terms."""
@@ -207,10 +141,12 @@ def plan(
     readable: Callable[[str], bool] | None,
     max_tokens: int,
     continuations: Tensor | None = None,
+    tokenise: Callable[[str], tuple[list[int], list[str]]] | None = None,
 ) -> Plan:
     """What the model reads of `text` and the constraints of its search; `readable(char)`: is a character in the
     source vocabulary; `max_tokens`: the most output tokens the model can write (a constraint longer is refused);
-    `continuations`: (V,) True on target ids that continue a word (`Constraints.continuations`).
+    `continuations`: (V,) True on target ids that continue a word (`Constraints.continuations`); `tokenise`: the
+    source ids and pieces of a text, as read already (default: the tokenizer's).
 
     Raises:
         UserError: an entry that cannot be met (empty, longer than the model's positions, more constraints than
@@ -219,7 +155,7 @@ def plan(
     steering = steering or Steering()
     read, kept, source_words_full = take_out(text, kept_spans(text, steering, readable=readable))
     glossed = bool(steering.glossary) and bool(read)  # the source tokens of its terms: only a glossary needs them
-    source_pieces = tokenizer.encode_source_pieces(read)[1] if glossed else []
+    source_pieces = (tokenise or tokenizer.encode_source_pieces)(read)[1] if glossed else []
     source_words = piece_words(source_pieces, read)
     include: list[tuple[tuple[int, ...], ...]] = []
     labels: list[tuple[str, str]] = []
@@ -228,13 +164,13 @@ def plan(
     term_words: list[tuple[int, int] | None] = []
     for match in match_glossary(read, steering.glossary):
         where = f"glossary entry {match.entry.source!r}"
-        include.append(_forms(match.entry.targets, tokenizer, where=where, max_tokens=max_tokens))
+        include.append(target_forms(match.entry.targets, tokenizer, where=where, max_tokens=max_tokens))
         labels.append((" | ".join(match.entry.targets), "glossary"))
         forms_text.append(match.entry.targets)
         term_words.append(_word_span(read, match.start, match.end))
         sources.append(_source_tokens(term_words[-1], source_words))
     for c, forms in enumerate(steering.include):
-        include.append(_forms(forms, tokenizer, where=f"include[{c}]", max_tokens=max_tokens))
+        include.append(target_forms(forms, tokenizer, where=f"include[{c}]", max_tokens=max_tokens))
         labels.append((" | ".join(forms), "include"))
         forms_text.append(tuple(forms))
         sources.append(None)
@@ -243,11 +179,11 @@ def plan(
         raise UserError(f"{len(include)} phrases to include in one text: at most {MAX_CONSTRAINTS}")
     if sum(min(len(form) for form in forms) for forms in include) > max_tokens:
         raise UserError(f"the phrases to include need more than the {max_tokens} tokens the output may have")
-    avoid = _avoided(steering.avoid, tokenizer, max_tokens=max_tokens)
+    avoid = avoided(steering.avoid, tokenizer, max_tokens=max_tokens)
     prefix = tuple(tokenizer.encode_target(steering.prefix)) if steering.prefix.strip() else ()
     if len(prefix) > max_tokens:
         raise UserError(f"prefix: {len(prefix)} tokens, more than the {max_tokens} the output may have")
-    _check_conflicts(include, labels, prefix, avoid, tokenizer)
+    check_conflicts(include, labels, prefix, avoid, tokenizer)
     inline: list[tuple[int, tuple[int, ...]]] = []
     if glossed and (markers := tokenizer.term_markers) is not None:
         inline = _inline_terms(sources, forms_text, source_pieces, tokenizer, markers)
@@ -343,83 +279,6 @@ def _source_tokens(words: tuple[int, int], piece_word: Sequence[int]) -> tuple[i
     when the source's pieces do not reach them."""
     tokens = [t for t, word in enumerate(piece_word) if words[0] <= word < words[1]]
     return (tokens[0], tokens[-1] + 1) if tokens else None
-
-
-def _forms(
-    forms: Sequence[str], tokenizer: SteeringTokenizer, *, where: str, max_tokens: int
-) -> tuple[tuple[int, ...], ...]:
-    encoded = []
-    for form in forms:
-        if not form.strip():
-            raise UserError(f"{where}: an empty target term")
-        ids = tuple(tokenizer.encode_target(form.strip()))
-        if len(ids) > max_tokens:
-            raise UserError(f"{where}: {form!r} is {len(ids)} tokens, more than the {max_tokens} the output may have")
-        encoded.append(ids)
-    if not encoded:
-        raise UserError(f"{where}: no target term")
-    return tuple(dict.fromkeys(encoded))
-
-
-def _avoided(phrases: Sequence[str], tokenizer: SteeringTokenizer, *, max_tokens: int) -> tuple[tuple[int, ...], ...]:
-    """Each avoided phrase in every spelling a search must ban (`spellings`)."""
-    out: dict[tuple[int, ...], None] = {}
-    for n, phrase in enumerate(phrases):
-        phrase = phrase.strip()
-        if not phrase:
-            raise UserError(f"avoid[{n}]: an empty phrase")
-        for ids in spellings(phrase, tokenizer):
-            if len(ids) > LONGEST_AVOIDED:
-                raise UserError(
-                    f"avoid[{n}]: {phrase!r} is {len(ids)} tokens, more than the {LONGEST_AVOIDED} a search checks"
-                )
-            out[ids] = None
-    return tuple(out)
-
-
-def spellings(phrase: str, tokenizer: SteeringTokenizer) -> list[tuple[int, ...]]:
-    """The ways a search must ban to never write `phrase` (a non-blank text): the spellings a writer would use (as
-    given, and with its first letter in upper and lower case), each in the `SPELLINGS` likeliest ways to write it
-    in subwords (the model may pick another), and each glued to what precedes it (`_glued`)."""
-    out: dict[tuple[int, ...], None] = {}
-    for variant in dict.fromkeys((phrase, phrase[0].upper() + phrase[1:], phrase[0].lower() + phrase[1:])):
-        for spelling in tokenizer.target_segmentations(variant, SPELLINGS):
-            out[tuple(spelling)] = None
-            if spelling and (glued := _glued(tuple(spelling), tokenizer)) is not None:
-                out[glued] = None
-    return [ids for ids in out if ids]
-
-
-def _glued(ids: tuple[int, ...], tokenizer: SteeringTokenizer) -> tuple[int, ...] | None:
-    """A spelling as it reads glued to what comes before ("braun-brauner", "T-T-Shirt", "„Mo-Mo"): its first
-    piece without sentencepiece's "▁" (a lone "▁" dropped); None when the vocabulary has no such piece, or when
-    it would be one piece of 3 letters or fewer, which many words hold."""
-    first = tokenizer.target_pieces(ids[:1])[0]
-    if not starts_word(first):
-        return None
-    if first == WORD_START:
-        return ids[1:] or None
-    bare = tokenizer.target_piece_id(first[1:])
-    if bare is None or (len(ids) == 1 and len(first) <= 4):  # a short lone piece ("er") is inside many words
-        return None
-    return (bare, *ids[1:])
-
-
-def _check_conflicts(
-    include: Sequence[tuple[tuple[int, ...], ...]],
-    labels: Sequence[tuple[str, str]],
-    prefix: tuple[int, ...],
-    avoid: Sequence[tuple[int, ...]],
-    tokenizer: SteeringTokenizer,
-) -> None:
-    """A required form or the prefix that contains an avoided phrase can never be written: name both."""
-    for phrase in avoid:
-        n = len(phrase)
-        for (label, _), forms in zip(labels, include, strict=True):
-            if all(any(form[i : i + n] == phrase for i in range(len(form) - n + 1)) for form in forms):
-                raise UserError(f"{label!r} is required and avoided ({tokenizer.decode_target(phrase)!r})")
-        if any(prefix[i : i + n] == phrase for i in range(len(prefix) - n + 1)):
-            raise UserError(f"the prefix contains the avoided {tokenizer.decode_target(phrase)!r}")
 
 
 def _padded(spans: Sequence[tuple[int, int] | None], n: int) -> list[tuple[int, int] | None]:

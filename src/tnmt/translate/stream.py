@@ -6,8 +6,8 @@ came out. So a file is cut into chunks of `chunk_lines` lines: each chunk is sor
 in its own input order before the next is read. Memory stays that of one chunk, the first lines come out
 early, and a chunk of a few thousand lines still sorts well enough for full batches.
 
-`AnnotatedLines` adds the evidence of each translation to its line, in tab-separated columns
-(`tnmt translate --alignment --scores --warnings`).
+`AnnotatedLines` translates every line under one steering (`tnmt translate --glossary --do-not-translate`) and
+adds the evidence of each translation to its line, in tab-separated columns (`--alignment --scores --warnings`).
 """
 
 from collections.abc import Iterable, Iterator, Sequence
@@ -17,6 +17,7 @@ from tnmt.config import DecodeConfig
 from tnmt.data.corpus import chunked
 
 if TYPE_CHECKING:
+    from tnmt.translate.steering import Steering
     from tnmt.translate.translator import Translator
 
 CHUNK_LINES = 2048
@@ -51,20 +52,31 @@ def translate_stream(
 
 
 class AnnotatedLines:
-    """A `LinesTranslator` whose lines are the translation and, after a tab each and in this order: the word
-    alignment as Pharaoh `i-j` pairs (source word i, target word j, 0-based over whitespace words); the
-    sentence confidence and the words' probabilities (space-separated); the warnings (comma-separated).
-    A column asked for is always there, empty when it has nothing (an empty line, a clean translation)."""
+    """A `LinesTranslator` whose lines are translated under `steering` (None: none), each the translation and,
+    after a tab each and in this order: the word alignment as Pharaoh `i-j` pairs (source word i, target word j,
+    0-based over whitespace words); the sentence confidence and the words' probabilities (space-separated); the
+    warnings (comma-separated). A column asked for is always there, empty when it has nothing (an empty line, a
+    clean translation)."""
 
-    def __init__(self, translator: "Translator", *, alignment: bool, scores: bool, warnings: bool) -> None:
-        self.translator = translator
+    def __init__(
+        self,
+        translator: "Translator",
+        *,
+        steering: "Steering | None" = None,
+        alignment: bool = False,
+        scores: bool = False,
+        warnings: bool = False,
+    ) -> None:
+        self.translator, self.steering = translator, steering
         self.alignment, self.scores, self.warnings = alignment, scores, warnings
 
     def translate(
         self, texts: Sequence[str], settings: DecodeConfig | None = None, *, first_line: int = 1
     ) -> list[str]:
-        lines = []
-        for translation in self.translator.translations(texts, settings, evidence=True, first_line=first_line):
+        lines, evidence = [], self.alignment or self.scores or self.warnings
+        steered = {"steering": [self.steering] * len(texts)} if self.steering is not None else {}
+        found = self.translator.translations(texts, settings, evidence=evidence, first_line=first_line, **steered)
+        for translation in found:
             evidence, columns = translation.evidence, [translation.text]
             if self.alignment:
                 columns.append(" ".join(f"{i}-{j}" for i, j in evidence.alignment))

@@ -8,7 +8,7 @@ dropped words of the plain translation to make room for a term (a loss a glossar
 """
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -16,6 +16,7 @@ from tnmt.config import DecodeConfig
 from tnmt.decode.bans import has_loop
 from tnmt.decode.constraints import Constraints
 from tnmt.decode.hypothesis import Hypothesis
+from tnmt.decode.trace import SearchRecorder
 from tnmt.model import EncodedSource
 from tnmt.translate.door import ModelDoor
 from tnmt.translate.evidence import piece_words
@@ -33,6 +34,22 @@ from tnmt.translate.replaced import (
 from tnmt.translate.steering import SteeringTokenizer
 
 
+@dataclass(frozen=True)
+class SteeredSearch:
+    """One batch's steered search (`search_replacing`): the sources encoded once, which every pass read; per
+    sentence its hypotheses (best first), the text as the kept hypotheses were searched (its constraints, the
+    words banned), its plain pass (None where no glossary term applies), whose own words the checks of the result
+    read (`term_checks`), and whether the best is the plain translation with the terms swapped in; and the
+    recorder of the search whose hypotheses are kept (a trace's batch of one)."""
+
+    encoded: EncodedSource
+    found: list[list[Hypothesis]]
+    searched: list[Prepared]
+    plain: list[PlainPass | None]
+    swapped: list[bool]
+    recorder: SearchRecorder | None = None
+
+
 def search_replacing(
     door: ModelDoor,
     batch: Sequence[Prepared],
@@ -43,7 +60,8 @@ def search_replacing(
     aligning: int,
     n_best: int = 1,
     encoder_attention: bool = False,
-) -> tuple[EncodedSource, list[list[Hypothesis]], list[Prepared], list[PlainPass | None]]:
+    recorder: SearchRecorder | None = None,
+) -> SteeredSearch:
     """`door.search` of a batch under its steering, each glossary term replacing the model's own words for its source:
     a plain pass learns them (`plain_passes`), the search bans them (`replacing`), and a sentence is searched once
     more (`_second_round`) when its best translation still writes a word for a term's source beside the term (a
@@ -52,39 +70,55 @@ def search_replacing(
     wherever the search is); its result is kept unless it meets fewer terms. Last, the plain translation with the
     terms in their words' places (`PlainPass.swaps`) is scored by the model as one more finished hypothesis
     (`_swapped_in`): a beam misses it where the term is a word the model rarely writes, whose low probability prunes
-    the prefix that leads to it. Returns the search's encoded sources and hypotheses, the texts as searched, and
-    their plain passes (None where no glossary term applies), whose own words the checks of the result read
-    (`term_checks`)."""
-    plain = plain_passes(door, batch, settings, tokenizer, aligning=aligning)
+    the prefix that leads to it. The sources are encoded once, for every pass. A `recorder` (a batch of one) is
+    given the search whose hypotheses are kept: each round records into its own."""
+    sources = [p.source for p in batch]
+    encoded = door.encode(sources, need_weights=encoder_attention or recorder is not None)
+    plain = plain_passes(door, batch, settings, tokenizer, aligning=aligning, encoded=encoded)
     searched = [replacing(p, one, tokenizer, inflections) for p, one in zip(batch, plain, strict=True)]
-    steered = any(p.steers for p in batch)
-    constraints = [p.plan.constraints for p in searched] if steered else None
-    sources = [p.source for p in searched]
-    encoded, found = door.search(
-        sources, settings, n_best=n_best, constraints=constraints, encoder_attention=encoder_attention
-    )
+    constraints = [p.plan.constraints for p in searched] if any(p.steers for p in batch) else None
+    options = {"n_best": n_best, "recorder": recorder}
+    _, found = door.search(sources, settings, constraints=constraints, encoded=encoded, **options)
     again = _second_round(door, searched, plain, found, encoded, settings, tokenizer, aligning)
     if again:
-        for b, (one, anywhere) in again.items():
-            plain[b], searched[b] = one, replacing(batch[b], one, tokenizer, inflections)
-            if anywhere:  # each term offered at every step, wherever the attention is
-                plan = searched[b].plan
-                searched[b] = replace(
-                    searched[b], plan=replace(plan, constraints=replace(plan.constraints, sources=()))
-                )
         chosen = sorted(again)
+        offered = {}
+        for b, (one, anywhere) in again.items():
+            plain[b] = one  # the words learned stand whichever round is kept: the checks read them
+            offered[b] = _offered(replacing(batch[b], one, tokenizer, inflections), anywhere)
+        second = _fresh(recorder)
         _, refound = door.search(
             [sources[b] for b in chosen],
             settings,
             n_best=n_best,
-            constraints=[searched[b].plan.constraints for b in chosen],
+            constraints=[offered[b].plan.constraints for b in chosen],
+            recorder=second,
+            encoded=encoded.select(torch.tensor(chosen, device=door.device)),
         )
         for b, hypotheses in zip(chosen, refound, strict=True):
             if hypotheses and hypotheses[0].met >= found[b][0].met:  # a second search that meets fewer terms loses
-                found[b] = hypotheses
+                found[b], searched[b] = hypotheses, offered[b]
+                recorder = second if recorder is not None else None
+    swapped = [False] * len(batch)
     if any(one is not None and one.swaps for one in plain):
-        _swapped_in(door, searched, plain, found, encoded, settings, tokenizer)
-    return encoded, found, searched, plain
+        swapped = _swapped_in(door, searched, plain, found, encoded, settings, tokenizer)
+    return SteeredSearch(encoded, found, searched, plain, swapped, recorder)
+
+
+def _offered(prepared: Prepared, anywhere: bool) -> Prepared:
+    """`prepared` for a second round: with `anywhere`, each term offered at every step, wherever the attention is
+    (no source tokens tie it)."""
+    if not anywhere:
+        return prepared
+    plan = prepared.plan
+    return replace(prepared, plan=replace(plan, constraints=replace(plan.constraints, sources=())))
+
+
+def _fresh(recorder: SearchRecorder | None) -> SearchRecorder | None:
+    """A recorder like `recorder` with nothing recorded (a second round's), None for none."""
+    if recorder is None:
+        return None
+    return SearchRecorder(top_k=recorder.top_k, length_penalty=recorder.alpha, eos_id=recorder.eos_id)
 
 
 def _second_round(
@@ -139,18 +173,19 @@ def _swapped_in(
     encoded: EncodedSource,
     settings: DecodeConfig,
     tokenizer: SteeringTokenizer,
-) -> None:
+) -> list[bool]:
     """Score each sentence's swaps (`PlainPass.swaps`) by one teacher-forced pass, and put one first in `found[b]`
     where it meets every constraint the search's best meets, obeys the steering (`_meets`), and scores better (the
     length penalty as the search's) or loses fewer of the plain translation's words (`PlainPass.dropped`): a
     translation that dropped a phrase to make room for a term is not what a glossary asks for, however the model
-    scores it."""
+    scores it. Returns, per sentence, whether a swap was put first."""
+    put_first = [False] * len(searched)
     chosen = [(b, text) for b, one in enumerate(plain) if one is not None and found[b] for text in one.swaps]
     outputs = [tokenizer.encode_target(text) for _, text in chosen]
     kept = [(b, ids) for (b, _), ids in zip(chosen, outputs, strict=True) if ids]
     texts = [text for (_, text), ids in zip(chosen, outputs, strict=True) if ids]
     if not kept:
-        return
+        return put_first
     index = torch.tensor([b for b, _ in kept], device=door.device)
     sources = [searched[b].source for b, _ in kept]
     hypotheses = scored(door, sources, [ids for _, ids in kept], encoded.select(index), settings.length_penalty)
@@ -163,6 +198,8 @@ def _swapped_in(
         loses = plain[b].dropped(tokenizer.decode_target(best.tokens), terms) > plain[b].dropped(texts[k], terms)
         if candidate.met >= best.met and (candidate.score > best.score or loses) and candidate.tokens != best.tokens:
             found[b] = [candidate, *(h for h in found[b] if h.tokens != ids)][: len(found[b])]
+            put_first[b] = True
+    return put_first
 
 
 def _meets(constraints: Constraints, ids: list[int], *, block_loops: bool) -> tuple[tuple[int, int], ...] | None:

@@ -18,28 +18,25 @@ import copy
 import os
 from collections.abc import Sequence
 from dataclasses import replace
-from functools import partial
-from typing import Any, Protocol
+from typing import Protocol
 
 import torch
 
-from tnmt.aligning_head import alignment_layer_index
 from tnmt.checkpoint import load_checkpoint
 from tnmt.config import DecodeConfig
-from tnmt.decode.hypothesis import Hypothesis
 from tnmt.decode.trace import SearchRecorder, Trace
 from tnmt.directions import Direction, all_directions, check_direction, direction_name
 from tnmt.errors import UserError
-from tnmt.model import EncodedSource, Transformer
+from tnmt.model import Transformer
 from tnmt.translate.door import QUANTIZE, ModelDoor
-from tnmt.translate.evidence import Evidence, Sentence, TokenAttention, explain
-from tnmt.translate.prepared import Prepared, Source, given_ids, length_batches, prepare
-from tnmt.translate.replaced import Inflections, PlainPass, term_checks
-from tnmt.translate.segment import Layout, split_text
-from tnmt.translate.steering import Plan, Planner, Steering, TermChecks, finish
-from tnmt.translate.term_search import search_replacing
+from tnmt.translate.evidence import TokenAttention
+from tnmt.translate.prepared import Planner, Prepared, given_ids, length_batches
+from tnmt.translate.reading import Reader
+from tnmt.translate.segment import Layout
+from tnmt.translate.segments import kept_only, labels, steered_search, translated_batch
+from tnmt.translate.steering import Steering
 from tnmt.translate.translation import EMPTY, Translation
-from tnmt.translate.whole import Split, segment_steering
+from tnmt.translate.whole import Split
 
 
 class TextTokenizer(Protocol):
@@ -88,9 +85,8 @@ class Translator:
         self.target: str | None = None
         # what every decoder starts from: BOS, or for a multilingual model the tag `for_pair` chooses
         self.start_id: int | None = None if tokenizer.languages else tokenizer.bos_id
-        self.steering: Steering | None = None  # every text's steering when a call gives none (--glossary)
         self.planner = Planner(tokenizer, target_vocab_size=self.model.config.tgt_vocab_size, device=self.device)
-        self._inflections: Inflections | None = None  # the target vocabulary by stem, for the words terms replace
+        self.reader = Reader(tokenizer, self.planner, max_len=self.model.config.max_len)
 
     @classmethod
     def from_checkpoint(
@@ -145,24 +141,16 @@ class Translator:
         first_line: int = 1,
         lines: Sequence[int] | None = None,
     ) -> list[Prepared]:
-        """Each text as the search will read it (translate/prepared.py), as one sentence, its steering default this
-        translator's; `lines`: each text's line number in warnings (default: counted from `first_line`).
+        """Each text as the search will read it (translate/prepared.py), as one segment; `lines`: each text's line
+        number in warnings (default: counted from `first_line`).
 
         Raises:
             UserError: a steering entry that cannot be met, not one steering per text, or a multilingual model
                 with no pair chosen (`for_pair`).
         """
-        start, model_cap = self._start_id(), self.model.config.max_len - 1
-        return prepare(
-            texts,
-            steering or [self.steering] * len(texts),
-            planner=self.planner,
-            tokenizer=self.tokenizer,
-            start=start,
-            model_max_len=self.model.config.max_len,
-            max_tokens=min((settings or self.decode).max_len or model_cap, model_cap),
-            lines=lines or range(first_line, first_line + len(texts)),
-        )
+        lines = lines or range(first_line, first_line + len(texts))
+        steering = steering or [None] * len(texts)
+        return self.reader.prepare(texts, steering, settings or self.decode, start=self._start_id(), lines=lines)
 
     def prepare_ids(
         self, texts: Sequence[str], ids: Sequence[list[int]], starts: Sequence[int] | None = None
@@ -178,56 +166,27 @@ class Translator:
         *,
         first_line: int = 1,
     ) -> Split:
-        """The texts cut into segments (translate/segment.py: lines, sentences, parts of a long sentence) when
-        `settings.segment`, each segment prepared with its share of its text's steering (`segment_steering`); else
-        each text prepared whole (`prepare`). `Split.joined` puts the segments' translations back together.
+        """The one door in: the texts read as the model reads them (translate/reading.py), cut into segments when
+        `settings.segment` (lines, sentences, parts of a long sentence), each segment prepared once with its share
+        of its text's steering; else each text prepared whole. `translated` is the door out.
 
         Raises:
             UserError: as `prepare`.
         """
-        settings = settings or self.decode
-        steering = steering or [self.steering] * len(texts)
-        if len(steering) != len(texts):
-            raise UserError(f"{len(steering)} steering entries for {len(texts)} texts: give one per text")
-        if not settings.segment:
-            return Split(None, self.prepare(texts, steering, settings, first_line=first_line))
-        layouts = [self.layout(text, one) for text, one in zip(texts, steering, strict=True)]
-        segments = [segment for layout in layouts for segment in layout.segments]
-        steered = [
-            segment_steering(one, i)
-            for layout, one in zip(layouts, steering, strict=True)
-            for i in range(len(layout.spans))
-        ]
-        lines = [first_line + n for n, layout in enumerate(layouts) for _ in layout.spans]
-        return Split(layouts, self.prepare(segments, steered, settings, lines=lines))
+        settings, steering = settings or self.decode, steering or [None] * len(texts)
+        language, start = self.source_language, self._start_id()
+        return self.reader.split(texts, steering, settings, start=start, language=language, first_line=first_line)
 
     def layout(self, text: str, steering: Steering | None = None) -> Layout:
         """`text` cut into lines, sentences and parts of sentences too long for this model (translate/segment.py),
         each part's fit measured on what the model reads of it under `steering`."""
-        return split_text(text, self.source_language, fits=lambda segment: self._fits(segment, steering))
+        return self.reader.layout(text, steering, self.source_language)
 
     @property
     def source_language(self) -> str:
         """The language this translator reads (its pair's source), which chooses the sentence splitter's rules;
         "en" when the model does not name it."""
         return self.source or (self.directions[0][0] if self.directions else "en")
-
-    def _fits(self, segment: str, steering: Steering | None) -> bool:
-        """Whether the model can read `segment` whole: the tokens of what it reads (the text less the spans kept as
-        written under `steering`: URLs, e-mail addresses, emoji, markup, characters it cannot read, do-not-translate
-        terms; translate/steering.py's `Planner.read`) fit the model's positions, EOS included."""
-        if self._short(segment):  # what it reads is shorter still: no need to find its kept spans
-            return True
-        read = self.planner.read(segment, steering)
-        if self._short(read):
-            return True
-        ids, _ = self.tokenizer.encode_source_pieces(read)
-        return len(ids) <= self.model.config.max_len - 1
-
-    def _short(self, text: str) -> bool:
-        """Whether `text` fits the model's positions whatever its pieces: a piece is at least one byte or a word's
-        start mark, so a text this short needs no tokenising to know."""
-        return len(text.encode("utf-8", "surrogatepass")) + len(text) < self.model.config.max_len
 
     def translations(
         self,
@@ -241,7 +200,8 @@ class Translator:
         steering: Sequence[Steering | None] | None = None,
         prepared: Sequence[Prepared] | None = None,
     ) -> list[Translation]:
-        """The translation of each text, in input order; a blank text as it was (`EMPTY` when it is "").
+        """The translation of each text, in input order; a blank text as it was (`EMPTY` when it is ""): the texts
+        read (`split`) and their split translated (`translated`).
 
         Args:
             texts: The texts: each is cut into lines and sentences and joined back (translate/segment.py,
@@ -258,45 +218,81 @@ class Translator:
             first_line: The line number of `texts[0]` in warnings (a file translated chunk by chunk names
                 its own lines).
             steering: Each text's glossary, terms to keep, phrases to include or avoid and prefix
-                (translate/steering.py), None for a text without (default: this translator's `steering`); each
-                translation then reports its constraints.
-            prepared: The texts as `prepare` (or `prepare_ids`, or `split`) gave them, when the caller has them
-                already (a server prepares when a request arrives, so that a bad entry is refused before it is
-                queued): each is translated as one sentence, nothing is planned, split or tokenised again, and
-                `steering` is not read (`texts` must be theirs: ValueError otherwise). A prepared text whose
-                source is None is not decoded.
+                (translate/steering.py), None for a text without; each translation then reports its constraints.
+            prepared: The texts as `prepare` (or `prepare_ids`) gave them, when the caller has them already: each
+                is translated as one segment (`translate_prepared`), and `steering` is not read (`texts` must be
+                theirs: ValueError otherwise).
 
         Raises:
             UserError: a steering entry that cannot be met (translate/steering.py names it).
         """
-        settings = settings or self.decode
         options = {"n_best": n_best, "attention": attention, "evidence": evidence}
         if prepared is None:
-            split = self.split(texts, steering, settings, first_line=first_line)
-            return split.joined(self._sentences(split.prepared, settings, **options))
+            return self.translated(self.split(texts, steering, settings, first_line=first_line), settings, **options)
         if [p.text for p in prepared] != list(texts):
             raise ValueError("prepared= holds other texts than texts: give the texts the prepared ones were made of")
-        return self._sentences(prepared, settings, **options)
+        return self.translate_prepared(prepared, settings, **options)
 
-    def _sentences(
-        self, prepared: Sequence[Prepared], settings: DecodeConfig, *, n_best: int, attention: bool, evidence: bool
+    def translated(
+        self,
+        split: Split,
+        settings: DecodeConfig | None = None,
+        *,
+        segments: Sequence[Translation] | None = None,
+        n_best: int = 1,
+        attention: bool = False,
+        evidence: bool = False,
     ) -> list[Translation]:
-        """The translation of each prepared text, as one sentence, in their order (`translations` says how)."""
+        """The one door out: each text of `split` translated and joined back from its segments' translations
+        (translate/whole.py), as `translations` describes; `segments`: those translations when they were found
+        already (by a server's batcher, or by several processes: train/distributed.py), in `split.prepared`'s
+        order.
+
+        Raises:
+            ValueError: not one translation per segment.
+        """
+        if segments is None:
+            options = {"n_best": n_best, "attention": attention, "evidence": evidence}
+            segments = self.translate_prepared(split.prepared, settings, **options)
+        elif len(segments) != len(split.prepared):
+            raise ValueError(f"{len(segments)} translations for the {len(split.prepared)} segments of the split")
+        return split.joined(segments)
+
+    def translate_prepared(
+        self,
+        prepared: Sequence[Prepared],
+        settings: DecodeConfig | None = None,
+        *,
+        n_best: int = 1,
+        attention: bool = False,
+        evidence: bool = False,
+        batches: Sequence[Sequence[int]] | None = None,
+    ) -> list[Translation]:
+        """The translation of each prepared segment, as one sentence, in their order (`translations` says how),
+        decoded in `batches` (indices of `prepared`, default `self.batches`'s); a segment in no batch, or without a
+        source, is not decoded (`EMPTY`, or its kept spans as written)."""
+        settings = settings or self.decode
         results: list[Translation] = [EMPTY] * len(prepared)
-        for chunk in self.batches(prepared, settings.batch_size):
+        for chunk in self.batches(prepared, settings.batch_size) if batches is None else batches:
             batch = [prepared[i] for i in chunk]
-            steered = any(p.steers for p in batch)
-            encoded, found, batch, plain = self._search(batch, settings, n_best=n_best, encoder_attention=attention)
-            aligned = any(p.plan is not None and p.plan.kept for p in batch) or any(plain)  # the finish reads it
-            extras = self._explain(batch, encoded, found, settings, attention=attention, evidence=evidence or aligned)
-            for p, one, i, hypotheses, (maps, proof) in zip(batch, plain, chunk, found, extras, strict=True):
-                results[i] = replace(self._translation(hypotheses), attention=maps, evidence=proof)
-                if steered:  # in the user's terms, the evidence as asked (the kept spans' placing read it)
-                    checks = partial(term_checks, p, one) if one is not None else None
-                    results[i] = self._finished(results[i], hypotheses, p.plan, evidence, checks)
+            inflections = (
+                self.planner.inflections if any(p.plan is not None and p.plan.glossed for p in batch) else None
+            )
+            found = translated_batch(
+                self.door,
+                self.tokenizer,
+                batch,
+                settings,
+                inflections,
+                n_best=n_best,
+                attention=attention,
+                evidence=evidence,
+            )
+            for i, translation in zip(chunk, found, strict=True):
+                results[i] = translation
         for i, p in enumerate(prepared):  # texts the model reads nothing of: only their kept spans ("🐶🐶 🚲")
-            if p.source is None and p.plan is not None and p.plan.kept:
-                results[i] = self._finished(EMPTY, [], p.plan, evidence)
+            if p.source is None:
+                results[i] = kept_only(p, evidence=evidence, tokenizer=self.tokenizer)
         return results
 
     def attention(self, text: str, settings: DecodeConfig | None = None) -> TokenAttention:
@@ -321,13 +317,14 @@ class Translator:
         prepared: Prepared | None = None,
     ) -> Trace:
         """Translate `text` as one sentence (not split: a server's caller picks a sentence of a text) as
-        `translations` does, and return the search step by step (decode/trace.py): every
-        step's open hypotheses with their `top_k` likeliest next tokens, the candidates kept, finished and
-        pruned, the finished list and the cross-attention rows; and the encoder's self-attention. With
-        `steering` (or a `prepared` text) the search is the steered one, each open hypothesis telling which
-        constraints it met, its glossary terms replacing the model's words as `translations` has them (the passes
-        that learn those words run first, unrecorded); the trace's translation is the model's own words (the kept
-        spans not put back).
+        `translations` does, and return the search step by step (decode/trace.py): every step's open hypotheses
+        with their `top_k` likeliest next tokens, the candidates kept, finished and pruned, the finished list and
+        the cross-attention rows; and the encoder's self-attention. With `steering` (or a `prepared` text) the
+        search is the steered one, each open hypothesis telling which constraints it met: under a glossary, the
+        search whose result `translations` keeps (its plain pass and any first round run unrecorded), and
+        `Trace.swapped_in` when the kept translation is the plain one with the terms swapped in, which the model
+        scored beside that search's. The trace's translation is the model's own words (the kept spans not put
+        back).
 
         Raises:
             ValueError: `text` is empty.
@@ -338,110 +335,22 @@ class Translator:
         settings = settings or self.decode
         prepared = prepared or self.prepare([text], [steering], settings)[0]
         source = prepared.searched()
-        if prepared.plan is not None and prepared.plan.glossed:  # the search that translates: its terms replacing
-            prepared = self._search([prepared], settings)[2][0]
         recorder = SearchRecorder(top_k=top_k, length_penalty=settings.length_penalty, eos_id=self.tokenizer.eos_id)
-        constraints = [prepared.plan.constraints] if prepared.steers else None
-        encoded, found = self.door.search([source], settings, constraints=constraints, recorder=recorder)
-        encoder = torch.stack([layer[0] for layer in encoded.encoder_attention]).float().cpu()  # (L, H, S, S)
-        text_out = self.tokenizer.decode_target(found[0][0].tokens)
-        return Trace(text_out, self._labels(prepared.source, [])[0], encoder, recorder.steps)
+        inflections = self.planner.inflections if prepared.plan is not None and prepared.plan.glossed else None
+        found = steered_search(self.door, self.tokenizer, [prepared], settings, inflections, recorder=recorder)
+        encoder = torch.stack([layer[0] for layer in found.encoded.encoder_attention]).float().cpu()  # (L, H, S, S)
+        text_out = self.tokenizer.decode_target(found.found[0][0].tokens)
+        steps = found.recorder.steps
+        return Trace(text_out, labels(self.tokenizer, source, [])[0], encoder, steps, swapped_in=found.swapped[0])
 
     def batches(self, prepared: Sequence[Prepared], batch_size: int) -> list[list[int]]:
         """The indices of `prepared` in the batches `translations` decodes, in its order (`length_batches`).
 
-        Translating some of these batches with the others' sources set to None decodes exactly those batches
-        again: several processes can share the work, and each sentence is computed as one process would compute
-        it (train/distributed.py).
+        Translating some of these batches (`translate_prepared(batches=)`) decodes exactly those batches again:
+        several processes can share the work, and each sentence is computed as one process would compute it
+        (train/distributed.py).
         """
         return length_batches(prepared, batch_size)
-
-    def _search(
-        self, batch: Sequence[Prepared], settings: DecodeConfig, **options: Any
-    ) -> tuple[EncodedSource, list[list[Hypothesis]], list[Prepared], list[PlainPass | None]]:
-        """The door's search of a batch, its glossary terms replacing the model's words (`search_replacing`, which
-        `options` go to, as do what it returns)."""
-        if self._inflections is None and any(p.plan is not None and p.plan.glossed for p in batch):
-            self._inflections = Inflections(self.planner.target_pieces)  # once: the vocabulary's, by stem
-        aligning = alignment_layer_index(settings.alignment_layer, self.model.config.n_decoder_layers)
-        return search_replacing(
-            self.door, batch, settings, self.tokenizer, self._inflections, aligning=aligning, **options
-        )
-
-    def _explain(
-        self,
-        batch: Sequence[Prepared],
-        encoded: EncodedSource,
-        found: list[list[Hypothesis]],
-        settings: DecodeConfig,
-        *,
-        attention: bool,
-        evidence: bool,
-    ) -> list[tuple[TokenAttention | None, Evidence | None]]:
-        """The attention maps and the evidence of one batch's best translations (translate/evidence.py), from one
-        teacher-forced pass over them on the search's encoded sources: through every layer when the maps are
-        wanted, else only through the aligning layer."""
-        if not (attention or evidence):
-            return [(None, None)] * len(batch)
-        best = [hypotheses[0] for hypotheses in found]
-        aligning = alignment_layer_index(settings.alignment_layer, self.model.config.n_decoder_layers)
-        layers = None if attention else aligning + 1
-        sources, outputs = [p.source for p in batch], [h.tokens for h in best]
-        forced = self.door.teacher_forced(sources, outputs, encoded=encoded, layers=layers)
-        labels = [self._labels(p.source, h.tokens) for p, h in zip(batch, best, strict=True)]
-        sentences = [self._sentence(p, h) for p, h in zip(batch, best, strict=True)]
-        maps = (encoded.encoder_attention or [], labels) if attention else None
-        return explain(sentences, forced.weights, settings, aligning=aligning, evidence=evidence, maps=maps)
-
-    def _sentence(self, prepared: Prepared, best: Hypothesis) -> Sentence:
-        """A translated sentence as the evidence reads it: what the model read and wrote, with their pieces."""
-        source = prepared.source
-        return Sentence(
-            source_text=prepared.read,
-            source_ids=source.ids,
-            source_pieces=source.pieces,
-            output_text=self.tokenizer.decode_target(best.tokens),
-            output_ids=best.tokens,
-            output_pieces=self.tokenizer.target_pieces(best.tokens),
-            ended=best.ended,
-            token_log_probs=best.token_log_probs,
-        )
-
-    def _labels(self, source: Source, output: Sequence[int]) -> tuple[list[str], list[str]]:
-        """The pieces that label attention: over the source, its ids `prepare` kept and EOS; over the decoder's
-        input, the start token and `output`."""
-        eos = self.tokenizer.target_pieces([self.tokenizer.eos_id])
-        return source.pieces[: len(source.ids)] + eos, self.tokenizer.target_pieces([source.start, *output])
-
-    def _translation(self, hypotheses: list[Hypothesis]) -> Translation:
-        """A search's hypotheses, best first, as one `Translation` carrying the others as alternatives."""
-        best, *others = (
-            Translation(
-                self.tokenizer.decode_target(h.tokens),
-                h.tokens,
-                h.score,
-                h.log_prob,
-                token_log_probs=tuple(h.token_log_probs),
-            )
-            for h in hypotheses
-        )
-        return replace(best, alternatives=tuple(others))
-
-    def _finished(
-        self, result: Translation, found: list[Hypothesis], plan: Plan, evidence: bool, checks: TermChecks | None = None
-    ) -> Translation:
-        """A steered translation (`found`: its hypotheses, best first) in the user's terms (translate/steering.py's
-        `finish`, its glossary terms checked by `checks`); its alternatives too, their kept spans placed without an
-        alignment of their own (at the ends)."""
-        spans = found[0].constraints if found else ()
-        text, reports, proof = finish(plan, result.text, result.tokens, spans, result.evidence, self.tokenizer, checks)
-        others = tuple(
-            self._finished(replace(a, evidence=None), [h], plan, False)
-            for a, h in zip(result.alternatives, found[1:], strict=True)
-        )
-        return replace(
-            result, text=text, constraints=reports, evidence=proof if evidence else None, alternatives=others
-        )
 
     def _start_id(self) -> int:
         """The token every decoder of this translator starts from.

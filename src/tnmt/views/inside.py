@@ -28,7 +28,8 @@ from tnmt.errors import UserError
 from tnmt.model import Transformer
 from tnmt.translate.door import ModelDoor
 from tnmt.translate.prepared import Prepared, Source
-from tnmt.translate.translator import Translation, Translator
+from tnmt.translate.translation import Translation
+from tnmt.translate.translator import Translator
 from tnmt.views.plain import plain, rounded
 
 log = logging.getLogger("tnmt")
@@ -158,7 +159,7 @@ def inside(
     prepared = prepared or translator.prepare([text], None, settings)[0]
     source = prepared.searched()
     if translation is None:
-        found = searched or translator.translations([text], settings, prepared=[prepared])[0]
+        found = searched or translator.translate_prepared([prepared], settings)[0]
         output, translation, given = found.tokens, found.text, False
     else:
         output, given = tokenizer.encode_target(translation), True

@@ -121,10 +121,8 @@ def _moment(translator: Translator, model: KeptModel, text: str, reference: str 
     if len(split.prepared) > 1:
         raise UserError("a replay follows one sentence: this text has several (give one)")
     [prepared] = split.prepared
-    [beam] = translator.translations([prepared.text], settings, evidence=True, prepared=[prepared])
-    [greedy] = split.joined(
-        translator.translations([prepared.text], replace(settings, beam_size=1), prepared=[prepared])
-    )
+    [beam] = translator.translate_prepared([prepared], settings, evidence=True)
+    [greedy] = translator.translated(split, replace(settings, beam_size=1))
     # the inspect view's pass over the model's own translation of what it reads: the beam's, not searched again
     look = inside(translator, prepared.text, settings, prepared=prepared, searched=beam)
     layer = alignment_layer_index(settings.alignment_layer, translator.model.config.n_decoder_layers)
@@ -137,7 +135,9 @@ def _moment(translator: Translator, model: KeptModel, text: str, reference: str 
         kind=model.kind,
         metrics=_metrics_at(records, model.step),
         greedy=greedy.text,
-        beam=split.joined([beam])[0].text,  # as `tnmt translate` prints it (a list marker copied)
+        beam=translator.translated(split, segments=[beam])[
+            0
+        ].text,  # as `tnmt translate` prints it (a list marker copied)
         beam_size=settings.beam_size,
         words=beam.text.split(),  # the model's own, which its probabilities and attention are of
         word_probs=[rounded(p) for p in evidence.word_probs] if evidence else [],

@@ -26,6 +26,7 @@ def explanation(trace: Trace, tokenizer: Pieces, settings: DecodeConfig, top_k: 
         "source_pieces": trace.source_pieces,
         "encoder_attention": rounded(trace.encoder_attention),
         "steps": [_step_dict(i, step, tokenizer) for i, step in enumerate(trace.steps)],
+        "swapped_in": trace.swapped_in,
         "beam_size": settings.beam_size,
         "top_k": top_k,
         "length_penalty": settings.length_penalty,

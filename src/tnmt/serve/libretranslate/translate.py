@@ -18,7 +18,7 @@ from tnmt.serve.libretranslate.detect import CONFIDENT, Detector, supported
 from tnmt.serve.models import ApiError, Deadline, ServedModel, check_limits, settings_for, text_work, translations
 from tnmt.translate.evidence import WARNINGS
 from tnmt.translate.steering import Steering
-from tnmt.translate.translator import Translation
+from tnmt.translate.translation import Translation
 
 
 def served_detector(models: list[ServedModel]) -> Detector | None:
