@@ -8,6 +8,8 @@ import torch
 from test_replaced import PLAIN, SENTENCE, SETTINGS, ScriptedDoor, prepared
 
 from tnmt.decode.constraints import Constraints
+from tnmt.translate import term_search
+from tnmt.translate.door import ModelDoor
 from tnmt.translate.glossary import glossary_entry
 from tnmt.translate.replaced import Inflections, plain_passes
 from tnmt.translate.steering import Steering
@@ -86,6 +88,40 @@ def test_the_trace_under_a_glossary_is_the_search_that_translates(tiny_translato
     for text in ("two hundred and five", "five thousand two hundred"):
         (translated,) = tiny_translator.translations([text], settings, steering=[steering])
         assert tiny_translator.trace(text, settings, steering=steering).translation == translated.text
+
+
+def test_the_trace_is_the_round_whose_result_is_kept(tiny_translator, monkeypatch):
+    """Issue 79's defect 1: a second round that loses (it meets fewer terms) is not the search a trace shows."""
+    settings = replace(tiny_translator.decode, beam_size=3, max_len=12)
+    steering = Steering(glossary=(glossary_entry("two", "tre", where="g"),))
+    measured = term_search._second_round
+
+    def every_sentence(door, searched, plain, *rest):  # each glossed sentence searched again, its terms anywhere
+        grown = measured(door, searched, plain, *rest)
+        return {b: (grown.get(b, (one, True))[0], True) for b, one in enumerate(plain) if one is not None}
+
+    searches = []
+    real = ModelDoor.search
+
+    def losing(self, sources, settings, *, constraints=None, **options):
+        encoded, found = real(self, sources, settings, constraints=constraints, **options)
+        second = bool(constraints and constraints[0].required and not constraints[0].sources)
+        searches.append("second" if second else "other")
+        if second:  # it meets no term: the first round's result is kept
+            found = [[replace(h, constraints=(None,) * len(h.constraints)) for h in one] for one in found]
+        return encoded, found
+
+    monkeypatch.setattr(term_search, "_second_round", every_sentence)
+    monkeypatch.setattr(ModelDoor, "search", losing)
+    for text in ("two hundred and five", "five thousand two hundred"):
+        (translated,) = tiny_translator.translations([text], settings, steering=[steering])
+        searches.clear()
+        trace = tiny_translator.trace(text, settings, steering=steering)
+        assert searches == ["other", "other", "second"]  # plain pass, first round, second round: nothing re-run
+        final = trace.steps[-1].finished[0]  # the first round's best: it meets the term
+        assert trace.translation == translated.text and final.met == 1
+        searched = tiny_translator.tokenizer.decode_target(final.tokens)
+        assert trace.swapped_in or trace.translation == searched  # else a swap, scored beside it, is the answer
 
 
 def test_a_swap_meets_a_term_given_twice_only_with_two_occurrences():

@@ -15,12 +15,14 @@ reports:
 - shorter: its words are fewer than 0.8x the plain output's (target <= 1%: a phrase dropped to make room);
 - chrF of the steered outputs against the plain outputs with the synonym swapped in for the usual word
   (target >= 95: the term changes its word and nothing else);
-- speed: seconds for all sentences, plain and steered, the median of `--repeats` runs;
+- speed: seconds for all sentences, plain and steered, the median of `--repeats` runs, and their ratio
+  (`steered_over_plain`: what a glossary costs; target <= 2.0);
 - reported: the share of steered answers whose `constraints` report a term doubled or words lost (a checkout
   before issue 64 reports neither).
 
 `--baseline DIR` runs the same in the tnmt of another checkout (DIR/src: a worktree of main before the issue), in
-a child process, and reports it beside. Writes benchmarks/results/synonyms.json (with the host).
+a child process, and reports it beside, with the share of steered outputs that are the same in both. Writes
+benchmarks/results/synonyms.json (with the host).
 """
 
 import argparse
@@ -145,6 +147,9 @@ def measure(chosen, rows, found: dict) -> dict:
         "chrf_vs_plain_swapped": round(sacrebleu.corpus_chrf(steered, [references]).score, 2),
         "seconds_plain_median": round(statistics.median(found["plain"]["seconds"]), 3),
         "seconds_steered_median": round(statistics.median(found["steered"]["seconds"]), 3),
+        "steered_over_plain": round(
+            statistics.median(found["steered"]["seconds"]) / statistics.median(found["plain"]["seconds"]), 2
+        ),
         "seconds_plain_runs": [round(x, 3) for x in found["plain"]["seconds"]],
         "seconds_steered_runs": [round(x, 3) for x in found["steered"]["seconds"]],
         "failures": examples,
@@ -186,9 +191,8 @@ def main() -> None:
         systems = {"tnmt": Path(__file__).resolve().parents[2] / "src"}
         if args.baseline:
             systems["baseline"] = args.baseline.resolve() / "src"
-        results = {
-            name: measure(chosen, rows, run_child(src, args, texts_path, work, name)) for name, src in systems.items()
-        }
+        found = {name: run_child(src, args, texts_path, work, name) for name, src in systems.items()}
+        results = {name: measure(chosen, rows, one) for name, one in found.items()}
     words = sorted({rows[r][0] for _, r in chosen})
     report = {
         "checkpoint": args.checkpoint,
@@ -201,6 +205,15 @@ def main() -> None:
         report["steered_speed_vs_baseline"] = round(
             results["baseline"]["seconds_steered_median"] / results["tnmt"]["seconds_steered_median"], 2
         )
+        ours, theirs = found["tnmt"]["steered"]["outputs"], found["baseline"]["steered"]["outputs"]
+        report["steered_outputs_as_baseline_pct"] = round(
+            100 * sum(a == b for a, b in zip(ours, theirs, strict=True)) / len(ours), 1
+        )
+        report["steered_outputs_changed"] = [
+            {"source": text, "baseline": b, "tnmt": a}
+            for (text, _), a, b in zip(chosen, ours, theirs, strict=True)
+            if a != b
+        ][:20]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
     print(json.dumps({k: {m: v for m, v in r.items() if m != "failures"} for k, r in results.items()}, indent=1))

@@ -21,6 +21,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tnmt.errors import UserError
+
 Direction = tuple[str, str]  # (source language, target language)
 
 
@@ -74,6 +76,27 @@ def check_direction(
         raise ValueError(
             f"{source}-{target} was not trained (trained: {served}); ask for zero-shot translation to try it anyway"
         )
+
+
+def check_pair(
+    source: str, target: str, *, languages: Sequence[str], directions: Sequence[Direction], zero_shot: bool = False
+) -> None:
+    """Whether a model writing `languages` (none: a one-pair model) and trained on `directions` (() when not known)
+    translates `source` -> `target`.
+
+    Raises:
+        UserError: a language it does not know, or (unless `zero_shot`) a direction it was not trained on, in one
+            line.
+    """
+    if not languages:
+        if directions and (source, target) != directions[0]:
+            raise UserError(f"{source}-{target}: this model translates {direction_name(directions[0])} only")
+        return
+    trained = directions or all_directions(languages)
+    try:
+        check_direction(source, target, languages=languages, trained=trained, zero_shot=zero_shot)
+    except ValueError as err:
+        raise UserError(str(err)) from None
 
 
 def epoch_counts(sizes: Sequence[int], temperature: float) -> list[int]:

@@ -37,9 +37,10 @@ from tnmt.errors import UserError
 from tnmt.interop import require
 from tnmt.io import atomic_directory, check_destination
 from tnmt.model import Transformer
-from tnmt.translate.segment import split_text
+from tnmt.translate.prepared import Planner
+from tnmt.translate.reading import Reader
+from tnmt.translate.steering import Steering
 from tnmt.translate.translation import EMPTY, Translation
-from tnmt.translate.whole import join_texts
 
 MODEL_FILE = "tnmt_model.json"  # the ModelConfig and DecodeConfig, beside CTranslate2's own config.json
 AN_EXPORT = "a CTranslate2 export of tnmt"  # what `export_ctranslate2` replaces, in its refusal of anything else
@@ -208,6 +209,8 @@ class CTranslate2Translator:
             str(path), device="cpu", compute_type=compute_type, inter_threads=1, intra_threads=threads
         )
         self.source_pieces, self.target_pieces = _vocabularies(self.tokenizer)
+        planner = Planner(self.tokenizer, target_vocab_size=self.config.tgt_vocab_size, device=torch.device("cpu"))
+        self.reader = Reader(self.tokenizer, planner, max_len=self.config.max_len)
         self._target_ids = {piece: i for i, piece in enumerate(self.target_pieces)}
         self._suppressed = [[self.target_pieces[i]] for i in banned_ids(self.config)]
 
@@ -220,30 +223,20 @@ class CTranslate2Translator:
     def translations(
         self, texts: Sequence[str], settings: DecodeConfig | None = None, *, first_line: int = 1
     ) -> list[Translation]:
-        """The `Translation` of each text, in input order; a blank text as it was. Each text is cut into lines and
-        sentences and joined back, as `Translator.translations` does (translate/segment.py), unless
-        `settings.segment` is false. `first_line` numbers the texts in warnings."""
+        """The `Translation` of each text, in input order; a blank text as it was. Each text is read as
+        `Translator.split` reads it (translate/reading.py: cut into lines and sentences, unless `settings.segment`
+        is false, each segment tokenised once) and joined back. `first_line` numbers the texts in warnings."""
         settings = settings or self.decode
-        if not settings.segment:
-            return self._sentences(texts, settings, lines=range(first_line, first_line + len(texts)))
-        layouts = [split_text(text, self.source_language, fits=self._fits) for text in texts]
-        segments = [segment for layout in layouts for segment in layout.segments]
-        lines = [first_line + n for n, layout in enumerate(layouts) for _ in layout.spans]
-        return join_texts(layouts, self._sentences(segments, settings, lines=lines))
-
-    def _fits(self, segment: str) -> bool:
-        """Whether the model can read `segment` whole: its tokens fit the model's positions, EOS included."""
-        return len(self.tokenizer.encode_source(segment)) <= self.config.max_len - 1
-
-    def _sentences(self, texts: Sequence[str], settings: DecodeConfig, *, lines: Sequence[int]) -> list[Translation]:
-        """The translation of each text as one sentence; `EMPTY` for an empty text; `lines` number them in warnings."""
-        kept = [i for i, text in enumerate(texts) if text.strip()]
-        sources = [self.tokenizer.encode_source(texts[i]) for i in kept]
-        results = [EMPTY] * len(texts)
-        for i, hypothesis in zip(kept, self.search(sources, settings, lines=[lines[i] for i in kept]), strict=True):
+        as_written = [Steering(keep_unreadable=False)] * len(texts)  # the export reads all of a text: none kept aside
+        bos, language = self.tokenizer.bos_id, self.source_language
+        split = self.reader.split(texts, as_written, settings, start=bos, language=language, first_line=first_line)
+        read = [i for i, p in enumerate(split.prepared) if p.source is not None]
+        results = [EMPTY] * len(split.prepared)
+        found = self.search([split.prepared[i].source.ids for i in read], settings)
+        for i, hypothesis in zip(read, found, strict=True):
             text = self.tokenizer.decode_target(hypothesis.tokens)
             results[i] = Translation(text, hypothesis.tokens, hypothesis.score, hypothesis.log_prob)
-        return results
+        return split.joined(results)
 
     def translate_ids(
         self, sources: Sequence[Sequence[int]], settings: DecodeConfig | None = None, *, lines: Sequence[int] = ()

@@ -4,7 +4,6 @@ Statuses: 413 over a size limit, 422 over a search limit or a malformed field, 4
 the queue and the deadline as serve/models.py says.
 """
 
-import asyncio
 from dataclasses import asdict
 from typing import Any
 
@@ -22,6 +21,7 @@ from tnmt.serve.models import (
     pick,
     settings_for,
     solo,
+    text_work,
     translations,
 )
 from tnmt.serve.steering_fields import SteeringFields
@@ -158,11 +158,12 @@ def _segment_route(api: APIRouter, models: list[ServedModel], config: ServeConfi
         """Each text's sentences as /v1/translate splits them (translate/segment.py), and the characters between
         them: `gaps` has one entry more than `sentences`, and the text is gaps[0] + sentences[0] + gaps[1] + ...
         + gaps[-1]. A client that translates as the user types (the page) sends only the sentences it has not
-        translated yet. No model runs: the answer comes at once, outside the queue."""
+        translated yet. No model runs: the answer comes outside the queue (split in the text workers' pool,
+        within the deadline)."""
         texts = [request.text] if isinstance(request.text, str) else request.text
         model = pick(models, request.source, request.target)
         check_limits(texts, 1, 1, config, size_status=413)
-        layouts = await asyncio.to_thread(lambda: [model.translator.layout(text) for text in texts])
+        layouts = await text_work(lambda: [model.translator.layout(t) for t in texts], Deadline(config.timeout_s))
         return {"model": model.id, "texts": [_segments(layout) for layout in layouts]}
 
 

@@ -8,6 +8,7 @@ planned and tokenised once (translate/prepared.py's `prepare`), with its share o
 """
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from tnmt.config import DecodeConfig
 from tnmt.errors import UserError
@@ -15,6 +16,24 @@ from tnmt.translate.prepared import Planner, Prepared, Tokenised, prepare
 from tnmt.translate.segment import Layout, split_text
 from tnmt.translate.steering import Steering, SteeringTokenizer
 from tnmt.translate.whole import Split, segment_steering
+
+
+class TextTokenizer(Protocol):
+    """What a `Translator` needs of `tnmt.data.tokenizer.Tokenizer`: a `SteeringTokenizer` that knows its
+    languages."""
+
+    pad_id: int
+    bos_id: int
+    eos_id: int
+    unk_id: int
+    languages: tuple[str, ...]
+    term_markers: tuple[int, int] | None
+
+    def language_id(self, language: str) -> int: ...
+    def encode_target(self, text: str) -> list[int]: ...
+    def encode_source_pieces(self, text: str) -> tuple[list[int], list[str]]: ...
+    def decode_target(self, ids: Sequence[int]) -> str: ...
+    def target_pieces(self, ids: Sequence[int]) -> list[str]: ...
 
 
 class Reader:

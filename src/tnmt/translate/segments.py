@@ -12,33 +12,62 @@ from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
 
+import torch
+
 from tnmt.aligning_head import alignment_layer_index
 from tnmt.config import DecodeConfig
 from tnmt.decode.hypothesis import Hypothesis
-from tnmt.decode.trace import SearchRecorder
+from tnmt.decode.trace import SearchRecorder, Trace
 from tnmt.model import EncodedSource
 from tnmt.translate.door import ModelDoor
 from tnmt.translate.evidence import Evidence, Sentence, TokenAttention, explain
-from tnmt.translate.prepared import Prepared, Source
-from tnmt.translate.replaced import Inflections, term_checks
+from tnmt.translate.prepared import Planner, Prepared, Source
+from tnmt.translate.replaced import term_checks
 from tnmt.translate.steering import Plan, SteeringTokenizer, TermChecks, finish
 from tnmt.translate.term_search import SteeredSearch, search_replacing
 from tnmt.translate.translation import EMPTY, Translation
 
 
+def translate_segments(
+    door: ModelDoor,
+    tokenizer: SteeringTokenizer,
+    planner: Planner,
+    prepared: Sequence[Prepared],
+    settings: DecodeConfig,
+    batches: Sequence[Sequence[int]],
+    *,
+    n_best: int,
+    attention: bool,
+    evidence: bool,
+) -> list[Translation]:
+    """The translation of each prepared segment, as one sentence, in their order, decoded in `batches` (indices of
+    `prepared`); a segment in no batch is `EMPTY`, one the model reads nothing of its kept spans as written."""
+    results: list[Translation] = [EMPTY] * len(prepared)
+    options = {"n_best": n_best, "attention": attention, "evidence": evidence}
+    for chunk in batches:
+        found = translated_batch(door, tokenizer, planner, [prepared[i] for i in chunk], settings, **options)
+        for i, translation in zip(chunk, found, strict=True):
+            results[i] = translation
+    for i, p in enumerate(prepared):  # texts the model reads nothing of: only their kept spans ("🐶🐶 🚲")
+        if p.source is None and p.plan is not None and p.plan.kept:
+            results[i] = finished(EMPTY, [], p.plan, tokenizer, evidence=evidence)
+    return results
+
+
 def steered_search(
     door: ModelDoor,
     tokenizer: SteeringTokenizer,
+    planner: Planner,
     batch: Sequence[Prepared],
     settings: DecodeConfig,
-    inflections: Inflections | None,
     *,
     n_best: int = 1,
     encoder_attention: bool = False,
     recorder: SearchRecorder | None = None,
 ) -> SteeredSearch:
-    """The batch's search under its steering, its glossary terms replacing the model's words (`search_replacing`;
-    `inflections`: the target vocabulary by stem, None when no term applies)."""
+    """The batch's search under its steering, its glossary terms replacing the model's words (`search_replacing`,
+    with the planner's table of the vocabulary's inflections when a term applies)."""
+    inflections = planner.inflections if any(p.plan is not None and p.plan.glossed for p in batch) else None
     aligning = alignment_layer_index(settings.alignment_layer, door.model.config.n_decoder_layers)
     return search_replacing(
         door,
@@ -56,9 +85,9 @@ def steered_search(
 def translated_batch(
     door: ModelDoor,
     tokenizer: SteeringTokenizer,
+    planner: Planner,
     batch: Sequence[Prepared],
     settings: DecodeConfig,
-    inflections: Inflections | None,
     *,
     n_best: int,
     attention: bool,
@@ -67,7 +96,7 @@ def translated_batch(
     """The translation of each prepared segment of one batch (each with a source), in its order: its best
     hypothesis with the next `n_best - 1` as alternatives, the attention maps and evidence if asked, and a steered
     one in the user's terms (its kept spans placed by the evidence, its terms checked by the plain pass)."""
-    found = steered_search(door, tokenizer, batch, settings, inflections, n_best=n_best, encoder_attention=attention)
+    found = steered_search(door, tokenizer, planner, batch, settings, n_best=n_best, encoder_attention=attention)
     searched = found.searched
     aligned = any(p.plan is not None and p.plan.kept for p in searched) or any(found.plain)  # the finish reads it
     extras = _explain(door, tokenizer, searched, found, settings, attention=attention, evidence=evidence or aligned)
@@ -80,6 +109,29 @@ def translated_batch(
             result = finished(result, hypotheses, p.plan, tokenizer, evidence=evidence, checks=checks)
         results.append(result)
     return results
+
+
+def traced(
+    door: ModelDoor,
+    tokenizer: SteeringTokenizer,
+    planner: Planner,
+    prepared: Prepared,
+    settings: DecodeConfig,
+    *,
+    top_k: int,
+) -> Trace:
+    """The steered search of one prepared segment, recorded (`Translator.trace` says what it shows).
+
+    Raises:
+        UserError: the model reads nothing of the segment (it is all kept as written).
+    """
+    source = prepared.searched()
+    recorder = SearchRecorder(top_k=top_k, length_penalty=settings.length_penalty, eos_id=tokenizer.eos_id)
+    found = steered_search(door, tokenizer, planner, [prepared], settings, recorder=recorder)
+    encoder = torch.stack([layer[0] for layer in found.encoded.encoder_attention]).float().cpu()  # (L, H, S, S)
+    text = tokenizer.decode_target(found.found[0][0].tokens)
+    steps = found.recorder.steps
+    return Trace(text, labels(tokenizer, source, [])[0], encoder, steps, swapped_in=found.swapped[0])
 
 
 def finished(
@@ -101,13 +153,6 @@ def finished(
         for a, h in zip(result.alternatives, found[1:], strict=True)
     )
     return replace(result, text=text, constraints=reports, evidence=proof if evidence else None, alternatives=others)
-
-
-def kept_only(prepared: Prepared, *, evidence: bool, tokenizer: SteeringTokenizer) -> Translation:
-    """A segment the model reads nothing of ("🐶🐶 🚲"): its kept spans, as written, or `EMPTY`."""
-    if prepared.plan is None or not prepared.plan.kept:
-        return EMPTY
-    return finished(EMPTY, [], prepared.plan, tokenizer, evidence=evidence)
 
 
 def labels(tokenizer: SteeringTokenizer, source: Source, output: Sequence[int]) -> tuple[list[str], list[str]]:

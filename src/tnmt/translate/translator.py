@@ -1,59 +1,35 @@
-"""Text in, text out: the tokenizer, batching and search around a trained Transformer.
+"""Text in, text out: the tokenizer, batching and search around a trained Transformer, behind two doors.
 
-`translations` keeps the caller's order and line alignment while batching for speed: each text is cut into
-lines and sentences (translate/segment.py: `split`), the sentences of all texts sorted by length share batches
-that pad little, and each text is joined back from its sentences' translations (translate/whole.py). A blank text
-comes back as it was without running the model; a sentence longer than the model's `max_len` is translated in
-parts; only one unbroken word that long (or any, with `DecodeConfig.segment` off) is cut to its first
-`max_len - 1` tokens plus EOS, with a one-line warning, so one bad line cannot stop a whole file.
-
-A text is prepared once (translate/prepared.py: its steering planned, what the model reads tokenised), and every
-feature reads the model through one door (translate/door.py): its search, and one teacher-forced pass over given
-outputs (the evidence, the attention maps, word replacements, a look inside), each sentence from its own start
-token (BOS, or a multilingual model's target-language tag: `for_pair`), so one batch may mix directions.
-Decoding follows a `DecodeConfig`: the checkpoint's (what validation measured) unless a call passes its own.
+`split` reads texts as the model reads them (translate/reading.py: lines, sentences, parts of a sentence too long
+for the model, each segment planned and tokenised once); `translated` translates a split's segments, sorted by
+length into batches that pad little (translate/segments.py), and joins each text back (translate/whole.py);
+`translations` is the two composed, in the caller's order. A blank text comes back as it was; only one unbroken
+word longer than `max_len` (or any text, with `DecodeConfig.segment` off) is cut to `max_len - 1` tokens plus
+EOS, with a one-line warning. Every feature reads the model through one door (translate/door.py), each sentence
+from its own start token (BOS, or a multilingual model's target-language tag: `for_pair`). Decoding follows a
+`DecodeConfig`: the checkpoint's (what validation measured) unless a call passes its own.
 """
 
 import copy
 import os
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Protocol
-
-import torch
 
 from tnmt.checkpoint import load_checkpoint
 from tnmt.config import DecodeConfig
-from tnmt.decode.trace import SearchRecorder, Trace
-from tnmt.directions import Direction, all_directions, check_direction, direction_name
+from tnmt.decode.trace import Trace
+from tnmt.directions import Direction, check_pair, direction_name
 from tnmt.errors import UserError
 from tnmt.model import Transformer
 from tnmt.translate.door import QUANTIZE, ModelDoor
 from tnmt.translate.evidence import TokenAttention
 from tnmt.translate.prepared import Planner, Prepared, given_ids, length_batches
-from tnmt.translate.reading import Reader
+from tnmt.translate.reading import Reader, TextTokenizer
 from tnmt.translate.segment import Layout
-from tnmt.translate.segments import kept_only, labels, steered_search, translated_batch
+from tnmt.translate.segments import traced, translate_segments
 from tnmt.translate.steering import Steering
-from tnmt.translate.translation import EMPTY, Translation
+from tnmt.translate.translation import Translation
 from tnmt.translate.whole import Split
-
-
-class TextTokenizer(Protocol):
-    """What the Translator needs of `tnmt.data.tokenizer.Tokenizer`."""
-
-    pad_id: int
-    bos_id: int
-    eos_id: int
-    unk_id: int
-    languages: tuple[str, ...]
-    term_markers: tuple[int, int] | None
-
-    def language_id(self, language: str) -> int: ...
-    def encode_target(self, text: str) -> list[int]: ...
-    def encode_source_pieces(self, text: str) -> tuple[list[int], list[str]]: ...
-    def decode_target(self, ids: Sequence[int]) -> str: ...
-    def target_pieces(self, ids: Sequence[int]) -> list[str]: ...
 
 
 class Translator:
@@ -69,13 +45,9 @@ class Translator:
         frozen: bool = False,
         directions: Sequence[Direction] = (),
     ) -> None:
-        """`decode` (default `DecodeConfig()`) is every call's default settings; `quantize="int8"` quantises the
-        model now (`tnmt.translate.quantize`): a property of the loaded model, not of a call. `frozen=True`
-        promises that the model's weights do not change while this translator uses it (it loaded its own): the
-        translator then binds it for decoding once (`Transformer.incremental_decoder`), on copies of its weights
-        laid out for the step's products (translate/frozen.py). A quantised model is a copy of the translator's
-        own, so it is frozen too. `directions`: the (source, target) pairs the model was trained on (a
-        checkpoint's), () when not known; a multilingual model translates through `for_pair`."""
+        """`decode` (default `DecodeConfig()`): every call's default settings; `quantize`, `frozen`: as the door's
+        (translate/door.py: int8 weights; weights that do not change, bound once); `directions`: the (source,
+        target) pairs the model was trained on (a checkpoint's), () when not known."""
         self.decode = decode or DecodeConfig()
         self.door = ModelDoor(model, eos_id=tokenizer.eos_id, quantize=quantize, frozen=frozen)
         self.model, self.device, self.quantize = self.door.model, self.door.device, quantize
@@ -113,15 +85,9 @@ class Translator:
             UserError: the model does not translate that pair: a language it does not know, or (unless
                 `zero_shot`) a direction it was not trained on (tnmt/directions.py), in one line.
         """
+        check_pair(source, target, languages=self.tokenizer.languages, directions=self.directions, zero_shot=zero_shot)
         if not self.multilingual:
-            if self.directions and (source, target) != self.directions[0]:
-                raise UserError(f"{source}-{target}: this model translates {direction_name(self.directions[0])} only")
             return self
-        trained = self.directions or all_directions(self.tokenizer.languages)
-        try:
-            check_direction(source, target, languages=self.tokenizer.languages, trained=trained, zero_shot=zero_shot)
-        except ValueError as err:
-            raise UserError(str(err)) from None
         chosen = copy.copy(self)  # the model, its bound decoder and the planner are shared
         chosen.source, chosen.target, chosen.start_id = source, target, self.tokenizer.language_id(target)
         return chosen
@@ -201,27 +167,16 @@ class Translator:
         prepared: Sequence[Prepared] | None = None,
     ) -> list[Translation]:
         """The translation of each text, in input order; a blank text as it was (`EMPTY` when it is ""): the texts
-        read (`split`) and their split translated (`translated`).
+        read (`split`; unless `settings.segment` is false, each is cut into segments) and translated (`translated`).
 
-        Args:
-            texts: The texts: each is cut into lines and sentences and joined back (translate/segment.py,
-                translate/whole.py), unless `settings.segment` is false (each text is then one sentence).
-            settings: How to search (default: this translator's `decode`). A beam of 1 runs greedy search,
-                which gives the same result as beam search with one beam.
-            n_best: With n_best > 1, each translation carries its next n_best - 1 alternatives (at most
-                the beam size in all).
-            evidence: Also return each best translation's word alignment, confidence and warnings
-                (translate/evidence.py): the search's own token probabilities, and the attention of one
-                teacher-forced pass over the outputs through the aligning layer, on the search's encoded sources.
-            attention: Also return the attention weights behind each (non-empty) translation: the same
-                teacher-forced pass through every layer, which then serves the evidence too.
-            first_line: The line number of `texts[0]` in warnings (a file translated chunk by chunk names
-                its own lines).
-            steering: Each text's glossary, terms to keep, phrases to include or avoid and prefix
-                (translate/steering.py), None for a text without; each translation then reports its constraints.
-            prepared: The texts as `prepare` (or `prepare_ids`) gave them, when the caller has them already: each
-                is translated as one segment (`translate_prepared`), and `steering` is not read (`texts` must be
-                theirs: ValueError otherwise).
+        `settings`: how to search (default: `decode`; a beam of 1 runs greedy search). `n_best` > 1: each carries
+        its next n_best - 1 alternatives. `evidence`: each best translation's word alignment, confidence and
+        warnings (translate/evidence.py); `attention`: its attention weights (one teacher-forced pass over the
+        outputs on the search's encoded sources serves both). `first_line`: the line of `texts[0]` in warnings.
+        `steering`: each text's glossary, kept terms, phrases to include or avoid and prefix (translate/steering.py),
+        None for none; each translation then reports its constraints. `prepared`: the texts as `prepare` (or
+        `prepare_ids`) gave them, each translated as one segment, `steering` not read (`texts` must be theirs:
+        ValueError otherwise).
 
         Raises:
             UserError: a steering entry that cannot be met (translate/steering.py names it).
@@ -272,28 +227,9 @@ class Translator:
         decoded in `batches` (indices of `prepared`, default `self.batches`'s); a segment in no batch, or without a
         source, is not decoded (`EMPTY`, or its kept spans as written)."""
         settings = settings or self.decode
-        results: list[Translation] = [EMPTY] * len(prepared)
-        for chunk in self.batches(prepared, settings.batch_size) if batches is None else batches:
-            batch = [prepared[i] for i in chunk]
-            inflections = (
-                self.planner.inflections if any(p.plan is not None and p.plan.glossed for p in batch) else None
-            )
-            found = translated_batch(
-                self.door,
-                self.tokenizer,
-                batch,
-                settings,
-                inflections,
-                n_best=n_best,
-                attention=attention,
-                evidence=evidence,
-            )
-            for i, translation in zip(chunk, found, strict=True):
-                results[i] = translation
-        for i, p in enumerate(prepared):  # texts the model reads nothing of: only their kept spans ("🐶🐶 🚲")
-            if p.source is None:
-                results[i] = kept_only(p, evidence=evidence, tokenizer=self.tokenizer)
-        return results
+        chosen = self.batches(prepared, settings.batch_size) if batches is None else batches
+        options = {"n_best": n_best, "attention": attention, "evidence": evidence}
+        return translate_segments(self.door, self.tokenizer, self.planner, prepared, settings, chosen, **options)
 
     def attention(self, text: str, settings: DecodeConfig | None = None) -> TokenAttention:
         """Translate `text` as one sentence (settings as for `translations`, not split), then return the attention
@@ -317,14 +253,10 @@ class Translator:
         prepared: Prepared | None = None,
     ) -> Trace:
         """Translate `text` as one sentence (not split: a server's caller picks a sentence of a text) as
-        `translations` does, and return the search step by step (decode/trace.py): every step's open hypotheses
-        with their `top_k` likeliest next tokens, the candidates kept, finished and pruned, the finished list and
-        the cross-attention rows; and the encoder's self-attention. With `steering` (or a `prepared` text) the
-        search is the steered one, each open hypothesis telling which constraints it met: under a glossary, the
-        search whose result `translations` keeps (its plain pass and any first round run unrecorded), and
-        `Trace.swapped_in` when the kept translation is the plain one with the terms swapped in, which the model
-        scored beside that search's. The trace's translation is the model's own words (the kept spans not put
-        back).
+        `translations` does, and return the search step by step (decode/trace.py; each step's `top_k` likeliest
+        next tokens) and the encoder's self-attention. Steered (`steering`, or a `prepared` text), it is the search
+        whose result `translations` keeps (translate/segments.py's `traced`); its translation is the model's own
+        words (the kept spans not put back).
 
         Raises:
             ValueError: `text` is empty.
@@ -334,14 +266,7 @@ class Translator:
             raise ValueError("cannot trace the translation of an empty text")
         settings = settings or self.decode
         prepared = prepared or self.prepare([text], [steering], settings)[0]
-        source = prepared.searched()
-        recorder = SearchRecorder(top_k=top_k, length_penalty=settings.length_penalty, eos_id=self.tokenizer.eos_id)
-        inflections = self.planner.inflections if prepared.plan is not None and prepared.plan.glossed else None
-        found = steered_search(self.door, self.tokenizer, [prepared], settings, inflections, recorder=recorder)
-        encoder = torch.stack([layer[0] for layer in found.encoded.encoder_attention]).float().cpu()  # (L, H, S, S)
-        text_out = self.tokenizer.decode_target(found.found[0][0].tokens)
-        steps = found.recorder.steps
-        return Trace(text_out, labels(self.tokenizer, source, [])[0], encoder, steps, swapped_in=found.swapped[0])
+        return traced(self.door, self.tokenizer, self.planner, prepared, settings, top_k=top_k)
 
     def batches(self, prepared: Sequence[Prepared], batch_size: int) -> list[list[int]]:
         """The indices of `prepared` in the batches `translations` decodes, in its order (`length_batches`).
