@@ -20,7 +20,7 @@ from tnmt.data.corpus import read_lines
 from tnmt.data.prepared import PreparedPairs
 from tnmt.errors import UserError
 from tnmt.model import Transformer
-from tnmt.train import loop, start
+from tnmt.train import loop, start, update, validation
 from tnmt.train.distill import added_pairs, write_diversified
 from tnmt.train.loop import train
 from tnmt.train.loss import GUIDED_HEAD, alignment_loss
@@ -333,7 +333,8 @@ def test_without_guided_alignment_no_batch_carries_an_alignment_and_no_attention
         calls.append(kwargs)
         return forward(self, *args, **kwargs)
 
-    monkeypatch.setattr(loop, "collate", collating)
+    monkeypatch.setattr(update, "collate", collating)  # training's batches
+    monkeypatch.setattr(validation, "collate", collating)  # and validation's
     monkeypatch.setattr(Transformer, "forward", forwarding)
     out = train(tiny_recipe(tmp_path / "off", "--train.max_steps=2", "--train.eval_every=100"), progress=False)
     assert len(batches) > 2 and all(batch.alignment is None for batch in batches)  # training and validation

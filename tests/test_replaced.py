@@ -178,13 +178,6 @@ def test_blank_texts_stay_as_they_were(tiny_translator, text):
     assert tiny_translator.translations([text], steering=[steering])[0].text == text
 
 
-def test_inflections_are_the_pieces_one_ending_away():
-    pieces = ["<pad>", "▁Männer", "▁Männern", "▁Mann", "▁männer", "▁Männerchor", "Männer", "▁Mä"]
-    inflections = Inflections(pieces)
-    assert inflections.of("Männern") == [(1,), (2,), (4,)]  # not a compound, a shorter stem or a word's inside
-    assert inflections.of("Kinder") == []
-
-
 def test_of_two_words_that_read_a_terms_source_the_model_chooses_the_one_the_term_replaces(tiny_translator):
     """ "Ein Kind" both read "Child": the term takes the place the model scores best with it ("Ein Sprössling", not
     "Sprössling Kind"), and only that word is the model's own."""

@@ -35,6 +35,7 @@ class Bans:
         self.loops_allowed = torch.tensor([c.allow_loops for c in self.constraints], dtype=torch.bool, device=device)
         self.any_allowed = bool(self.loops_allowed.any())
         self.banned = [c.banned for c in self.constraints]  # per sentence: avoided phrases and replaced words
+        self._lookup = [_by_start(banned) for banned in self.banned]
         self.steered = any(banned or c.prefix for banned, c in zip(self.banned, self.constraints, strict=True))
 
     @property
@@ -107,17 +108,42 @@ class Bans:
                     log_probs[row, tail[-n]] = NEG_INF
 
     def _avoid(self, log_probs: Tensor, tokens: Tensor, sentences: list[int]) -> None:
-        """Ban the last token of every banned phrase (`Constraints.banned`) whose other tokens end the row's output."""
+        """Ban the last token of every banned phrase (`Constraints.banned`) whose other tokens end the row's output:
+        the (row, id) pairs gathered in lists, each row looking its last tokens up once per phrase length, and set
+        in one indexing (a word a glossary term replaces comes in tens of spellings and inflections, on every row
+        of every step)."""
         t = tokens.size(1)
         history: list[list[int]] | None = None
+        rows: list[int] = []
+        ids: list[int] = []
         for row, s in enumerate(sentences):
-            for phrase in self.banned[s]:
-                if len(phrase) == 1:
-                    log_probs[row, phrase[0]] = NEG_INF
-                elif len(phrase) - 1 <= t:
+            single, by_start = self._lookup[s]
+            if single:
+                rows += [row] * len(single)
+                ids += single
+            for n, last_of in by_start.items():  # phrases of n + 1 tokens, by their first n
+                if n <= t:
                     history = history if history is not None else tokens[:, -LONGEST_AVOIDED:].tolist()
-                    if tuple(history[row][len(history[row]) - len(phrase) + 1 :]) == phrase[:-1]:
-                        log_probs[row, phrase[-1]] = NEG_INF
+                    banned = last_of.get(tuple(history[row][len(history[row]) - n :]))
+                    if banned:
+                        rows += [row] * len(banned)
+                        ids += banned
+        if rows:
+            device = log_probs.device
+            log_probs[torch.tensor(rows, device=device), torch.tensor(ids, device=device)] = NEG_INF
+
+
+def _by_start(phrases: Sequence[tuple[int, ...]]) -> tuple[list[int], dict[int, dict[tuple[int, ...], list[int]]]]:
+    """Banned phrases as `Bans._avoid` looks them up: the ids banned outright (phrases of one token), and the
+    last token of each longer phrase by its length less one and its tokens before the last."""
+    single: list[int] = []
+    by_start: dict[int, dict[tuple[int, ...], list[int]]] = {}
+    for phrase in phrases:
+        if len(phrase) == 1:
+            single.append(phrase[0])
+        else:
+            by_start.setdefault(len(phrase) - 1, {}).setdefault(tuple(phrase[:-1]), []).append(phrase[-1])
+    return single, by_start
 
 
 def has_loop(words: Sequence[str | int]) -> bool:

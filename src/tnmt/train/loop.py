@@ -22,37 +22,29 @@ import math
 import random
 import time
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 
-import numpy as np
 import torch
-from torch import Tensor
 
-from tnmt.aligning_head import alignment_layer_index
 from tnmt.checkpoint import average_checkpoints, remove_checkpoint, save_checkpoint, update_link
 from tnmt.config import TrainConfig
-from tnmt.data.batching import Batch, TokenBatchSampler, collate
-from tnmt.data.dataset import ConcatPairs, EncodedPairs, TrainingPairs
+from tnmt.data.batching import TokenBatchSampler
+from tnmt.data.dataset import ConcatPairs, TrainingPairs
 from tnmt.data.multiway import MultiwayPairs
-from tnmt.data.tokenizer import Tokenizer
-from tnmt.device import mixed_precision, resolve_device, to_device
+from tnmt.device import mixed_precision, resolve_device
 from tnmt.directions import parse_direction
-from tnmt.evaluate import score
 from tnmt.io import remove_leftovers
-from tnmt.model import Transformer
 from tnmt.recipe import Recipe
-from tnmt.train.compiled import pad_multiple
 from tnmt.train.curves import plot_curves
 from tnmt.train.distill import prepare_distilled, write_diversified, write_translations
-from tnmt.train.distributed import World, collective, env_world, process_group, translate_across
-from tnmt.train.loss import GUIDED_HEAD, alignment_loss, model_loss
+from tnmt.train.distributed import World, env_world, process_group
 from tnmt.train.progress import Window
 from tnmt.train.run_dir import RunDir
-from tnmt.train.schedule import inverse_sqrt_lr
 from tnmt.train.start import Run, TrainState, start_run
 from tnmt.train.stop import Stopped, StopRequest
-from tnmt.translate.translator import Translator
+from tnmt.train.update import update_on
+from tnmt.train.validation import validate
 
 log = logging.getLogger("tnmt")
 
@@ -117,7 +109,7 @@ def _train_epoch(run: Run, window: Window, *, clock: float, stop: StopRequest | 
     while state.batch_index < len(batches):
         # One update takes the next world.size * accum_steps global batches.
         group = batches[state.batch_index : state.batch_index + run.world.size * cfg.accum_steps]
-        window.add(*_update_on(run, data, group))
+        window.add(*update_on(run, data, group))
         stops = _count_update(run, len(group), clock=clock, stop=stop)
         if is_snapshot_step(state.step, cfg.snapshots_from) and run.world.is_main:
             _snapshot(run)
@@ -176,29 +168,6 @@ def budget_share(run: Run) -> float:
     return state.epoch / cfg.max_epochs if cfg.max_epochs else 0.0
 
 
-def _update_on(run: Run, data: TrainingPairs, group: list[np.ndarray]) -> tuple[Tensor, Tensor, int, Tensor, Tensor]:
-    """One update on a group of global batches (indices into `data`): the j-th goes to rank j mod N."""
-    world, ids, device = run.world, run.tokenizer.special_ids, next(run.model.parameters()).device
-    mine = group[world.rank :: world.size]
-    guided = bool(run.recipe.train.guided_alignment)
-    multiple = pad_multiple(run.model.compiled_layer is not None)
-    batches = [
-        to_device(
-            collate(
-                data.pairs(indices),
-                **ids,
-                links=data.links(indices) if guided else None,
-                pad_multiple=multiple,
-                starts=data.starts(indices),
-            ),
-            device,
-        )
-        for indices in mine or group[:1]
-    ]
-    with collective(world):
-        return _update(run, batches, real=len(mine), steps=-(-len(group) // world.size))
-
-
 def _count_update(run: Run, n_batches: int, *, clock: float, stop: StopRequest | None) -> bool:
     """Advance the state past one update; returns whether any rank was asked to stop (a signal).
 
@@ -214,119 +183,6 @@ def out_of_budget(cfg: TrainConfig, state: TrainState) -> bool:
     return bool(cfg.max_steps and state.step >= cfg.max_steps) or bool(
         cfg.max_minutes and state.elapsed >= 60 * cfg.max_minutes
     )
-
-
-def _update(run: Run, batches: list[Batch], *, real: int, steps: int) -> tuple[Tensor, Tensor, int, Tensor, Tensor]:
-    """One optimizer update over this rank's `real` batches (of `batches`), accumulated; returns this rank's
-    summed label-smoothed loss, NLL, alignment loss and aligned target tokens (tensors on the device, unread),
-    and the target tokens of all ranks.
-
-    Every rank runs `steps` forward/backward passes so DDP's collectives stay in step: a rank short of data
-    at the end of an epoch repeats its first batch with weight 0 (fairseq's dummy batch). The loss is divided
-    by the target tokens of all ranks, times world.size because DDP averages gradients over ranks: the
-    update equals one process accumulating every rank's batches. Gradients are all-reduced once, in the
-    backward pass of the last micro-batch (`no_sync` before it). The alignment loss, weighted, joins the
-    label-smoothed one before that division, as in Marian: summed over aligned tokens, divided by all tokens.
-    """
-    cfg, world, net, model, scaler = run.recipe.train, run.world, run.net, run.model, run.scaler
-    (n_tokens,) = world.sum(sum(b.n_tgt_tokens for b in batches[:real]))
-    total_loss, total_nll, total_align, n_aligned = torch.zeros(4, device=batches[0].src.device)
-    for i in range(steps):
-        batch, weight = (batches[i], world.size) if i < real else (batches[0], 0)
-        last = i == steps - 1
-        with nullcontext() if last or world.size == 1 else net.no_sync():
-            loss, nll, align, aligned = _batch_losses(run, batch)
-            objective = loss if align is None else loss + cfg.guided_alignment * align
-            scaler.scale(objective * weight / n_tokens).backward()  # every token of the update weighs the same
-        if i < real:
-            total_loss, total_nll = total_loss + loss.detach(), total_nll + nll
-            if align is not None:
-                total_align, n_aligned = total_align + align.detach(), n_aligned + aligned
-    scaler.unscale_(run.optimizer)
-    if cfg.clip_norm:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
-    step = run.state.step + 1
-    lr = inverse_sqrt_lr(step, d_model=model.config.d_model, warmup_steps=cfg.warmup_steps, factor=cfg.lr_factor)
-    for group in run.optimizer.param_groups:
-        group["lr"] = lr
-    scaler.step(run.optimizer)
-    scaler.update()
-    if run.ema:
-        run.ema.update(step)
-    run.optimizer.zero_grad(set_to_none=True)
-    return total_loss, total_nll, int(n_tokens), total_align, n_aligned
-
-
-def _batch_losses(run: Run, batch: Batch) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
-    """One batch's summed label-smoothed loss and NLL (`model_loss`), and with guided alignment its summed
-    alignment loss and aligned target tokens (`alignment_loss`, from the same forward pass), else None twice."""
-    cfg, model, dtype = run.recipe.train, run.model, run.precision.dtype
-    src, tgt_in, alignment = batch.src, batch.tgt_in, batch.alignment
-    passes = 2 if cfg.rdrop_alpha else 1
-    if cfg.rdrop_alpha:  # R-Drop: the batch twice in one pass, each copy with its own dropout masks
-        src, tgt_in = src.repeat(2, 1), tgt_in.repeat(2, 1)
-        alignment = None if alignment is None else alignment.repeat(2, 1, 1)
-    # features (B, T, D), (2B, T, D) with R-Drop; guided: also the guided layer's cross-attention (B, H, T, S)
-    with torch.autocast(src.device.type, dtype=dtype, enabled=dtype is not None):
-        if cfg.guided_alignment:
-            layer = alignment_layer_index(run.recipe.decode.alignment_layer, model.config.n_decoder_layers)
-            features, attention = run.net(src, tgt_in, features_only=True, cross_attention_of=layer)
-        else:
-            features, attention = run.net(src, tgt_in, features_only=True), None
-    loss, nll = model_loss(
-        model,
-        features,
-        batch.tgt_out,
-        epsilon=cfg.label_smoothing,
-        dtype=dtype,
-        rdrop_alpha=cfg.rdrop_alpha,
-        n_tokens=batch.n_tgt_tokens,
-    )
-    if attention is None:
-        return loss, nll, None, None
-    align, aligned = alignment_loss(attention[:, GUIDED_HEAD], alignment)  # R-Drop: the passes' mean, as `loss`
-    return loss, nll, align / passes, aligned // passes
-
-
-@torch.no_grad()
-def validate(
-    model: Transformer,
-    tokenizer: Tokenizer,
-    data: EncodedPairs,
-    sources: list[str],
-    references: list[str],
-    *,
-    recipe: Recipe,
-    world: World,
-) -> dict[str, float]:
-    """Validation loss (per token, teacher-forced, no smoothing), sacreBLEU and chrF of decoded sources.
-
-    `data` holds the `sources` and references as ids, fitted to the model's positions (`fit_pairs`): the loss
-    reads them, and the decoding of the sources reads the same ids, so nothing is tokenised twice.
-    Decoding follows the recipe's [decode] table (what the checkpoint will translate with), with
-    `train.eval_beam_size` as the beam size when it is set. The ranks share the batches of both passes
-    and every rank returns the metrics of the whole set.
-    """
-    model.eval()
-    ids, device = tokenizer.special_ids, next(model.parameters()).device
-    sampler = TokenBatchSampler(data.lengths(), max_tokens=recipe.train.max_tokens, seed=0, shuffle=False)
-    total_nll, total_tokens = 0.0, 0
-    for indices in sampler.batches(0)[world.rank :: world.size]:
-        batch = to_device(collate(data.pairs(indices), **ids, starts=data.starts(indices)), device)
-        features = model(batch.src, batch.tgt_in, features_only=True)  # (B, T, D)
-        _, nll = model_loss(model, features, batch.tgt_out, epsilon=0.0)
-        total_nll, total_tokens = total_nll + nll.item(), total_tokens + batch.n_tgt_tokens
-    decode = replace(recipe.decode, beam_size=recipe.train.eval_beam_size or recipe.decode.beam_size)
-    hypotheses = translate_across(world, Translator(model, tokenizer, decode), sources, data.src, starts=data.start_ids)
-    total_nll, total_tokens = world.sum(total_nll, total_tokens)
-    val_loss = total_nll / max(total_tokens, 1)
-    scores = score(hypotheses, references)
-    return {
-        "val_loss": val_loss,
-        "val_ppl": math.exp(min(val_loss, 50)),
-        "val_bleu": scores.bleu,
-        "val_chrf": scores.chrf,
-    }
 
 
 def _translation_due(cfg: TrainConfig, state: TrainState) -> bool:
