@@ -170,10 +170,10 @@ def test_a_long_request_is_decoded_in_runs_in_turn_with_the_others():
     batcher.stop()
 
 
-def test_a_long_requests_runs_are_max_run_tokens_while_short_requests_fill_the_batch():
+def test_a_long_requests_runs_are_max_run_tokens_and_decode_alone_between_the_short_requests():
     """`max_run_tokens` slices a document finer than the batch budget: short requests still share one batch of
-    up to `max_batch_tokens`, a long one goes in runs of `max_run_tokens`, a short one sent after it waiting
-    for one run only."""
+    up to `max_batch_tokens`, a long one goes in runs of `max_run_tokens`, each run a batch of its own (a short
+    request never decodes beside a document's sentences), a short one sent after it waiting for one run only."""
     fake = ScriptedTranslator(hold=True)
     batcher, _ = make_batcher(fake, max_batch_tokens=12, max_run_tokens=3)
     hold_worker(batcher, fake)
@@ -182,7 +182,22 @@ def test_a_long_requests_runs_are_max_run_tokens_while_short_requests_fill_the_b
     fake.release.set()
 
     assert texts(long) == [f"S{i} X" for i in range(3)] and texts(shorts) == ["Q0 X", "Q1 X", "Q2 X"]
-    assert fake.batches()[1:] == [["s0 x", "q0 x", "q1 x", "q2 x"], ["s1 x"], ["s2 x"]]
+    assert fake.batches()[1:] == [["s0 x"], ["q0 x", "q1 x", "q2 x"], ["s1 x"], ["s2 x"]]
+    batcher.stop()
+
+
+def test_with_short_requests_always_waiting_a_long_request_still_gets_every_other_batch():
+    """The batches alternate while both kinds wait: a stream of short requests cannot starve a document."""
+    fake = ScriptedTranslator(hold=True)
+    batcher, _ = make_batcher(fake, max_batch_tokens=3, max_run_tokens=3)
+    hold_worker(batcher, fake)
+    long = submit(batcher, [f"s{i} x" for i in range(3)], SETTINGS)
+    shorts = [submit(batcher, [f"q{i} x"], SETTINGS)[0] for i in range(4)]  # one per batch: the budget is 3
+    fake.release.set()
+
+    results([*long, *shorts])
+    expected = [["s0 x"], ["q0 x"], ["s1 x"], ["q1 x"], ["s2 x"], ["q2 x"], ["q3 x"]]
+    assert fake.batches()[1:] == expected
     batcher.stop()
 
 

@@ -11,7 +11,7 @@ from tnmt.documents.markdown import read_markdown
 from tnmt.documents.opendocument import read_odt
 from tnmt.documents.slides import read_pptx, write_pptx
 from tnmt.documents.subtitles import read_srt, read_vtt, write_srt, write_vtt
-from tnmt.documents.units import Pending, marked, plain, unit
+from tnmt.documents.units import Pending, marked, unit, unmarked
 from tnmt.documents.word import read_docx, write_docx
 from tnmt.documents.xliff import read_xliff, write_xliff
 from tnmt.errors import UserError
@@ -39,7 +39,7 @@ def _text(data: bytes, name: str) -> str:
 
 
 def _read_txt(data: bytes, name: str) -> Pending:
-    return plain([unit(_text(data, name))], lambda translated: translated[0].encode())
+    return unmarked([unit(_text(data, name))], lambda translated: translated[0].encode())
 
 
 def _read_html(data: bytes, name: str) -> Pending:  # the page whole: its blocks' sentences, inline tags carried
@@ -61,12 +61,12 @@ def _read_vtt(data: bytes, name: str) -> Pending:
 
 def _read_srt(data: bytes, name: str) -> Pending:
     cues, units = read_srt(_text(data, name), where=name)
-    return plain(units, lambda translated: write_srt(cues, translated).encode())
+    return unmarked(units, lambda translated: write_srt(cues, translated).encode())
 
 
 def _read_po(data: bytes, name: str) -> Pending:
     catalogue, places, units = read_po(_text(data, name), where=name)
-    return plain(units, lambda translated: write_po(catalogue, places, translated).encode())
+    return unmarked(units, lambda translated: write_po(catalogue, places, translated).encode())
 
 
 def _read_xliff(data: bytes, name: str) -> Pending:

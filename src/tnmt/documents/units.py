@@ -82,8 +82,8 @@ class Pending:
         return self.write(self.translations(translator, settings, steering=steering))
 
 
-def plain(units: list[Unit], write: Callable[[list[str]], bytes]) -> Pending:
-    """A document of plain units, written from their translations' texts."""
+def unmarked(units: list[Unit], write: Callable[[list[str]], bytes]) -> Pending:
+    """A document of units without markup, written from their translations' texts."""
     return Pending(units, lambda found: write([t.text for t in found]))
 
 

@@ -5,12 +5,13 @@ more than a batch of one. So every sentence of every request enters one bounded 
 one worker thread per model (the only thread that runs it) takes the oldest request, then keeps taking
 requests until `max_batch_tokens` source tokens are gathered or `max_wait_ms` has passed, decodes them
 together and hands each result back through its future. A request over `max_run_tokens` (a long text, cut into
-sentences by translate/segment.py; a document) is decoded in runs of that many, one run per batch, in turn with
-the other requests waiting: a 900-sentence document is not one slow job in front of short ones (a sentence that
-arrives while one of its runs decodes waits for that run, a fraction of a second, not for the document), and
-its answer waits for all its runs. After a batch of one request (a lone client: nobody
-else sent anything while it was gathered and decoded) the next batch takes only what is queued already, so a
-lone client does not pay `max_wait_ms` on every request; the first batch of several brings the wait back.
+sentences by translate/segment.py; a document) is a long request: it is decoded in runs of that many, each run a
+batch of its own, and while short requests wait the batches alternate, a batch of short requests, then one run of
+the next long request in turn. So a sentence that arrives while a document decodes waits for one run, a fraction
+of a second, never for the document, nor for a document's sentences decoding beside it; a long request's answer
+waits for all its runs. After a batch of one request (a lone client: nobody else sent anything while it was
+gathered and decoded) the next batch takes only what is queued already, so a lone client does not pay
+`max_wait_ms` on every request; the first batch of several brings the wait back.
 
 A sentence arrives prepared (`Translator.prepare`: its steering planned, what the model reads tokenised) by its
 pair's translator (`Translator.for_pair`) when its request arrives, so a bad steering entry is refused before
@@ -158,15 +159,17 @@ class Batcher:
         # and only this thread, the one that runs the model, uses `threads`.
         if self.threads:
             torch.set_num_threads(self.threads)
-        waiting: deque[deque[list[Job | SoloJob]]] = deque()  # requests with runs left, in turn
+        short: deque[list[Job | SoloJob]] = deque()  # requests of one run, oldest first
+        long: deque[deque[list[Job | SoloJob]]] = deque()  # requests cut into runs, with runs left, in turn
         stopping = False
         lone = False  # the last batch was one request's: no other came while it was gathered and decoded
-        while waiting or not stopping:
-            if not waiting:
+        last_long = False  # the last batch was a long request's run
+        while short or long or not stopping:
+            if not short and not long:
                 first = self._requests.get()
                 if first is None:
                     return
-                waiting.append(self._runs(first))
+                self._file(first, short, long)
             while not stopping:  # what arrived meanwhile takes its turn behind the requests already waiting
                 try:
                     more = self._requests.get_nowait()
@@ -175,41 +178,68 @@ class Batcher:
                 if more is None:
                     stopping = True
                 else:
-                    waiting.append(self._runs(more))
-            batch: list[Job | SoloJob] = []
-            tokens = requests = 0
-            for _ in range(len(waiting)):  # one run of each waiting request, in turn, while the budget holds
-                if batch and (not self.batching or tokens + _tokens(waiting[0][0]) > self.max_batch_tokens):
-                    break
-                runs = waiting.popleft()
-                run = runs.popleft()
-                batch, tokens, requests = batch + run, tokens + _tokens(run), requests + 1
-                if runs:  # a long text's next run waits behind the other requests
-                    waiting.append(runs)
-            # A lone client gains nothing from the wait (nobody else sent anything during its last request) and
-            # would pay it on every request: after a lone batch, a batch takes only what is queued already; so
-            # does one with runs left to decode.
-            deadline = time.monotonic() + (0.0 if lone or waiting else self.max_wait)
-            while self.batching and not stopping and tokens < self.max_batch_tokens:
-                try:
-                    more = self._requests.get(timeout=max(deadline - time.monotonic(), 0))
-                except queue.Empty:
-                    break
-                if more is None:  # finish what was accepted, then stop
-                    stopping = True
-                    break
-                runs = self._runs(more)
-                if tokens + _tokens(runs[0]) > self.max_batch_tokens:  # a run is never split
-                    waiting.append(runs)
-                    break
-                run = runs.popleft()
-                batch, tokens, requests = batch + run, tokens + _tokens(run), requests + 1
-                if runs:
-                    waiting.append(runs)
-            lone = requests == 1
+                    self._file(more, short, long)
+            if long and not (short and last_long):  # a long request's run, alone: short ones never decode beside it
+                runs = long.popleft()
+                batch = runs.popleft()
+                if runs:  # its next run waits behind the other requests
+                    long.append(runs)
+                lone, last_long = False, True
+            else:
+                batch, stopping, requests = self._short_batch(short, long, stopping, wait=not (lone or long))
+                lone, last_long = requests == 1, False
             with self._lock:
                 self._depth -= len(batch)
             self._decode([job for job in batch if job.future.set_running_or_notify_cancel()])
+
+    def _file(
+        self,
+        jobs: list[Job | SoloJob],
+        short: deque[list[Job | SoloJob]],
+        long: deque[deque[list[Job | SoloJob]]],
+    ) -> None:
+        """A request arrived: one run of it is a short request; more (a long text, a document) a long one."""
+        runs = self._runs(jobs)
+        if len(runs) == 1:
+            short.append(runs[0])
+        else:
+            long.append(runs)
+
+    def _short_batch(
+        self,
+        short: deque[list[Job | SoloJob]],
+        long: deque[deque[list[Job | SoloJob]]],
+        stopping: bool,
+        *,
+        wait: bool,
+    ) -> tuple[list[Job | SoloJob], bool, int]:
+        """The next batch of short requests, oldest first while the budget holds, then those that arrive within
+        `max_wait` (when `wait`: a lone client gains nothing from the wait, nobody else sent anything during its
+        last request, and would pay it on every request; nor does a batch with a long request waiting). Returns the
+        batch, whether the server is stopping, and how many requests the batch holds."""
+        batch: list[Job | SoloJob] = []
+        tokens = requests = 0
+        while short:
+            if batch and (not self.batching or tokens + _tokens(short[0]) > self.max_batch_tokens):
+                return batch, stopping, requests
+            run = short.popleft()
+            batch, tokens, requests = batch + run, tokens + _tokens(run), requests + 1
+        deadline = time.monotonic() + (self.max_wait if wait else 0.0)
+        while self.batching and not stopping and tokens < self.max_batch_tokens:
+            try:
+                more = self._requests.get(timeout=max(deadline - time.monotonic(), 0))
+            except queue.Empty:
+                break
+            if more is None:  # finish what was accepted, then stop
+                return batch, True, requests
+            self._file(more, short, long)
+            if not short:  # a long request: it takes its turn after this batch
+                continue
+            if tokens + _tokens(short[-1]) > self.max_batch_tokens:  # a run is never split
+                break
+            run = short.pop()
+            batch, tokens, requests = batch + run, tokens + _tokens(run), requests + 1
+        return batch, stopping, requests
 
     def _runs(self, jobs: list[Job | SoloJob]) -> deque[list[Job | SoloJob]]:
         """A request's jobs in runs of at most `max_run_tokens` source tokens (a job alone may be over): the

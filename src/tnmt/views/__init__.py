@@ -8,7 +8,7 @@
 - `tnmt attention --checkpoint CKPT "sentence" --out DIR` and `tnmt quickstart`: attention heat maps as PNGs
   (heatmaps.py); `tnmt train`: the training curves beside its metrics (curves.py).
 
-The JSON views are made with one pair of helpers (plain.py). The pictures are built with
+The JSON views are made with one pair of helpers (json_values.py). The pictures are built with
 `matplotlib.figure.Figure` and saved by the Agg canvas, never through pyplot: no display and no global figure
 state, so they draw in a server, a training run or a test. Nothing is imported here: matplotlib loads only
 with the module that draws.

@@ -30,7 +30,7 @@ from tnmt.translate.door import ModelDoor
 from tnmt.translate.prepared import Prepared, Source
 from tnmt.translate.translation import Translation
 from tnmt.translate.translator import Translator
-from tnmt.views.plain import plain, rounded
+from tnmt.views.json_values import as_json, rounded
 
 log = logging.getLogger("tnmt")
 
@@ -323,8 +323,8 @@ def inside_dict(found: Inside, piece: Callable[[int], str], *, config: Any, top_
             "positional": config.positional,
             "layout": config.positional_layout,
             "table": rounded(f.table, 3),
-            "source": plain(f.source),
-            "target": plain(f.target),
+            "source": as_json(f.source),
+            "target": as_json(f.target),
         },
         "masks": {"source_padding": f.source_mask.tolist(), "causal": f.target_mask.tolist()},
         "attention": {
@@ -335,8 +335,8 @@ def inside_dict(found: Inside, piece: Callable[[int], str], *, config: Any, top_
         "layers": {
             "norm_first": config.norm_first,
             "activation": config.activation,
-            "encoder": [plain(layer) for layer in f.encoder_layers],
-            "decoder": [plain(layer) for layer in f.decoder_layers],
+            "encoder": [as_json(layer) for layer in f.encoder_layers],
+            "decoder": [as_json(layer) for layer in f.decoder_layers],
         },
         "output": [
             {

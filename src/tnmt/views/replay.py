@@ -24,7 +24,7 @@ from tnmt.errors import UserError
 from tnmt.train.run_dir import KeptModel, RunDir
 from tnmt.translate.translator import Translator
 from tnmt.views.inside import inside
-from tnmt.views.plain import plain, rounded
+from tnmt.views.json_values import as_json, rounded
 
 MAX_CHARS = 500  # a replay follows one sentence
 CURVES = ("train_loss", "val_loss", "val_bleu", "val_chrf")
@@ -164,7 +164,7 @@ def _metrics_at(records: list[dict[str, Any]], step: int) -> dict[str, float]:
 
 def replay_dict(found: Replay) -> dict[str, Any]:
     """The replay as JSON's types (`tnmt replay --json`, `POST /v1/replay`)."""
-    return plain(found)
+    return as_json(found)
 
 
 def format_replay(found: Replay) -> str:

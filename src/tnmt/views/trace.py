@@ -2,14 +2,14 @@
 `POST /v1/explain` and `tnmt explain --json`, and as text tables for a terminal (`tnmt explain`).
 
 The JSON gives every id with its subword piece and every tensor as nested lists (layer, head, row, source);
-its records are the trace's dataclasses as they are (views/plain.py), so a field added to one is shown.
+its records are the trace's dataclasses as they are (views/json_values.py), so a field added to one is shown.
 """
 
 from typing import Any, Protocol
 
 from tnmt.config import DecodeConfig
 from tnmt.decode.trace import Trace, TraceStep
-from tnmt.views.plain import plain, rounded
+from tnmt.views.json_values import as_json, rounded
 
 
 class Pieces(Protocol):
@@ -42,12 +42,12 @@ def _step_dict(index: int, step: TraceStep, tokenizer: Pieces) -> dict[str, Any]
         "hypotheses": [
             {
                 "pieces": pieces(h.tokens),
-                **plain(h),
-                "top": [{"piece": pieces([t.token])[0], **plain(t)} for t in h.top],  # in plain(h)'s place
+                **as_json(h),
+                "top": [{"piece": pieces([t.token])[0], **as_json(t)} for t in h.top],  # in as_json(h)'s place
             }
             for h in step.hypotheses
         ],
-        "candidates": [{"piece": pieces([c.token])[0], **plain(c)} for c in step.candidates],
+        "candidates": [{"piece": pieces([c.token])[0], **as_json(c)} for c in step.candidates],
         "finished": [
             {
                 "pieces": pieces(h.tokens),

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from tnmt.views.plain import plain, rounded
+from tnmt.views.json_values import as_json, rounded
 
 
 @dataclass(frozen=True)
@@ -22,9 +22,9 @@ class Layer:
     met: tuple[bool, ...] = ()
 
 
-def test_plain_is_asdict_with_lists_in_field_order():
+def test_as_json_is_asdict_with_lists_in_field_order():
     layer = Layer("feed-forward", [Unit(3, [(7, 0.5), (1, 0.25)])], met=(True, False))
-    answer = plain(layer)
+    answer = as_json(layer)
     assert answer == {
         "name": "feed-forward",
         "units": [{"index": 3, "pairs": [[7, 0.5], [1, 0.25]]}],

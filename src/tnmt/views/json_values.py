@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 
-def plain(record: Any) -> dict[str, Any]:
+def as_json(record: Any) -> dict[str, Any]:
     """A dataclass as a dict of JSON's types: `dataclasses.asdict` (keys in field order, nested dataclasses as
     dicts), tuples as lists, so the dict equals its own JSON read back."""
     return _lists(asdict(record))
