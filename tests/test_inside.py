@@ -14,7 +14,8 @@ from tnmt.errors import UserError
 from tnmt.model import Transformer
 from tnmt.translate.door import ModelDoor
 from tnmt.translate.prepared import Source
-from tnmt.views.inside import TABLE_ROWS, format_inside, inside, inside_dict, look_inside
+from tnmt.views.inside import TABLE_ROWS, inside, look_inside
+from tnmt.views.inside_view import format_inside, inside_dict
 
 BOS, EOS = 1, 2
 SRC = torch.tensor([[5, 9, 7, 11, EOS]])  # (1, S)

@@ -30,7 +30,8 @@ from schemathesis.checks import not_a_server_error
 from tnmt.documents.markup import parse
 from tnmt.serve.libretranslate.detect import Detector
 from tnmt.translate.translator import Translator
-from tnmt.views.inside import inside, inside_dict
+from tnmt.views.inside import inside
+from tnmt.views.inside_view import inside_dict
 
 SRC = str(Path(__file__).resolve().parent.parent / "src")
 LIMITS = {"max_chars": 50, "max_texts": 4, "max_beam_size": 4, "max_n_best": 3}

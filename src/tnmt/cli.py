@@ -716,7 +716,8 @@ def _explain(args: argparse.Namespace, _: list[str]) -> int:
 def _inspect(args: argparse.Namespace, _: list[str]) -> int:
     import json
 
-    from tnmt.views.inside import format_inside, inside, inside_dict
+    from tnmt.views.inside import inside
+    from tnmt.views.inside_view import format_inside, inside_dict
 
     if not args.sentence.strip():
         raise UserError("the sentence is empty: nothing to look inside")

@@ -31,7 +31,8 @@ from tnmt.translate.replacements import MAX_K, text_replacements
 from tnmt.translate.segment import Layout
 from tnmt.translate.translation import SentenceSpan, Translation
 from tnmt.translate.translator import Translator
-from tnmt.views.inside import Inside, inside, inside_dict
+from tnmt.views.inside import Inside, inside
+from tnmt.views.inside_view import inside_dict
 from tnmt.views.trace import explanation
 
 

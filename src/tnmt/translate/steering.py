@@ -22,7 +22,7 @@ Every check names the entry it refuses (`glossary[2]`, `include[0]`, ...), so a 
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from torch import Tensor
 
@@ -157,24 +157,8 @@ def plan(
     glossed = bool(steering.glossary) and bool(read)  # the source tokens of its terms: only a glossary needs them
     source_pieces = (tokenise or tokenizer.encode_source_pieces)(read)[1] if glossed else []
     source_words = piece_words(source_pieces, read)
-    include: list[tuple[tuple[int, ...], ...]] = []
-    labels: list[tuple[str, str]] = []
-    forms_text: list[tuple[str, ...]] = []
-    sources: list[tuple[int, int] | None] = []
-    term_words: list[tuple[int, int] | None] = []
-    for match in match_glossary(read, steering.glossary):
-        where = f"glossary entry {match.entry.source!r}"
-        include.append(target_forms(match.entry.targets, tokenizer, where=where, max_tokens=max_tokens))
-        labels.append((" | ".join(match.entry.targets), "glossary"))
-        forms_text.append(match.entry.targets)
-        term_words.append(_word_span(read, match.start, match.end))
-        sources.append(_source_tokens(term_words[-1], source_words))
-    for c, forms in enumerate(steering.include):
-        include.append(target_forms(forms, tokenizer, where=f"include[{c}]", max_tokens=max_tokens))
-        labels.append((" | ".join(forms), "include"))
-        forms_text.append(tuple(forms))
-        sources.append(None)
-        term_words.append(None)
+    positives = _positives(read, steering, tokenizer, source_words, max_tokens=max_tokens)
+    include, labels, forms_text, sources, term_words = positives
     if len(include) > MAX_CONSTRAINTS:
         raise UserError(f"{len(include)} phrases to include in one text: at most {MAX_CONSTRAINTS}")
     if sum(min(len(form) for form in forms) for forms in include) > max_tokens:
@@ -198,6 +182,41 @@ def plan(
     )
     plan_ = Plan(read, constraints, tuple(labels), tuple(kept), tuple(forms_text), source_words_full, tuple(term_words))
     return replace(plan_, inline=tuple(inline))
+
+
+class _Positives(NamedTuple):
+    """Per positive constraint of a text (its glossary terms that apply, then its phrases to include)."""
+
+    include: list[tuple[tuple[int, ...], ...]]  # its forms as target ids
+    labels: list[tuple[str, str]]  # (its forms joined by " | ", its source)
+    forms: list[tuple[str, ...]]  # its forms as text
+    sources: list[tuple[int, int] | None]  # a term's source tokens, None for a phrase to include
+    term_words: list[tuple[int, int] | None]  # a term's words in the text read, None for a phrase to include
+
+
+def _positives(
+    read: str, steering: Steering, tokenizer: SteeringTokenizer, source_words: Sequence[int], *, max_tokens: int
+) -> _Positives:
+    """The positive constraints of the text the model reads (`source_words`: each source piece's word).
+
+    Raises:
+        UserError: an empty form or one longer than `max_tokens`, naming its entry.
+    """
+    found = _Positives([], [], [], [], [])
+    for match in match_glossary(read, steering.glossary):
+        where = f"glossary entry {match.entry.source!r}"
+        found.include.append(target_forms(match.entry.targets, tokenizer, where=where, max_tokens=max_tokens))
+        found.labels.append((" | ".join(match.entry.targets), "glossary"))
+        found.forms.append(match.entry.targets)
+        found.term_words.append(_word_span(read, match.start, match.end))
+        found.sources.append(_source_tokens(found.term_words[-1], source_words))
+    for c, forms in enumerate(steering.include):
+        found.include.append(target_forms(forms, tokenizer, where=f"include[{c}]", max_tokens=max_tokens))
+        found.labels.append((" | ".join(forms), "include"))
+        found.forms.append(tuple(forms))
+        found.sources.append(None)
+        found.term_words.append(None)
+    return found
 
 
 def finish(
