@@ -104,12 +104,11 @@ def translate_across(
     `ids`: the texts' source ids (fitted to the model, no EOS) when the caller has them, so nothing is tokenised
     twice; `starts`: with `ids`, each text's first decoder input (a multilingual model's target-language tag).
     """
-    if ids is None:  # cut into sentences as `translate` cuts them (translate/segment.py)
-        split = translator.split(texts)
-    else:
-        split = Split(None, translator.prepare_ids(texts, ids, starts))
-    if world.size == 1:
-        return [t.text for t in translator.translated(split)]
+    prepared = None if ids is None else translator.prepare_ids(texts, ids, starts)
+    if world.size == 1:  # the translator's own doors
+        return [t.text for t in translator.translations(texts, prepared=prepared)]
+    # cut into sentences as `translate` cuts them (translate/segment.py), unless the ids are given
+    split = translator.split(texts) if prepared is None else Split(None, prepared)
     batches = translator.batches(split.prepared, translator.decode.batch_size)[world.rank :: world.size]
     done = translator.translate_prepared(split.prepared, batches=batches)
     segments = list(done)  # a segment the model reads nothing of is in no batch: each rank has it

@@ -7,20 +7,28 @@ to the word before. A required form that contains an avoided phrase can never be
 """
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from tnmt.data.tokenizer import WORD_START, starts_word
 from tnmt.decode.bans import LONGEST_AVOIDED
 from tnmt.errors import UserError
 
-if TYPE_CHECKING:
-    from tnmt.translate.steering import SteeringTokenizer
+
+class PhraseTokenizer(Protocol):
+    """What a phrase's ids need of `tnmt.data.tokenizer.Tokenizer` (a `SteeringTokenizer` is one)."""
+
+    def encode_target(self, text: str) -> list[int]: ...
+    def target_segmentations(self, text: str, n: int) -> list[list[int]]: ...
+    def target_piece_id(self, piece: str) -> int | None: ...
+    def decode_target(self, ids: Sequence[int]) -> str: ...
+    def target_pieces(self, ids: Sequence[int]) -> list[str]: ...
+
 
 SPELLINGS = 8  # subword segmentations of an avoided phrase that are banned
 
 
 def target_forms(
-    forms: Sequence[str], tokenizer: "SteeringTokenizer", *, where: str, max_tokens: int
+    forms: Sequence[str], tokenizer: PhraseTokenizer, *, where: str, max_tokens: int
 ) -> tuple[tuple[int, ...], ...]:
     """A phrase's forms as target ids (each stripped, duplicates dropped), for a positive constraint.
 
@@ -40,7 +48,7 @@ def target_forms(
     return tuple(dict.fromkeys(encoded))
 
 
-def avoided(phrases: Sequence[str], tokenizer: "SteeringTokenizer", *, max_tokens: int) -> tuple[tuple[int, ...], ...]:
+def avoided(phrases: Sequence[str], tokenizer: PhraseTokenizer, *, max_tokens: int) -> tuple[tuple[int, ...], ...]:
     """Each avoided phrase in every spelling a search must ban (`spellings`)."""
     out: dict[tuple[int, ...], None] = {}
     for n, phrase in enumerate(phrases):
@@ -56,7 +64,7 @@ def avoided(phrases: Sequence[str], tokenizer: "SteeringTokenizer", *, max_token
     return tuple(out)
 
 
-def spellings(phrase: str, tokenizer: "SteeringTokenizer") -> list[tuple[int, ...]]:
+def spellings(phrase: str, tokenizer: PhraseTokenizer) -> list[tuple[int, ...]]:
     """The ways a search must ban to never write `phrase` (a non-blank text): the spellings a writer would use (as
     given, and with its first letter in upper and lower case), each in the `SPELLINGS` likeliest ways to write it
     in subwords (the model may pick another), and each glued to what precedes it (`_glued`)."""
@@ -69,7 +77,7 @@ def spellings(phrase: str, tokenizer: "SteeringTokenizer") -> list[tuple[int, ..
     return [ids for ids in out if ids]
 
 
-def _glued(ids: tuple[int, ...], tokenizer: "SteeringTokenizer") -> tuple[int, ...] | None:
+def _glued(ids: tuple[int, ...], tokenizer: PhraseTokenizer) -> tuple[int, ...] | None:
     """A spelling as it reads glued to what comes before ("braun-brauner", "T-T-Shirt", "„Mo-Mo"): its first
     piece without sentencepiece's "▁" (a lone "▁" dropped); None when the vocabulary has no such piece, or when
     it would be one piece of 3 letters or fewer, which many words hold."""
@@ -89,7 +97,7 @@ def check_conflicts(
     labels: Sequence[tuple[str, str]],
     prefix: tuple[int, ...],
     avoid: Sequence[tuple[int, ...]],
-    tokenizer: "SteeringTokenizer",
+    tokenizer: PhraseTokenizer,
 ) -> None:
     """A required form or the prefix that contains an avoided phrase can never be written: name both."""
     for phrase in avoid:
