@@ -39,7 +39,6 @@ from pathlib import Path
 import sacrebleu
 
 from benchmarks.common.host import describe
-from benchmarks.quality.markup import data_dir, read
 
 HERE = Path(__file__).resolve().parent
 DICTIONARY = HERE / "synonyms_en_de.tsv"
@@ -180,6 +179,8 @@ def main() -> None:
     if args.child:
         child(args.checkpoint, args.child, args.child_out, args.repeats, args.threads)
         return
+    from benchmarks.quality.markup import data_dir, read  # here: a child runs another checkout's tnmt
+
     root = data_dir()
     sources = read(root / "test_2016_flickr.en.gz") + read(root / "val.en.gz")
     rows = dictionary()
