@@ -17,8 +17,8 @@ get pruned), `--max-steps` updates.
 
 How the kills are aimed (benchmark-only hooks, no test hook in tnmt itself): each `tnmt train` is a
 fork of this script after it imported tnmt and torch (no interpreter start-up to wait through; the
-parent never runs a torch op, so forking is safe), and the child wraps a few functions of
-`tnmt.train.loop` before calling `tnmt.cli.main`. The wrappers write the phase the run has entered into
+parent never runs a torch op, so forking is safe), and the child wraps a few functions of `tnmt.train.loop`
+and `tnmt.train.update` before calling `tnmt.cli.main`. The wrappers write the phase the run has entered into
 a shared page (a small file): `train` (an update), `validate` (evaluation), `save` (building and renaming
 the checkpoint directory), `link` (swapping the `last`/`best` links), `prune` (deleting an old
 checkpoint). They also widen the narrow windows: 5 ms before and after each file write of a checkpoint
@@ -70,6 +70,7 @@ from num2words import num2words
 import tnmt
 import tnmt.checkpoint
 import tnmt.train.loop
+import tnmt.train.update
 from benchmarks.common.host import describe
 from tnmt.cli import main as tnmt_main
 
@@ -154,8 +155,8 @@ def install_hooks(page: mmap.mmap, slot: int = 0) -> None:
 
         return wrapper
 
-    loop = tnmt.train.loop
-    loop._update = entering("train", loop._update)
+    loop, update = tnmt.train.loop, tnmt.train.update
+    update._update = entering("train", update._update)
     loop.validate = entering("validate", loop.validate, then="train")
     loop.save_checkpoint = entering("save", loop.save_checkpoint)
     loop.update_link = entering("link", loop.update_link, pause=LINK_PAUSE)

@@ -5,8 +5,8 @@
 
 Starts a real run of configs/multi30k_en_de.toml with `train.guided_alignment = 0.05` (`start_run`: the
 prepare aligns Multi30k's 29k training pairs with eflomal, data/alignment.py), then times updates of the
-training loop (`loop._update`, with its batches' alignment matrices) with the option off and on, alternating
-on the same batches, so that background load hits both alike. The off updates run exactly the code of a run
+training loop (train/update.py's `_update`, with its batches' alignment matrices) with the option off and on,
+alternating on the same batches, so that background load hits both alike. The off updates run exactly the code of a run
 without the option (the alignment matrix is built but not read: its cost is in `collate_ms`). Reports the
 prepare's alignment seconds, the median and quartiles of each setting's target tokens/s per update, and the
 ratio of the medians, to
@@ -28,7 +28,7 @@ from benchmarks.common.host import describe
 from tnmt.data.batching import TokenBatchSampler, collate
 from tnmt.device import mixed_precision, resolve_device, to_device
 from tnmt.recipe import load_recipe
-from tnmt.train import loop
+from tnmt.train import update
 from tnmt.train.distributed import process_group
 from tnmt.train.start import start_run
 
@@ -89,7 +89,7 @@ def measure(tmp: Path, args: argparse.Namespace) -> dict:
         for name in ("off", "on") if i % 2 else ("on", "off"):  # alternate which goes first
             run.recipe = settings[name]
             begun = time.perf_counter()
-            loop._update(run, [batch], real=1, steps=1)  # its .item() calls wait for the GPU
+            update._update(run, [batch], real=1, steps=1)  # its .item() calls wait for the GPU
             if i >= args.warmup:
                 rates[name].append(batch.n_tgt_tokens / (time.perf_counter() - begun))
     # medians of per-update rates: one slow update (a GPU kernel compiled on first use) does not move them

@@ -236,7 +236,7 @@ class Runner:
         return [t for t, q in zip(self.times, self.quiet, strict=True) if q]
 
     def step(self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, n_tokens: int) -> None:
-        """One training step, as `tnmt.train.loop._update` does it (minus clipping and schedule)."""
+        """One training step, as `tnmt.train.update._update` does it (minus clipping and schedule)."""
         torch.set_num_threads(self.threads)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.precision == "bf16"):
             out = self.forward(self.model, src, tgt_in)  # (B, T, V), tnmt: (B, T, D)
