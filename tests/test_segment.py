@@ -1,12 +1,13 @@
 """translate/segment.py: lines kept, sentences split by language, long sentences cut at safe points."""
 
+import random
 import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tnmt.translate.segment import Layout, split_text
+from tnmt.translate.segment import _CLAUSE, Layout, _cut, split_text
 
 HARD_CASES = [
     (
@@ -70,6 +71,29 @@ def test_a_long_sentence_without_punctuation_is_cut_at_spaces_until_each_part_fi
     layout = split_text(text, "en", fits=lambda s: len(s.split()) <= 7)
     assert all(len(s.split()) <= 7 for s in layout.segments)
     assert " ".join(layout.segments) == text and layout.parts == [len(layout.spans)]
+
+
+def _cut_by_walking(text: str, start: int, end: int) -> int | None:
+    """`_cut`'s rule walked over every candidate: the clause end nearest the middle (within a quarter of the span
+    from it, not at either end), else the inner space nearest it; the left one of two as near."""
+    middle, quarter = (start + end) / 2, (end - start) / 4
+    clauses = [m.end() for m in _CLAUSE.finditer(text, start, end) if start < m.end() < end - 1]
+    near = [c for c in clauses if abs(c - middle) <= quarter]
+    if near:
+        return min(near, key=lambda c: abs(c - middle))
+    inner = [start + m.start() for m in re.finditer(r"\s+", text[start:end]) if m.start() > 0]
+    return min(inner, key=lambda c: abs(c - middle)) if inner else None
+
+
+def test_the_cut_searched_out_from_the_middle_is_the_walked_one():
+    """The cut is found searching out from the middle (linear in the halving of a long sentence): the same place
+    as walking every candidate, on random spans with clause marks, dashes and long runs on either side."""
+    rng = random.Random(0)
+    pieces = ["a", "b", " ", "  ", ",", ";", " —", " -", "-", "—", ":", "\t", "x" * 30, " " * 70, "a" * 100]
+    for _ in range(3000):
+        text = "q" + "".join(rng.choice(pieces) for _ in range(rng.randint(1, 60))) + "q"
+        start, end = 0, len(text)
+        assert _cut(text, start, end) == _cut_by_walking(text, start, end), text
 
 
 def test_one_unbroken_word_is_left_whole():

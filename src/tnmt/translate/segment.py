@@ -20,6 +20,7 @@ Segments start and end at whitespace, so the source's and the translation's whit
 across segments (translate/whole.py).
 """
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ import sentencex
 
 # a list marker at a line's start: a bullet, or a short number or letter with "." or ")", then whitespace
 _MARKER = re.compile(r"[ \t]*(?:[-*•‣◦▪▫–—+>]|\(?\d{1,3}[.)]|\(?[A-Za-z][)])[ \t]+(?=\S)|[ \t]+")
+_SPACE_START = re.compile(r"(?<!\s)\s")  # the first of a run of whitespace
 _CLAUSE = re.compile(r"[;:,—–](?=\s)|\s[—–-](?=\s)")  # where a long sentence may be cut: after this, at the space
 # what sentencex ends a sentence at and should not (benchmarks/quality/segmenters.py): an initial ("J. R. R.",
 # French "M. Dupont") or a title before a name
@@ -155,13 +157,51 @@ def _parts(text: str, start: int, end: int, fits: Callable[[str], bool]) -> list
 
 def _cut(text: str, start: int, end: int) -> int | None:
     """Where to cut a long sentence: the space after the clause punctuation nearest its middle (that is not at
-    either end), else the space nearest its middle; None when it has no inner space."""
+    either end), else the space nearest its middle; None when it has no inner space. Each is found searching out
+    from the middle (`_nearest`), so the halving of a long sentence costs the length of its spans, not a walk over
+    every candidate of every span."""
     middle = (start + end) / 2
-    clauses = [m.end() for m in _CLAUSE.finditer(text, start, end) if start < m.end() < end - 1]
-    quarter = (end - start) / 4
-    near = [c for c in clauses if abs(c - middle) <= quarter]  # a clause end far from the middle leaves a long side
-    if near:
-        return min(near, key=lambda c: abs(c - middle))
-    spaces = [m.start() for m in re.finditer(r"\s+", text[start:end])]
-    inner = [start + s for s in spaces if s > 0]
-    return min(inner, key=lambda c: abs(c - middle)) if inner else None
+    quarter = (end - start) / 4  # a clause end far from the middle leaves a long side
+    low, high = max(start + 1, math.ceil(middle - quarter)), min(end - 2, math.floor(middle + quarter))
+    clause = _nearest(_CLAUSE, text, start, end, middle, low, high, at_end=True)
+    if clause is not None:
+        return clause
+    return _nearest(_SPACE_START, text, start, end, middle, start + 1, end - 1, at_end=False)
+
+
+def _nearest(
+    pattern: re.Pattern[str],
+    text: str,
+    start: int,
+    end: int,
+    middle: float,
+    low: int,
+    high: int,
+    *,
+    at_end: bool,
+) -> int | None:
+    """The match of `pattern` in text[start:end] whose position (its end when `at_end`, else its start) lies in
+    [low, high] nearest `middle`, the left one of two as near; None without one. The first at or after the middle
+    is searched forward up to `high`; the last before it in windows that grow leftwards from the middle down to
+    `low` (a match that straddles a window's start ends where the full scan's does, or is found in the next one)."""
+    place = (lambda m: m.end()) if at_end else (lambda m: m.start())
+    after = None
+    for m in pattern.finditer(text, max(start, math.floor(middle) - 2), min(end, high + 1)):
+        if place(m) >= middle:
+            after = place(m) if place(m) <= high else None
+            break
+    before, width = None, 64
+    while True:
+        a = max(start, math.ceil(middle) - width)
+        for m in pattern.finditer(text, a, min(end, math.ceil(middle) + 1)):
+            if place(m) >= middle:
+                break
+            before = place(m)
+        if before is not None or a <= low:  # the last one before the middle, or none that may be taken
+            break
+        width *= 4
+    if before is not None and before < low:
+        before = None
+    if before is None or (after is not None and after - middle < middle - before):
+        return after
+    return before
