@@ -8,6 +8,7 @@ import pytest
 
 from tnmt.errors import UserError
 from tnmt.translate.glossary import glossary_entry
+from tnmt.translate.prepared import Tokenised
 from tnmt.translate.steering import Steering
 
 LONG = "two hundred and five thousand two hundred and seven hundred and five thousand and two. two hundred"
@@ -49,3 +50,11 @@ def test_with_segmentation_off_a_text_is_one_segment(tiny_translator):
 def test_one_steering_per_text(tiny_translator):
     with pytest.raises(UserError, match="1 steering entries for 2 texts"):
         tiny_translator.split(["one", "two"], [None])
+
+
+def test_a_reading_is_kept_only_for_a_text_that_fits(tiny_translator, readings):
+    tokenise = Tokenised(tiny_translator.tokenizer)
+    assert not tokenise.fits(LONG, 15) and tokenise.fits("two hundred", 15)
+    assert list(tokenise._read) == ["two hundred"]  # the text that is cut is read again in parts, never whole
+    tokenise("two hundred")
+    assert readings["two hundred"] == 1

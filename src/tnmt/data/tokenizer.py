@@ -31,13 +31,11 @@ import numpy as np
 import sentencepiece as spm
 
 from tnmt.data.subword_model import load_model, train_model
+from tnmt.data.tokenizer_files import SpecialIds, read_files, write_files
 from tnmt.directions import language_tag
 from tnmt.errors import UserError
-from tnmt.io import atomic_write_bytes, atomic_write_text, read_json
 
-FORMAT_VERSION = 1
 SURROGATE = re.compile("[\ud800-\udfff]")  # sentencepiece takes UTF-8, which cannot hold these
-SOURCE_FILE, TARGET_FILE, VOCAB_FILE, CONFIG_FILE = "source.spm", "target.spm", "vocab.json", "tokenizer.json"
 
 
 WORD_START = "\u2581"  # "▁": sentencepiece's space, the first character of a word's first piece
@@ -335,27 +333,10 @@ class Tokenizer:
         return digest.hexdigest()
 
     def save(self, directory: str | Path) -> None:
-        """Write `source.spm`, `target.spm`, `tokenizer.json` and, with an explicit vocabulary,
-        `vocab.json`; each file atomically. Plain formats, no pickle, so loading runs no code."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(directory / SOURCE_FILE, self._source.serialized_model_proto())
-        atomic_write_bytes(directory / TARGET_FILE, self._target.serialized_model_proto())
-        if self._vocab is not None:
-            atomic_write_text(directory / VOCAB_FILE, json.dumps(self._vocab, ensure_ascii=False))
-        else:
-            (directory / VOCAB_FILE).unlink(missing_ok=True)
-        config = {
-            "format_version": FORMAT_VERSION,
-            "pad_id": self._pad_id,
-            "bos_id": self._bos_id,
-            "eos_id": self._eos_id,
-            "unk_id": self._unk_id,
-            "has_vocab": self._vocab is not None,
-        }
-        if self.languages:
-            config["languages"] = list(self.languages)
-        atomic_write_text(directory / CONFIG_FILE, json.dumps(config, indent=2) + "\n")
+        """Write the tokenizer's directory (data/tokenizer_files.py), each file atomically: plain formats, no pickle,
+        so loading runs no code."""
+        specials = SpecialIds(self._pad_id, self._bos_id, self._eos_id, self._unk_id)
+        write_files(Path(directory), self._source, self._target, self._vocab, specials, self.languages)
 
     @classmethod
     def load(cls, directory: str | Path) -> "Tokenizer":
@@ -364,31 +345,9 @@ class Tokenizer:
         Raises:
             UserError: A file is missing or malformed; the message names it.
         """
-        directory = Path(directory)
-        config_path = directory / CONFIG_FILE
-        config = read_json(config_path)
-        if not isinstance(config, dict) or config.get("format_version") != FORMAT_VERSION:
-            found = config.get("format_version") if isinstance(config, dict) else None
-            raise UserError(f"{config_path}: format_version is {found!r}, this tnmt reads {FORMAT_VERSION}")
-        ids = {}
-        for key in ("pad_id", "bos_id", "eos_id", "unk_id"):
-            if not isinstance(config.get(key), int):
-                raise UserError(f"{config_path}: {key!r} must be an integer, found {config.get(key)!r}")
-            ids[key] = config[key]
-        vocab = None
-        if config.get("has_vocab"):
-            vocab = read_json(directory / VOCAB_FILE)
-            if not isinstance(vocab, list) or not all(isinstance(piece, str) for piece in vocab):
-                raise UserError(f"{directory / VOCAB_FILE}: expected a JSON list of pieces")
-        languages = config.get("languages", [])
-        if not isinstance(languages, list) or not all(isinstance(language, str) for language in languages):
-            raise UserError(f"{config_path}: 'languages' must be a list of language codes, found {languages!r}")
-        source = load_model(directory / SOURCE_FILE)
-        target = load_model(directory / TARGET_FILE)
-        if target.serialized_model_proto() == source.serialized_model_proto():
-            target = source
+        files = read_files(Path(directory))
         try:
-            return cls(source, target, vocab=vocab, **ids, languages=languages)
+            return cls(files.source, files.target, vocab=files.vocab, **files.ids._asdict(), languages=files.languages)
         except ValueError as err:
             raise UserError(f"{directory}: {err}") from None
 

@@ -31,6 +31,7 @@ from typing import TypeVar
 import torch
 import torch.distributed as dist
 
+from tnmt.translate.prepared import length_batches
 from tnmt.translate.translator import Translator
 from tnmt.translate.whole import Split
 
@@ -97,7 +98,7 @@ def translate_across(
     starts: Sequence[int] | None = None,
 ) -> list[str]:
     """`translator.translate(texts)`, shared by the ranks: rank r decodes batches r, r + N, ... of those one
-    process would decode (`Translator.batches`), so every sentence is decoded in the same batch and gives
+    process would decode (translate/prepared.py's `length_batches`), so every sentence is decoded in the same batch and gives
     the same translation as in one process; every rank returns all of them, in input order. A text is cut into
     sentences first (`Translator.split`), unless its ids are given: the ranks share the sentences.
 
@@ -109,7 +110,7 @@ def translate_across(
         return [t.text for t in translator.translations(texts, prepared=prepared)]
     # cut into sentences as `translate` cuts them (translate/segment.py), unless the ids are given
     split = translator.split(texts) if prepared is None else Split(None, prepared)
-    batches = translator.batches(split.prepared, translator.decode.batch_size)[world.rank :: world.size]
+    batches = length_batches(split.prepared, translator.decode.batch_size)[world.rank :: world.size]
     done = translator.translate_prepared(split.prepared, batches=batches)
     segments = list(done)  # a segment the model reads nothing of is in no batch: each rank has it
     ordered = sorted(i for batch in batches for i in batch)

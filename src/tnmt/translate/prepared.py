@@ -85,6 +85,15 @@ class Tokenised:
             found = self._read[text] = self.tokenizer.encode_source_pieces(text)
         return list(found[0]), list(found[1])
 
+    def fits(self, text: str, limit: int) -> bool:
+        """Whether `text` is at most `limit` source tokens. Its reading is kept only when it fits: a segment that
+        does not is cut and its parts read instead, so one giant sentence's halvings are not all held."""
+        found = self._read.get(text) or self.tokenizer.encode_source_pieces(text)
+        if len(found[0]) > limit:
+            return False
+        self._read[text] = found
+        return True
+
 
 class Planner:
     """`plan` for every text a translator reads, with what it learns of its vocabularies once: which characters

@@ -118,8 +118,7 @@ class Reader:
         read = self.planner.read(segment, steering)
         if self._short(read):
             return True
-        ids, _ = tokenise(read)
-        return len(ids) <= self.max_len - 1
+        return tokenise.fits(read, self.max_len - 1)
 
     def _short(self, text: str) -> bool:
         """Whether `text` fits the model's positions whatever its pieces: a piece is at least one byte or a word's

@@ -133,8 +133,7 @@ class Translator:
         first_line: int = 1,
     ) -> Split:
         """The one door in: the texts read as the model reads them (translate/reading.py), cut into segments when
-        `settings.segment` (lines, sentences, parts of a long sentence), each segment prepared once with its share
-        of its text's steering; else each text prepared whole. `translated` is the door out.
+        `settings.segment`, each prepared once with its share of its text's steering; else each prepared whole.
 
         Raises:
             UserError: as `prepare`.
@@ -166,17 +165,12 @@ class Translator:
         steering: Sequence[Steering | None] | None = None,
         prepared: Sequence[Prepared] | None = None,
     ) -> list[Translation]:
-        """The translation of each text, in input order; a blank text as it was (`EMPTY` when it is ""): the texts
-        read (`split`; unless `settings.segment` is false, each is cut into segments) and translated (`translated`).
-
-        `settings`: how to search (default: `decode`; a beam of 1 runs greedy search). `n_best` > 1: each carries
-        its next n_best - 1 alternatives. `evidence`: each best translation's word alignment, confidence and
-        warnings (translate/evidence.py); `attention`: its attention weights (one teacher-forced pass over the
-        outputs on the search's encoded sources serves both). `first_line`: the line of `texts[0]` in warnings.
-        `steering`: each text's glossary, kept terms, phrases to include or avoid and prefix (translate/steering.py),
-        None for none; each translation then reports its constraints. `prepared`: the texts as `prepare` (or
-        `prepare_ids`) gave them, each translated as one segment, `steering` not read (`texts` must be theirs:
-        ValueError otherwise).
+        """The translation of each text, in input order (a blank text as it was, `EMPTY` when ""): `split` then
+        `translated`. `settings`: how to search (default `decode`; a beam of 1 is greedy). `n_best` > 1: each
+        carries n_best - 1 alternatives. `evidence`: word alignment, confidence and warnings (translate/evidence.py);
+        `attention`: the attention weights (one teacher-forced pass serves both). `first_line`: the line of
+        `texts[0]` in warnings. `steering`: each text's (translate/steering.py), None for none. `prepared`: the
+        texts as `prepare` gave them, each one segment, `steering` not read (`texts` must be theirs: ValueError).
 
         Raises:
             UserError: a steering entry that cannot be met (translate/steering.py names it).
@@ -198,10 +192,9 @@ class Translator:
         attention: bool = False,
         evidence: bool = False,
     ) -> list[Translation]:
-        """The one door out: each text of `split` translated and joined back from its segments' translations
-        (translate/whole.py), as `translations` describes; `segments`: those translations when they were found
-        already (by a server's batcher, or by several processes: train/distributed.py), in `split.prepared`'s
-        order.
+        """The one door out: each text of `split` joined back from its segments' translations (translate/whole.py),
+        found here as `translations` says or given as `segments` (a server's batcher's, several processes'), in
+        `split.prepared`'s order.
 
         Raises:
             ValueError: not one translation per segment.
@@ -224,10 +217,12 @@ class Translator:
         batches: Sequence[Sequence[int]] | None = None,
     ) -> list[Translation]:
         """The translation of each prepared segment, as one sentence, in their order (`translations` says how),
-        decoded in `batches` (indices of `prepared`, default `self.batches`'s); a segment in no batch, or without a
-        source, is not decoded (`EMPTY`, or its kept spans as written)."""
+        decoded in `batches` (indices of `prepared`, default `length_batches`'s: sorted by length). Translating some
+        of those batches decodes each sentence exactly as one process would (several processes share the work:
+        train/distributed.py). A segment in no batch, or without a source, is not decoded (`EMPTY`, or its kept
+        spans as written)."""
         settings = settings or self.decode
-        chosen = self.batches(prepared, settings.batch_size) if batches is None else batches
+        chosen = length_batches(prepared, settings.batch_size) if batches is None else batches
         options = {"n_best": n_best, "attention": attention, "evidence": evidence}
         return translate_segments(self.door, self.tokenizer, self.planner, prepared, settings, chosen, **options)
 
@@ -267,15 +262,6 @@ class Translator:
         settings = settings or self.decode
         prepared = prepared or self.prepare([text], [steering], settings)[0]
         return traced(self.door, self.tokenizer, self.planner, prepared, settings, top_k=top_k)
-
-    def batches(self, prepared: Sequence[Prepared], batch_size: int) -> list[list[int]]:
-        """The indices of `prepared` in the batches `translations` decodes, in its order (`length_batches`).
-
-        Translating some of these batches (`translate_prepared(batches=)`) decodes exactly those batches again:
-        several processes can share the work, and each sentence is computed as one process would compute it
-        (train/distributed.py).
-        """
-        return length_batches(prepared, batch_size)
 
     def _start_id(self) -> int:
         """The token every decoder of this translator starts from.
