@@ -98,9 +98,9 @@ def translate_across(
     starts: Sequence[int] | None = None,
 ) -> list[str]:
     """`translator.translate(texts)`, shared by the ranks: rank r decodes batches r, r + N, ... of those one
-    process would decode (translate/prepared.py's `length_batches`), so every sentence is decoded in the same batch and gives
-    the same translation as in one process; every rank returns all of them, in input order. A text is cut into
-    sentences first (`Translator.split`), unless its ids are given: the ranks share the sentences.
+    process would decode (translate/prepared.py's `length_batches`), so every sentence is decoded in the same
+    batch and gives the same translation as in one process; every rank returns all of them, in input order. A
+    text is cut into sentences first (`Translator.split`), unless its ids are given: the ranks share the sentences.
 
     `ids`: the texts' source ids (fitted to the model, no EOS) when the caller has them, so nothing is tokenised
     twice; `starts`: with `ids`, each text's first decoder input (a multilingual model's target-language tag).
