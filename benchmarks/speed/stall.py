@@ -18,6 +18,9 @@ latency. Then a load of single sentences (`--concurrency` clients, each sending 
 Multi30k's test sentences in turn) for `--load-seconds`, once alone and once while a Word document of 300
 paragraphs is uploaded to `/v1/translate_file` every `--upload-every` seconds: p50 and p99 of each, and their
 ratio. Last, SIGTERM during one more heavy request: how long the server takes to exit, and its exit code.
+With `--scale`, instead: three uploads at 1x, 10x and 100x their size (`scaled_requests`: a .txt of one long word,
+a .txt of sentences, an .html of bold words), the light client beside each: work linear in the text keeps the
+light client's worst latency flat as the upload grows.
 Targets (issue 79): the light client's worst latency under 1 s beside each heavy request; the load's p99 with
 uploads at most 1.5x the p99 without; the server stops within a few seconds of finishing what it accepted.
 """
@@ -79,6 +82,30 @@ def heavy_requests() -> dict[str, tuple[str, bytes, str]]:
         "file-40k-word": ("/v1/translate_file", *_multipart("word.txt", b"a" * 40_000)),
         "file-2mb-sentences": ("/v1/translate_file", *_multipart("big.txt", "\n".join(lines).encode())),
     }
+
+
+def scaled_requests() -> dict[str, tuple[str, bytes, str]]:
+    """Uploads at 1x, 10x and 100x (`--scale`): (path, body, content type) by name."""
+    sentences = read_sentences("en")
+    words = " ".join(sentences).split()
+    requests = {}
+    for scale in (1, 10, 100):
+        text, size = [], 0
+        while size < 40_000 * scale:
+            text.append(sentences[len(text) % len(sentences)])
+            size += len(text[-1]) + 1
+        bold = " ".join(f"<b>{words[n % len(words)]}</b>" for n in range(4_000 * scale))
+        requests[f"txt one long word {40_000 * scale}"] = (
+            "/v1/translate_file",
+            *_multipart("w.txt", b"a" * 40_000 * scale),
+        )
+        requests[f"txt sentences {40_000 * scale}"] = (
+            "/v1/translate_file",
+            *_multipart("s.txt", "\n".join(text).encode()),
+        )
+        page = f"<html><body><p>{bold}</p></body></html>".encode()
+        requests[f"html bold words {4_000 * scale}"] = ("/v1/translate_file", *_multipart("b.html", page))
+    return requests
 
 
 def beside(port: int, heavy: tuple[str, bytes, str], *, every: float, timeout: float) -> dict:
@@ -180,9 +207,11 @@ def run(checkpoint: Path, checkout: Path | None, args: argparse.Namespace, log: 
     server, port = start_server(checkpoint, flags, threads=args.threads, log=log, timeout=180, checkout=checkout)
     results = {}
     try:
-        for name, heavy in heavy_requests().items():
+        for name, heavy in (scaled_requests() if args.scale else heavy_requests()).items():
             results[name] = beside(port, heavy, every=args.every, timeout=args.heavy_timeout)
             print(name, results[name], flush=True)
+        if args.scale:
+            return results
         alone, beside_uploads = under_load(port, args, uploads=False), under_load(port, args, uploads=True)
         results["load"] = {
             "concurrency": args.concurrency,
@@ -211,6 +240,7 @@ def main() -> None:
     parser.add_argument("--load-seconds", type=float, default=30.0)
     parser.add_argument("--upload-every", type=float, default=4.0)
     parser.add_argument("--serve-flags", default="", help="more flags for tnmt serve, e.g. '--max-batch-tokens 1024'")
+    parser.add_argument("--scale", action="store_true", help="uploads at 1x, 10x and 100x instead (scaled_requests)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/stall.json"))
     args = parser.parse_args()
     out = {"host": describe(), "checkpoint": str(args.checkpoint), "this": {}}
