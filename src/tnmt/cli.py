@@ -514,7 +514,7 @@ def _translate_file(args: argparse.Namespace, steering: Any) -> int:
     with _output(args.output) as out:
         out.write(translated)
     if args.report:
-        report = json.dumps(segment_report(pending.units, found), ensure_ascii=False, indent=1)
+        report = json.dumps(segment_report(pending.units, found, pending.left), ensure_ascii=False, indent=1)
         with _output(args.report) as out:
             out.write((report + "\n").encode("utf-8"))
     return 0

@@ -14,9 +14,9 @@ Formats (`files.py` picks one by the file's extension; `tnmt translate --file`):
 - XLIFF 1.2 (`xliff.py`, parsed with `defusedxml`): targets filled, inline codes carried, state
   needs-review-translation;
 - Word (`word.py`, `python-docx`), PowerPoint (`slides.py`, `python-pptx`) and OpenDocument text
-  (`opendocument.py`, `odfpy`): each paragraph whole, its formatted runs carried to the aligned words by tag
-  transfer (`runs.py`, `units.marked`), the archive checked before it is opened (`archive.py`: zip bombs, paths
-  outside it, entity declarations);
+  (`opendocument.py`, `odfpy`): each paragraph whole, its formatted runs, links and kept marks (bookmarks, fields,
+  breaks) carried to the aligned words by tag transfer (`inline.py`, `units.marked`), the archive checked before it
+  is opened (`archive.py`: zip bombs, paths outside it, entity declarations);
 - Markdown (`markdown.py`, `markdown-it-py`): paragraphs, headings and table cells translated, emphasis and links
   carried, code, URLs and every other byte kept;
 - HTML pages (the page whole: blocks' sentences, inline tags carried).

@@ -74,9 +74,9 @@ def _read_xliff(data: bytes, name: str) -> Pending:
     return marked(fragments, lambda translated: write_xliff(tree, units, translated, codes))
 
 
-def _read_docx(data: bytes, name: str) -> Pending:  # paragraphs of formatted runs
-    document, paragraphs, fragments = read_docx(data, where=name)
-    return marked(fragments, lambda translated: write_docx(document, paragraphs, translated))
+def _read_docx(data: bytes, name: str) -> Pending:  # paragraphs of formatted runs, links, fields, marks
+    document, fragments = read_docx(data, where=name)
+    return marked(fragments, lambda translated: write_docx(document, translated), left=document.left)
 
 
 def _read_pptx(data: bytes, name: str) -> Pending:

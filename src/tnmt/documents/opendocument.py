@@ -1,8 +1,9 @@
 """OpenDocument text (.odt), read and written by `odfpy`: each paragraph and heading (of the body, its tables,
 lists, frames and notes, and of the page headers and footers) is translated whole, and its formatting follows the
-words as Word's does (runs.py): the stretches inside a styled `text:span` or a `text:a` link whose formatting
-differs from the paragraph's commonest one become inline elements that tag transfer places on the aligned words,
-and each translated piece is written back inside copies of the spans and links it came from (the href kept).
+words as Word's does (documents/inline.py): the stretches inside a styled `text:span` or a `text:a` link whose
+formatting differs from the paragraph's commonest one become inline elements that tag transfer places on the
+aligned words, and each translated piece is written back inside copies of the spans and links it came from (the
+href kept).
 
 - Spaces, tabs and line breaks: `text:s` is read as its spaces and written back by `odf.teletype`. A `text:tab`
   or `text:line-break` ends a sentence (a `<br>` in the fragment, which tag transfer passes through), so the
@@ -37,7 +38,7 @@ from odf.opendocument import OpenDocument, load
 from odf.text import LineBreak, Tab
 
 from tnmt.documents.archive import check_archive, malformed_part
-from tnmt.documents.runs import fragment, pieces, plain_run
+from tnmt.documents.inline import Text, fragment, items, plain_run
 from tnmt.documents.units import Pending, marked
 from tnmt.errors import UserError
 
@@ -99,8 +100,12 @@ class _Paragraph:
         return "".join(text for line in self.lines for text, _ in line)
 
     def fragment(self) -> str:
-        """The paragraph as inline markup: each line's runs (runs.py), lines joined by their breaks' marks."""
-        parts = [fragment([t for t, _ in line], [_format(c) for _, c in line]) if line else "" for line in self.lines]
+        """The paragraph as inline markup: each line's runs (documents/inline.py), lines joined by their breaks'
+        marks."""
+        parts = [
+            fragment([Text(k, t) for k, (t, _) in enumerate(line)], [_format(c) for _, c in line]) if line else ""
+            for line in self.lines
+        ]
         return parts[0] + "".join(MARKS[b] + part for b, part in zip(self.breaks, parts[1:], strict=True))
 
     def write(self, translated: str) -> None:
@@ -118,7 +123,8 @@ class _Paragraph:
             if not line:  # between two breaks: nothing to write
                 continue
             plain = plain_run([t for t, _ in line], [_format(c) for _, c in line])
-            for source, text in pieces(part):
+            for piece in (item for item in items(part) if isinstance(item, Text)):
+                source, text = piece.run, piece.text
                 parent = new
                 for wrapper in line[plain if source is None else source][1]:
                     copy = Element(qname=wrapper.qname, qattributes=wrapper.attributes, check_grammar=False)

@@ -9,20 +9,23 @@ them: the least confident first.
 """
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from tnmt.documents.units import Unit
 from tnmt.translate.translation import Translation
 
 
-def segment_report(units: list[Unit], found: list[Translation]) -> dict[str, Any]:
+def segment_report(units: list[Unit], found: list[Translation], left: Sequence[str] = ()) -> dict[str, Any]:
     """The report of a document whose `units` were translated as `found` (one translation per unit, in order):
-    `segments` in document order, and a `summary` (counts, the mean and lowest confidence, warnings by code)."""
+    `segments` in document order, `left` (each piece with words not translated, with why: never silent), and a
+    `summary` (counts, the mean and lowest confidence, warnings by code)."""
     segments = [_segment(k, u, t) for k, (u, t) in enumerate(zip(units, found, strict=True))]
     confidences = [s["confidence"] for s in segments]
     warnings: Counter[str] = Counter(code for s in segments for code in s["warnings"])
     return {
         "segments": segments,
+        "left": list(left),
         "summary": {
             "segments": len(segments),
             "mean_confidence": round(sum(confidences) / len(confidences), 4) if confidences else None,
@@ -30,6 +33,7 @@ def segment_report(units: list[Unit], found: list[Translation]) -> dict[str, Any
             "warnings": dict(sorted(warnings.items())),
             "split": sum(s["split"] for s in segments),
             "terms_missed": sum(not term["met"] for s in segments for term in s["terms"]),
+            "left": len(left),
         },
     }
 

@@ -1,6 +1,7 @@
 """PowerPoint presentations (.pptx), read and written by `python-pptx`: every paragraph of every text frame
-(shapes, groups, tables, notes) is translated whole, its formatted runs carried to the aligned words as Word's
-are (runs.py). Paragraphs holding fields or line breaks are left as they are for now."""
+(shapes, groups, tables, and every shape of the notes pages) is translated whole, its formatted runs carried to
+the aligned words as Word's are (documents/inline.py; a hyperlink is a run's formatting here). Fields (slide
+numbers, dates: computed) and line breaks are kept where they are, a break ending a sentence."""
 
 import copy
 import io
@@ -11,7 +12,7 @@ from pptx.presentation import Presentation
 from pptx.text.text import _Paragraph
 
 from tnmt.documents.archive import open_archive
-from tnmt.documents.runs import fragment, pieces, plain_run
+from tnmt.documents.inline import Item, Keep, Text, fragment, items, plain_run
 
 
 def read_pptx(data: bytes, *, where: str) -> tuple[Presentation, list[_Paragraph], list[str]]:
@@ -21,21 +22,27 @@ def read_pptx(data: bytes, *, where: str) -> tuple[Presentation, list[_Paragraph
         UserError: not a PowerPoint presentation (named after `where`).
     """
     presentation = open_archive(data, pptx.Presentation, where=where, kind="a PowerPoint presentation")
-    paragraphs = [p for p in _paragraphs(presentation) if "".join(r.text for r in p.runs).strip() and _only_runs(p)]
-    return presentation, paragraphs, [_fragment(p) for p in paragraphs]
+    paragraphs = [p for p in _paragraphs(presentation) if any(c.isalnum() for r in p.runs for c in r.text)]
+    return presentation, paragraphs, [fragment(_items(p), [_format(r) for r in p.runs]) for p in paragraphs]
 
 
 def write_pptx(presentation: Presentation, paragraphs: list[_Paragraph], fragments: list[str]) -> bytes:
-    """The presentation with each paragraph's runs replaced by its translated fragment's pieces."""
+    """The presentation with each paragraph's content written from its translated fragment: runs with the
+    formatting of the runs their words came from, each field and break moved to its place."""
     for paragraph, translated in zip(paragraphs, fragments, strict=True):
-        runs = list(paragraph.runs)
-        plain = runs[plain_run([run.text for run in runs], [_format(run) for run in runs])]
+        runs = [run._r for run in paragraph.runs]
+        kept = [child for child in paragraph._p if child.tag in (qn("a:fld"), qn("a:br"))]
+        plain = runs[plain_run([r.text for r in paragraph.runs], [_format(r) for r in paragraph.runs])]
         end = paragraph._p.find(qn("a:endParaRPr"))
-        for run in runs:
-            paragraph._p.remove(run._r)
-        for source, text in pieces(translated):
-            element = copy.deepcopy((runs[source] if source is not None else plain)._r)
-            element.find(qn("a:t")).text = text
+        for child in list(paragraph._p):
+            if child.tag not in (qn("a:pPr"), qn("a:endParaRPr")):
+                paragraph._p.remove(child)
+        for item in items(translated):
+            if isinstance(item, Keep):
+                element = kept[item.atom]
+            else:
+                element = copy.deepcopy(runs[item.run] if item.run is not None else plain)
+                element.find(qn("a:t")).text = item.text
             if end is not None:
                 end.addprevious(element)
             else:
@@ -46,7 +53,8 @@ def write_pptx(presentation: Presentation, paragraphs: list[_Paragraph], fragmen
 
 
 def _paragraphs(presentation: Presentation) -> list[_Paragraph]:
-    """Every paragraph of every text frame of every slide (groups and tables included) and of its notes."""
+    """Every paragraph of every text frame of every slide (groups and tables included) and of its notes page
+    (every shape of it: a notes page LibreOffice writes has no notes placeholder)."""
     found = []
 
     def walk(shapes) -> None:
@@ -63,23 +71,25 @@ def _paragraphs(presentation: Presentation) -> list[_Paragraph]:
     for slide in presentation.slides:
         walk(slide.shapes)
         if slide.has_notes_slide:
-            found.extend(slide.notes_slide.notes_text_frame.paragraphs)
+            walk(slide.notes_slide.shapes)
     return found
 
 
-def _only_runs(paragraph: _Paragraph) -> bool:
-    """Whether the paragraph's content is runs of text alone (fields and breaks are kept as they are for now)."""
-    allowed = {qn("a:r"), qn("a:pPr"), qn("a:endParaRPr")}
-    return all(child.tag in allowed for child in paragraph._p)
+def _items(paragraph: _Paragraph) -> list[Item]:
+    """The paragraph's runs as text (in the order of `paragraph.runs`), its fields and breaks kept."""
+    found: list[Item] = []
+    run = atom = 0
+    for child in paragraph._p:
+        if child.tag == qn("a:r"):
+            found.append(Text(run, child.findtext(qn("a:t")) or ""))
+            run += 1
+        elif child.tag in (qn("a:fld"), qn("a:br")):
+            found.append(Keep(atom, breaks=child.tag == qn("a:br")))
+            atom += 1
+    return found
 
 
 def _format(run) -> bytes:
     """A run's formatting, as its a:rPr element's XML (b"" for none)."""
     rpr = run._r.find(qn("a:rPr"))
     return b"" if rpr is None else rpr.xml.encode()
-
-
-def _fragment(paragraph: _Paragraph) -> str:
-    """The paragraph as inline markup (runs.py)."""
-    runs = paragraph.runs
-    return fragment([run.text for run in runs], [_format(run) for run in runs])

@@ -41,10 +41,12 @@ def unit(text: str) -> Unit:
 @dataclass
 class Pending:
     """A document read and waiting for its units' translations: `units` in order, and `write`, which takes one
-    translation per unit and returns the translated document's bytes."""
+    translation per unit and returns the translated document's bytes; `left`: each piece of the document with
+    words that is not translated, with why ("word/document.xml paragraph 12: ..."), for the report."""
 
     units: list[Unit]
     write: Callable[[list[Translation]], bytes]
+    left: Sequence[str] = ()
 
     def steering(self, steering: Steering | None) -> list[Steering | None]:
         """Each unit's steering: `steering` (a glossary, terms to keep) with the unit's own strings to keep."""
@@ -87,9 +89,9 @@ def unmarked(units: list[Unit], write: Callable[[list[str]], bytes]) -> Pending:
     return Pending(units, lambda found: write([t.text for t in found]))
 
 
-def marked(fragments: Sequence[str], write: Callable[[list[str]], bytes]) -> Pending:
+def marked(fragments: Sequence[str], write: Callable[[list[str]], bytes], *, left: Sequence[str] = ()) -> Pending:
     """A document of inline-markup fragments, written from each fragment translated: its sentences are the units,
-    and each one's word alignment places its elements (tag transfer)."""
+    and each one's word alignment places its elements (tag transfer); `left` as `Pending`'s."""
     documents: list[Markup] = [parse(fragment) for fragment in fragments]
     units = [unit(text) for document in documents for text in document.texts]
 
@@ -101,4 +103,4 @@ def marked(fragments: Sequence[str], write: Callable[[list[str]], bytes]) -> Pen
             at += n
         return write(out)
 
-    return Pending(units, rendered)
+    return Pending(units, rendered, left)

@@ -95,7 +95,9 @@ async def translated_document(
     )
     out = await text_work(lambda: pending.write(found), document.deadline, refused=refused)
     stem, suffix = PurePath(document.name).stem, PurePath(document.name).suffix or document.fmt.extensions[0]
-    return Translated(out, document.fmt, f"{stem}.{model.target}{suffix}", segment_report(pending.units, found))
+    return Translated(
+        out, document.fmt, f"{stem}.{model.target}{suffix}", segment_report(pending.units, found, pending.left)
+    )
 
 
 def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
