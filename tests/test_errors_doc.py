@@ -443,7 +443,6 @@ SPECIAL_REQUESTS: dict[str, Callable] = {
         c, "d.docx", docs.edited(docs.word("two"), **{"../../evil.xml": b"x"})
     ),
     "http-file-too-large": lambda c, _: upload(c, "in.txt", b"one " * 15_000),
-    "http-file-too-many-sentences": lambda c, _: upload(c, "in.txt", b"one.\ntwo.\nthree.\n"),
     "http-replay-too-long": lambda c, _: c.post("/v1/replay", json={"text": "one " * 60}),
     "http-file-glossary-not-json": lambda c, _: upload(c, "in.txt", b"one", glossary="one=uno"),
     "http-file-glossary-shape": lambda c, _: upload(c, "in.txt", b"one", glossary='[{"source": "one"}]'),

@@ -114,11 +114,28 @@ def test_views_hold_the_sentence_they_record_to_max_trace_chars(app):
         assert app.post(path, json={"text": text, "sentence": 0}).status_code == 200
 
 
-def test_a_text_of_more_sentences_than_the_queue_holds_is_refused(tiny_checkpoint):
-    config = ServeConfig(max_queue=2)
-    with TestClient(create_app(load_models([tiny_checkpoint], config), config)) as client:
-        response = client.post("/v1/translate", json={"text": "one. two. three."})
-    assert response.status_code == 413 and response.json() == {"error": "3 sentences: over max_queue=2"}
+SIX = ("one.", "two.", "three.", "four.", "five.", "six.")
+
+
+def test_a_text_of_more_sentences_than_the_queue_holds_is_queued_a_share_at_a_time(tiny_checkpoint):
+    config = ServeConfig(max_queue=4)  # shares of one sentence
+    models = load_models([tiny_checkpoint], config)
+    batcher, depths = models[0].batcher, []
+    submit = batcher.submit
+
+    def watched(prepared, *args, **kwargs):
+        futures = submit(prepared, *args, **kwargs)
+        depths.append(batcher._depth)
+        return futures
+
+    batcher.submit = watched
+    with TestClient(create_app(models, config)) as client:
+        response = client.post("/v1/translate", json={"text": " ".join(SIX)})
+        depths_then = list(depths)
+        alone = [client.post("/v1/translate", json={"text": t}).json()["translations"][0]["text"] for t in SIX]
+    assert response.status_code == 200, response.text
+    assert len(depths_then) == 6 and max(depths_then) <= 2  # six shares of one, never more than two queued at once
+    assert response.json()["translations"][0]["text"] == " ".join(alone)  # each sentence as it is alone
 
 
 def _served(tiny_checkpoint, config, *, model_segments=True):

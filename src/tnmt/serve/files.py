@@ -3,10 +3,11 @@ with `evidence=true` as JSON: the file (base64) and a report per segment (docume
 
 The document is read as it arrives (a bad file is refused before anything is queued: 422 naming the problem,
 415 a format tnmt does not translate), its units go through the model's batcher as the sentences of any request
-do (serve/models.py's `translations`: shared batches, the deadline, the queue), and the document is read and
-written in the text workers' pool (a large one takes a moment), within the request's deadline. Its upload is
-held to `max_file_bytes` (serve/app.py), its archive to the limits of documents/archive.py, and its sentences to
-`max_queue`.
+do (serve/models.py's `translations`: shared batches, the deadline, a share of the queue at a time), and the
+document is read and written in the text workers' pool (a large one takes a moment), within the request's
+deadline, which grows with the document's units (`timeout_per_unit_s`). Its upload is held to `max_file_bytes`
+(serve/app.py) and its archive to the limits of documents/archive.py; its size is bounded by those, not by the
+queue.
 """
 
 import base64
@@ -81,8 +82,10 @@ async def translated_document(
     steering: Steering | None = None,
 ) -> Translated:
     """The document translated by `model` and written in its format (in the text workers' pool), within its
-    deadline; a steering entry that cannot be met is `refused`."""
+    deadline (`timeout_s`, and `timeout_per_unit_s` for each unit: a document's time grows with its size); a
+    steering entry that cannot be met is `refused`."""
     pending = document.pending
+    document.deadline.grow(config.timeout_per_unit_s * len(pending.units))
     found = await translations(
         model,
         [u.text for u in pending.units],
@@ -91,7 +94,6 @@ async def translated_document(
         client=http,
         steering=pending.steering(steering),
         refused=refused,
-        too_large=413 if refused == 422 else refused,
     )
     out = await text_work(lambda: pending.write(found), document.deadline, refused=refused)
     stem, suffix = PurePath(document.name).stem, PurePath(document.name).suffix or document.fmt.extensions[0]

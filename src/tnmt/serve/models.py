@@ -22,7 +22,7 @@ sentences of requests for different pairs share decoder batches too.
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -36,6 +36,7 @@ from tnmt.directions import all_directions
 from tnmt.errors import UserError
 from tnmt.serve.batcher import Batcher, QueueFull
 from tnmt.train.run_dir import RunDir, run_of
+from tnmt.translate.prepared import Prepared
 from tnmt.translate.steering import Steering
 from tnmt.translate.translation import Translation
 from tnmt.translate.translator import Translator
@@ -197,6 +198,9 @@ def check_limits(texts: list[str], beam_size: int, n_best: int, config: ServeCon
         raise ApiError(search_status, f"n_best {n_best}: over {limit}")
 
 
+ROOM_WAIT_S = 0.05  # how often a started request's next share looks for room in a full queue
+
+
 class Deadline:
     """When a request's answer is due: `seconds` after the request came. Its text work (reading a document,
     splitting, planning, tokenising, joining) and its queued sentences count against the same clock."""
@@ -206,6 +210,10 @@ class Deadline:
 
     def left(self) -> float:
         return max(0.0, self._at - time.monotonic())
+
+    def grow(self, seconds: float) -> None:
+        """Give the request `seconds` more (a document, once its size is known)."""
+        self.seconds, self._at = self.seconds + seconds, self._at + seconds
 
 
 async def text_work(
@@ -234,21 +242,54 @@ async def translations(
     client: Request | None = None,
     steering: list[Steering | None] | None = None,
     refused: int = 422,
-    too_large: int = 413,
 ) -> list[Translation]:
     """The texts' translations by the model's batcher, within the deadline (`unavailable` past it): each text cut
-    into sentences (unless `settings.segment` is false), every sentence of every text queued, and each text's
-    sentences joined back (translate/whole.py), the cutting and joining in the text workers' pool. A steering
-    entry that cannot be met is refused with `refused` and the entry named, and more sentences than the whole
-    queue holds with `too_large`, before anything is queued."""
+    into sentences (unless `settings.segment` is false), the sentences queued, and each text's sentences joined
+    back (translate/whole.py), the cutting and joining in the text workers' pool. A steering entry that cannot be
+    met is refused with `refused` and the entry named, before anything is queued.
+
+    A request of more sentences than a share of the queue (`queue_share`: a document) is queued a share at a time,
+    the next share once the one before it is decoded, so it never holds more than two shares of the queue and its
+    size is bounded by its deadline, not by `max_queue`; a full queue refuses its first share (503), and a later
+    share waits for room (the request has started: it is not cut)."""
     work = {"deadline": deadline, "refused": refused, "unavailable": unavailable}
     split = await text_work(lambda: model.translator.split(texts, steering, settings), **work)
-    if len(split.prepared) > model.batcher.max_queue:  # could never be served
-        raise ApiError(too_large, f"{len(split.prepared)} sentences: over max_queue={model.batcher.max_queue}")
-    with _refused_when_full():
-        futures = model.batcher.submit(split.prepared, settings, n_best=n_best, attention=attention)
-    found = await _wait(futures, deadline=deadline, unavailable=unavailable, client=client)
+    share, prepared = queue_share(model.batcher.max_queue), split.prepared
+    options = {"n_best": n_best, "attention": attention}
+    waiting: list[list[Future[Translation]]] = []
+    found: list[Translation] = []
+    try:
+        for at in range(0, len(prepared), share):
+            waiting.append(await _queued(model, prepared[at : at + share], settings, options, later=at > 0))
+            if len(waiting) == 2:
+                found += await _wait(waiting.pop(0), deadline=deadline, unavailable=unavailable, client=client)
+        for futures in waiting:
+            found += await _wait(futures, deadline=deadline, unavailable=unavailable, client=client)
+    finally:
+        for futures in waiting:  # past the deadline, or the client gone: the shares not decoded are dropped
+            for future in futures:
+                future.cancel()
     return await text_work(lambda: model.translator.translated(split, settings, segments=found), **work)
+
+
+async def _queued(
+    model: ServedModel, share: Sequence[Prepared], settings: DecodeConfig, options: dict, *, later: bool
+) -> list[Future[Translation]]:
+    """One share of a request queued. A full queue refuses a request's first share (503); a `later` one waits
+    for room, as long as the request waits (its deadline and hang-up are watched by the share before it)."""
+    while True:
+        try:
+            with _refused_when_full():
+                return model.batcher.submit(share, settings, **options)
+        except ApiError:
+            if not later:
+                raise
+            await asyncio.sleep(ROOM_WAIT_S)
+
+
+def queue_share(max_queue: int) -> int:
+    """How many sentences one request queues at a time (`translations`): a quarter of the queue."""
+    return max(1, max_queue // 4)
 
 
 async def solo(

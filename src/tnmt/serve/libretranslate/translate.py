@@ -186,7 +186,6 @@ async def _answers(
         client=client,
         steering=None if steering is None else [steering] * len(texts),
         refused=400,
-        too_large=400,
     )
     answered = [
         {"translatedText": result.text, "confidence": result.evidence.confidence, "warnings": result.evidence.warnings}
@@ -216,9 +215,7 @@ async def _translate_markup(
     texts = document.texts
     steered = None if steering is None else [steering] * len(texts)
     results = (
-        await translations(
-            model, texts, settings, deadline=deadline, client=client, steering=steered, refused=400, too_large=400
-        )
+        await translations(model, texts, settings, deadline=deadline, client=client, steering=steered, refused=400)
         if texts
         else []
     )
