@@ -8,9 +8,11 @@ href kept).
 - Spaces, tabs and line breaks: `text:s` is read as its spaces and written back by `odf.teletype`. A `text:tab`
   or `text:line-break` ends a sentence (a `<br>` in the fragment, which tag transfer passes through), so the
   translation keeps each one between the translations of what it separated; inside a sentence it would be lost.
-- Left as they are: paragraphs holding anything else (fields such as page numbers and dates, notes, frames,
-  annotations, tracked changes); the paragraphs inside their notes and text boxes are translated on their own.
-  Bookmarks and soft page breaks do not stop a paragraph: they are kept, moved to its start.
+- Kept as they are, beside the word they came with (`<img data-keep>` in the fragment): everything else a
+  paragraph holds (fields such as page numbers and dates: their results are computed; notes, frames, annotations,
+  tracked changes' marks, bookmarks, soft page breaks); the paragraphs inside notes, frames and annotations are
+  translated on their own. A paragraph whose words are all kept is left as it was and named in the report's
+  `left`, as is one whose `text:s` claims over `MAX_SPACES` spaces.
 - Only content.xml (and styles.xml when a header or footer was translated) is written by odfpy; every other
   entry (mimetype first and stored, the manifest, meta.xml, settings.xml, pictures, macros, embedded objects)
   is copied as it was, because odfpy's own `save` rewrites them all (meta's generator, settings, manifest) and
@@ -27,6 +29,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
+from typing import NamedTuple
 from xml.etree.ElementTree import ParseError
 from xml.sax import SAXException
 
@@ -38,7 +41,7 @@ from odf.opendocument import OpenDocument, load
 from odf.text import LineBreak, Tab
 
 from tnmt.documents.archive import check_archive, malformed_part
-from tnmt.documents.inline import Text, fragment, items, plain_run
+from tnmt.documents.inline import Item, Keep, Text, fragment, items, plain_run
 from tnmt.documents.units import Pending, marked
 from tnmt.errors import UserError
 
@@ -49,7 +52,6 @@ MAX_DEPTH = 256  # odfpy writes XML recursively: deeper nesting would overflow P
 MAX_SPACES = 1000  # a larger text:s is no text (the paragraph is kept as it is)
 PARAGRAPHS = {(TEXTNS, "p"), (TEXTNS, "h")}
 WRAPPERS = {(TEXTNS, "span"), (TEXTNS, "a")}  # inline formatting and links: their text is the paragraph's
-KEPT = {(TEXTNS, n) for n in ("bookmark", "bookmark-start", "bookmark-end", "soft-page-break")}
 BREAKS = {(TEXTNS, "tab"): "\t", (TEXTNS, "line-break"): "\n"}
 MARKS = {"\t": "<br data-tab>", "\n": "<br>"}  # in a fragment: blocks, which end a sentence and pass through
 MARKED = re.compile("(<br data-tab>|<br>)")
@@ -58,18 +60,25 @@ WHITESPACE = re.compile("[ \t\r\n]+")  # in XML text, any run of these is one sp
 Run = tuple[str, tuple[Element, ...]]  # a stretch of text, and the spans and links around it (outermost first)
 
 
+class _Kept(NamedTuple):
+    """An element kept as it is (a field, a note, a frame, an annotation, a bookmark, a tracked change's mark), and
+    the spans and links around it."""
+
+    element: Element
+    chain: tuple[Element, ...]
+
+
 @dataclass
 class _Paragraph:
-    """A paragraph to translate: its runs in lines (cut at its tabs and line breaks), and what it keeps."""
+    """A paragraph to translate: its runs and kept elements in lines (cut at its tabs and line breaks)."""
 
     element: Element
     part: str  # the archive entry that holds it
-    lines: list[list[Run]] = field(default_factory=lambda: [[]])
+    lines: list[list[Run | _Kept]] = field(default_factory=lambda: [[]])
     breaks: list[str] = field(default_factory=list)  # between lines: "\t" or "\n"
-    kept: list[Element] = field(default_factory=list)  # bookmarks, soft page breaks
 
     def read(self, node: Element, chain: tuple[Element, ...] = ()) -> bool:
-        """Reads `node`'s content into the runs; False when it holds something else than text."""
+        """Reads `node`'s content into the lines; False when a `text:s` claims more than `MAX_SPACES` spaces."""
         for child in node.childNodes:
             if child.nodeType == Node.TEXT_NODE:
                 self.add(WHITESPACE.sub(" ", child.data), chain)
@@ -81,39 +90,36 @@ class _Paragraph:
             elif child.qname in BREAKS:
                 self.breaks.append(BREAKS[child.qname])
                 self.lines.append([])
-            elif child.qname in KEPT:
-                self.kept.append(child)
-            elif child.qname not in WRAPPERS or not self.read(child, (*chain, child)):
-                return False
+            elif child.qname in WRAPPERS:
+                if not self.read(child, (*chain, child)):
+                    return False
+            elif child.nodeType == Node.ELEMENT_NODE:
+                self.lines[-1].append(_Kept(child, chain))
         return True
 
     def add(self, text: str, chain: tuple[Element, ...]) -> None:
         """Adds text to the current line, to its last run when that one is formatted alike."""
         line = self.lines[-1]
-        if line and _format(line[-1][1]) == _format(chain):
+        if line and not isinstance(line[-1], _Kept) and _format(line[-1][1]) == _format(chain):
             line[-1] = (line[-1][0] + text, line[-1][1])
         else:
             line.append((text, chain))
 
-    def text(self) -> str:
-        """The paragraph's text, breaks left out."""
-        return "".join(text for line in self.lines for text, _ in line)
+    def words(self) -> str:
+        """The text of the paragraph's runs (what is translated), breaks and kept elements left out."""
+        return "".join(part[0] for line in self.lines for part in line if not isinstance(part, _Kept))
 
     def fragment(self) -> str:
-        """The paragraph as inline markup: each line's runs (documents/inline.py), lines joined by their breaks'
-        marks."""
-        parts = [
-            fragment([Text(k, t) for k, (t, _) in enumerate(line)], [_format(c) for _, c in line]) if line else ""
-            for line in self.lines
-        ]
+        """The paragraph as inline markup: each line's runs and kept elements (documents/inline.py), lines joined
+        by their breaks' marks."""
+        parts = [fragment(*_items(line)) if line else "" for line in self.lines]
         return parts[0] + "".join(MARKS[b] + part for b, part in zip(self.breaks, parts[1:], strict=True))
 
     def write(self, translated: str) -> None:
-        """Replaces the paragraph by a copy holding its kept elements, then the translated fragment's pieces."""
+        """Replaces the paragraph by a copy holding the translated fragment's pieces, each kept element moved to
+        its place (a note's or a frame's own paragraphs are translated on their own)."""
         old = self.element
         new = Element(qname=old.qname, qattributes=old.attributes, check_grammar=False)
-        for element in self.kept:
-            new.addElement(element, check_grammar=False)
         parts = MARKED.split(translated)  # line, mark, line, mark, ..., line
         for k, part in enumerate(parts):
             if k % 2:
@@ -122,17 +128,39 @@ class _Paragraph:
             line = self.lines[k // 2]
             if not line:  # between two breaks: nothing to write
                 continue
-            plain = plain_run([t for t, _ in line], [_format(c) for _, c in line])
-            for piece in (item for item in items(part) if isinstance(item, Text)):
-                source, text = piece.run, piece.text
-                parent = new
-                for wrapper in line[plain if source is None else source][1]:
-                    copy = Element(qname=wrapper.qname, qattributes=wrapper.attributes, check_grammar=False)
-                    parent.addElement(copy, check_grammar=False)
-                    parent = copy
-                teletype.addTextToElement(parent, text)
+            runs = [r for r in line if not isinstance(r, _Kept)]
+            kept = [r for r in line if isinstance(r, _Kept)]
+            plain = plain_run([t for t, _ in runs], [_format(c) for _, c in runs]) if runs else 0
+            for piece in items(part):
+                if isinstance(piece, Keep):
+                    _within(new, kept[piece.atom].chain).addElement(kept[piece.atom].element, check_grammar=False)
+                else:
+                    chain = runs[plain if piece.run is None else piece.run][1]
+                    teletype.addTextToElement(_within(new, chain), piece.text)
         old.parentNode.insertBefore(new, old)
         old.parentNode.removeChild(old)
+
+
+def _items(line: list[Run | _Kept]) -> tuple[list[Item], list[bytes]]:
+    """A line's runs and kept elements as items (documents/inline.py), and its runs' formats."""
+    found: list[Item] = []
+    formats: list[bytes] = []
+    for part in line:
+        if isinstance(part, _Kept):
+            found.append(Keep(len(found) - len(formats)))
+        else:
+            found.append(Text(len(formats), part[0]))
+            formats.append(_format(part[1]))
+    return found, formats
+
+
+def _within(parent: Element, chain: tuple[Element, ...]) -> Element:
+    """Copies of the spans and links of `chain` nested in `parent`: where a piece of the translation goes."""
+    for wrapper in chain:
+        copy = Element(qname=wrapper.qname, qattributes=wrapper.attributes, check_grammar=False)
+        parent.addElement(copy, check_grammar=False)
+        parent = copy
+    return parent
 
 
 def read_odt(data: bytes, *, where: str) -> Pending:
@@ -151,12 +179,20 @@ def read_odt(data: bytes, *, where: str) -> Pending:
         raise UserError(f"{where}: not {KIND} ({type(error).__name__}: {error})") from None
     if not document.mimetype.startswith(MIMETYPE):
         raise UserError(f"{where}: not {KIND} (its mimetype is {document.mimetype!r})")
-    paragraphs = []
+    paragraphs, left, counted = [], [], {}
     for part, element in _candidates(document):
-        paragraph = _Paragraph(element, part)
-        if paragraph.read(element) and paragraph.text().strip():
+        paragraph, counted[part] = _Paragraph(element, part), counted.get(part, 0) + 1
+        read = paragraph.read(element)
+        if read and any(c.isalnum() for c in paragraph.words()):
             paragraphs.append(paragraph)
-    return marked([p.fragment() for p in paragraphs], lambda out: _write(document, entries, paragraphs, out))
+        elif any(c.isalnum() for c in teletype.extractText(element)):
+            why = "its words are all kept (a field's result)" if read else f"a text:s of over {MAX_SPACES} spaces"
+            left.append(f"{part} paragraph {counted[part]}: {why}")
+
+    def write(out: list[str]) -> bytes:
+        return _write(document, entries, paragraphs, out)
+
+    return marked([p.fragment() for p in paragraphs], write, left=left)
 
 
 def _entries(data: bytes, *, where: str) -> list[tuple[zipfile.ZipInfo, bytes]]:
