@@ -144,6 +144,7 @@ ACCEPTED: dict[tuple[str, str], str] = {
     ("serve.threads", "zero"): "0 = PyTorch's default (OMP_NUM_THREADS, else one per physical core)",
     ("serve.mmap_threshold_mb", "zero"): "0 = glibc's own threshold",
     ("serve.max_wait_ms", "zero"): "a batch does not wait for company",
+    ("serve.timeout_per_unit_s", "zero"): "a document's deadline is timeout_s whatever its size",
     # paths
     **{
         (f"{command}.out", kind): NEW_OUTPUT
@@ -216,6 +217,7 @@ ACCEPTED: dict[tuple[str, str], str] = {
     ("train.max_tokens", "huge"): "a batch holds at most the corpus",
     ("train.accum_steps", "huge"): "an update every N batches: none before a short run ends",
     ("train.eval_beam_size", "huge"): "checked against the model's target vocabulary at the first validation",
+    ("train.snapshots_from", "huge"): "the first snapshot after the run ends: none taken, as with 0",
     **{(f"train.{name}", "huge"): AGGRESSIVE for name in ("lr_factor", "warmup_steps", "adam_eps", "rdrop_alpha")},
     ("train.guided_alignment", "huge"): AGGRESSIVE,
     **{(f"train.{name}", "huge"): AGGRESSIVE for name in ("clip_norm", "weight_decay")},
