@@ -1,0 +1,40 @@
+"""benchmarks/quality/real_documents.py: a paragraph's own text (nested paragraphs apart), and a file measured."""
+
+import io
+
+import docx
+
+from benchmarks.quality.real_documents import measure, paragraphs
+
+
+def test_a_text_box_s_paragraph_is_its_own(tmp_path):
+    from docx.oxml.parser import parse_xml
+
+    w = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+    document = docx.Document()
+    p = document.add_paragraph("Outer words ")._p
+    p.append(
+        parse_xml(
+            f"<w:r {w}><w:pict><w:txbxContent><w:p><w:r><w:t>inner words</w:t></w:r></w:p></w:txbxContent>"
+            "</w:pict></w:r>"
+        )
+    )
+    buffer = io.BytesIO()
+    document.save(buffer)
+    assert paragraphs(buffer.getvalue(), ".docx") == [
+        ("word/document.xml", "Outer words "),
+        ("word/document.xml", "inner words"),
+    ]
+
+
+def test_a_file_is_measured_paragraph_by_paragraph(tiny_translator, tmp_path):
+    document = docx.Document()
+    document.add_paragraph("two hundred")
+    document.add_paragraph("5")  # no words: not counted
+    path = tmp_path / "d.docx"
+    document.save(path)
+    found = measure(tiny_translator, path)
+    assert found["paragraphs"] == 1 and "mismatch" not in found
+    assert len(found["unchanged"]) <= 1
+    (tmp_path / "x.docx").write_bytes(b"not a zip")
+    assert measure(tiny_translator, tmp_path / "x.docx")["refused"].startswith("x.docx: not a Word document")
