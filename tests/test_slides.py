@@ -56,3 +56,17 @@ def test_a_field_and_a_line_break_are_kept_where_they_are():
     assert [child.tag.split("}")[1] for child in p] == ["r", "br", "r", "fld"]
     assert "".join(t.text for t in p.iter(qn("a:t"))) == "TWO DOGSPLAY ON SLIDE 1"
     assert out.slides[0].notes_slide.notes_text_frame.text == "SAY IT SLOWLY."
+
+
+def test_a_shape_without_a_text_body_is_not_given_one():
+    presentation = pptx.Presentation()
+    slide = presentation.slides.add_slide(presentation.slide_layouts[1])
+    title, body = slide.placeholders[0], slide.placeholders[1]
+    title.text_frame.text = "Two dogs"
+    body._element.remove(body._element.find(qn("p:txBody")))  # an unpopulated placeholder, as PowerPoint saves one
+    buffer = io.BytesIO()
+    presentation.save(buffer)
+    read, paragraphs, fragments = read_pptx(buffer.getvalue(), where="p.pptx")
+    assert fragments == ["Two dogs"]
+    out = pptx.Presentation(io.BytesIO(write_pptx(read, paragraphs, [_upper(f) for f in fragments])))
+    assert out.slides[0].placeholders[1]._element.find(qn("p:txBody")) is None

@@ -61,7 +61,7 @@ def _paragraphs(presentation: Presentation) -> list[_Paragraph]:
         for shape in shapes:
             if shape.shape_type is not None and hasattr(shape, "shapes"):  # a group
                 walk(shape.shapes)
-            if getattr(shape, "has_text_frame", False) and shape.has_text_frame:
+            if getattr(shape, "has_text_frame", False) and shape.has_text_frame and _holds_text(shape):
                 found.extend(shape.text_frame.paragraphs)
             if getattr(shape, "has_table", False) and shape.has_table:
                 for row in shape.table.rows:
@@ -73,6 +73,12 @@ def _paragraphs(presentation: Presentation) -> list[_Paragraph]:
         if slide.has_notes_slide:
             walk(slide.notes_slide.shapes)
     return found
+
+
+def _holds_text(shape) -> bool:
+    """Whether the shape has a text body: python-pptx's `text_frame` adds an empty one to a placeholder without,
+    which would change a slide the translation does not touch."""
+    return shape._element.find(qn("p:txBody")) is not None
 
 
 def _items(paragraph: _Paragraph) -> list[Item]:
