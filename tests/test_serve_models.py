@@ -296,3 +296,52 @@ def test_text_work_runs_off_the_event_loop_and_counts_against_the_deadline():
     ticks, late = asyncio.run(run())
     assert (late.status, late.message) == (504, "no translation within the deadline of 0.2 s")
     assert ticks >= 10 and batcher.queued == []
+
+
+def test_a_large_request_goes_a_share_at_a_time_and_a_later_share_waits_for_room():
+    async def run() -> list:
+        batcher = ScriptedBatcher()
+        batcher.max_queue = 8  # shares of 2
+        found = asyncio.ensure_future(
+            translations(served(batcher), list("abcde"), SETTINGS, deadline=Deadline(10), client=Client())
+        )
+        await queued(batcher, 4)
+        await asyncio.sleep(0.05)
+        assert [len(q) for q in batcher.queued] == [2, 2]  # two shares in flight, the third waits for the first
+        batcher.full = True  # the queue fills with other clients' sentences
+        for future in batcher.futures[:2]:
+            future.set_result("x")
+        await asyncio.sleep(0.2)
+        assert len(batcher.queued) == 2 and not found.done()  # a later share waits for room: no 503
+        batcher.full = False
+        await queued(batcher, 5)
+        for future in batcher.futures[2:]:
+            future.set_result("y")
+        return await found
+
+    assert asyncio.run(run()) == ["x", "x", "y", "y", "y"]
+
+
+def test_a_full_queue_refuses_a_request_s_first_share():
+    with pytest.raises(ApiError) as refused:
+        asyncio.run(translations(served(ScriptedBatcher(full=True)), ["a"], SETTINGS, deadline=Deadline(10)))
+    assert refused.value.status == 503
+
+
+def test_a_document_s_deadline_grows_with_its_segments():
+    async def run(grow_s: float) -> list:
+        batcher = ScriptedBatcher()
+        found = asyncio.ensure_future(
+            translations(served(batcher), ["a", "b"], SETTINGS, deadline=Deadline(0.2), client=Client(), grow_s=grow_s)
+        )
+        await queued(batcher, 2)
+        await asyncio.sleep(0.4)  # past 0.2 s, within 0.2 + 2 x 1 s
+        for future in batcher.futures:
+            if not future.cancelled():  # cancelled at the deadline: dropped
+                future.set_result("x")
+        return await found
+
+    assert asyncio.run(run(1.0)) == ["x", "x"]
+    with pytest.raises(ApiError) as late:
+        asyncio.run(run(0.0))
+    assert late.value.status == 504

@@ -144,7 +144,7 @@ ACCEPTED: dict[tuple[str, str], str] = {
     ("serve.threads", "zero"): "0 = PyTorch's default (OMP_NUM_THREADS, else one per physical core)",
     ("serve.mmap_threshold_mb", "zero"): "0 = glibc's own threshold",
     ("serve.max_wait_ms", "zero"): "a batch does not wait for company",
-    ("serve.timeout_per_unit_s", "zero"): "a document's deadline is timeout_s whatever its size",
+    ("serve.timeout_per_segment_s", "zero"): "a document's deadline is timeout_s whatever its size",
     # paths
     **{
         (f"{command}.out", kind): NEW_OUTPUT

@@ -424,8 +424,8 @@ class ServeConfig:
         default=False, metadata=_help("also serve the pairs a multilingual model was not trained on (zero-shot)")
     )
     timeout_s: float = field(default=30.0, metadata=_help("a request's deadline (past it: 504)"))
-    timeout_per_unit_s: float = field(
-        default=0.1, metadata=_help("a document's deadline grows by this per unit it holds (paragraph, cue, message)")
+    timeout_per_segment_s: float = field(
+        default=0.1, metadata=_help("a document's deadline grows by this per segment (sentence) it holds")
     )
     ready_timeout_s: float = field(default=10.0, metadata=_help("deadline of the /ready probe translation"))
     body_timeout_s: float = field(
@@ -459,7 +459,7 @@ class ServeConfig:
         _check(self, "max_wait_ms", 0 <= self.max_wait_ms <= DAY_S * 1000, f"from 0 to {DAY_S * 1000:.0f} (a day)")
         for name in ("timeout_s", "ready_timeout_s", "body_timeout_s", "file_ttl_s"):  # 0: every request 504 (408)
             _check(self, name, 0 < getattr(self, name) <= DAY_S, f"over 0 and at most {DAY_S:.0f} (a day)")
-        _check(self, "timeout_per_unit_s", 0 <= self.timeout_per_unit_s <= 60, "from 0 to 60")
+        _check(self, "timeout_per_segment_s", 0 <= self.timeout_per_segment_s <= 60, "from 0 to 60")
 
 
 def parse(cls: type[T], values: Mapping[str, Any], *, where: str) -> T:

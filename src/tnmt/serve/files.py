@@ -5,7 +5,7 @@ The document is read as it arrives (a bad file is refused before anything is que
 415 a format tnmt does not translate), its units go through the model's batcher as the sentences of any request
 do (serve/models.py's `translations`: shared batches, the deadline, a share of the queue at a time), and the
 document is read and written in the text workers' pool (a large one takes a moment), within the request's
-deadline, which grows with the document's units (`timeout_per_unit_s`). Its upload is held to `max_file_bytes`
+deadline, which grows with the document's segments (`timeout_per_segment_s`). Its upload is held to `max_file_bytes`
 (serve/app.py) and its archive to the limits of documents/archive.py; its size is bounded by those, not by the
 queue.
 """
@@ -82,10 +82,9 @@ async def translated_document(
     steering: Steering | None = None,
 ) -> Translated:
     """The document translated by `model` and written in its format (in the text workers' pool), within its
-    deadline (`timeout_s`, and `timeout_per_unit_s` for each unit: a document's time grows with its size); a
+    deadline (`timeout_s`, and `timeout_per_segment_s` for each segment: a document's time grows with its size); a
     steering entry that cannot be met is `refused`."""
     pending = document.pending
-    document.deadline.grow(config.timeout_per_unit_s * len(pending.units))
     found = await translations(
         model,
         [u.text for u in pending.units],
@@ -94,6 +93,7 @@ async def translated_document(
         client=http,
         steering=pending.steering(steering),
         refused=refused,
+        grow_s=config.timeout_per_segment_s,
     )
     out = await text_work(lambda: pending.write(found), document.deadline, refused=refused)
     stem, suffix = PurePath(document.name).stem, PurePath(document.name).suffix or document.fmt.extensions[0]

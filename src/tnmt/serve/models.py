@@ -242,11 +242,13 @@ async def translations(
     client: Request | None = None,
     steering: list[Steering | None] | None = None,
     refused: int = 422,
+    grow_s: float = 0.0,
 ) -> list[Translation]:
     """The texts' translations by the model's batcher, within the deadline (`unavailable` past it): each text cut
     into sentences (unless `settings.segment` is false), the sentences queued, and each text's sentences joined
     back (translate/whole.py), the cutting and joining in the text workers' pool. A steering entry that cannot be
-    met is refused with `refused` and the entry named, before anything is queued.
+    met is refused with `refused` and the entry named, before anything is queued. `grow_s`: seconds the deadline
+    grows by for each segment (a document's: its time grows with its size).
 
     A request of more sentences than a share of the queue (`queue_share`: a document) is queued a share at a time,
     the next share once the one before it is decoded, so it never holds more than two shares of the queue and its
@@ -255,6 +257,7 @@ async def translations(
     work = {"deadline": deadline, "refused": refused, "unavailable": unavailable}
     split = await text_work(lambda: model.translator.split(texts, steering, settings), **work)
     share, prepared = queue_share(model.batcher.max_queue), split.prepared
+    deadline.grow(grow_s * len(prepared))
     options = {"n_best": n_best, "attention": attention}
     waiting: list[list[Future[Translation]]] = []
     found: list[Translation] = []
