@@ -212,7 +212,10 @@ def run(checkpoint: Path, checkout: Path | None, args: argparse.Namespace, log: 
             print(name, results[name], flush=True)
         if args.scale:
             return results
-        alone, beside_uploads = under_load(port, args, uploads=False), under_load(port, args, uploads=True)
+        time.sleep(args.settle_s)  # a heavy request past its deadline may leave a share decoding: let it end
+        alone = under_load(port, args, uploads=False)
+        time.sleep(args.settle_s)
+        beside_uploads = under_load(port, args, uploads=True)
         results["load"] = {
             "concurrency": args.concurrency,
             "alone": alone,
@@ -240,6 +243,7 @@ def main() -> None:
     parser.add_argument("--load-seconds", type=float, default=30.0)
     parser.add_argument("--upload-every", type=float, default=4.0)
     parser.add_argument("--serve-flags", default="", help="more flags for tnmt serve, e.g. '--max-batch-tokens 1024'")
+    parser.add_argument("--settle-s", type=float, default=15.0, help="idle seconds before each load phase")
     parser.add_argument("--scale", action="store_true", help="uploads at 1x, 10x and 100x instead (scaled_requests)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/stall.json"))
     args = parser.parse_args()
