@@ -207,7 +207,8 @@ def run(checkpoint: Path, checkout: Path | None, args: argparse.Namespace, log: 
     server, port = start_server(checkpoint, flags, threads=args.threads, log=log, timeout=180, checkout=checkout)
     results = {}
     try:
-        for name, heavy in (scaled_requests() if args.scale else heavy_requests()).items():
+        chosen = {} if args.load_only else scaled_requests() if args.scale else heavy_requests()
+        for name, heavy in chosen.items():
             results[name] = beside(port, heavy, every=args.every, timeout=args.heavy_timeout)
             print(name, results[name], flush=True)
         if args.scale:
@@ -244,6 +245,7 @@ def main() -> None:
     parser.add_argument("--upload-every", type=float, default=4.0)
     parser.add_argument("--serve-flags", default="", help="more flags for tnmt serve, e.g. '--max-batch-tokens 1024'")
     parser.add_argument("--settle-s", type=float, default=15.0, help="idle seconds before each load phase")
+    parser.add_argument("--load-only", action="store_true", help="the load alone and with uploads, then SIGTERM")
     parser.add_argument("--scale", action="store_true", help="uploads at 1x, 10x and 100x instead (scaled_requests)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/stall.json"))
     args = parser.parse_args()
