@@ -173,8 +173,8 @@ def test_a_long_request_is_decoded_in_runs_in_turn_with_the_others():
 def test_a_long_requests_runs_are_max_run_tokens_and_decode_alone_between_the_short_requests():
     """`max_run_tokens` slices a document finer than the batch budget: short requests still share one batch of
     up to `max_batch_tokens`, a long one goes in runs of `max_run_tokens`, each run a batch of its own (a short
-    request never decodes beside a document's sentences), a short one sent after it waiting for one run only;
-    once no short request waits, its runs join."""
+    request never decodes beside a document's sentences), a short one sent after it waiting for one run only,
+    and the runs stay short while short requests came of late."""
     fake = ScriptedTranslator(hold=True)
     batcher, _ = make_batcher(fake, max_batch_tokens=12, max_run_tokens=3)
     hold_worker(batcher, fake)
@@ -183,12 +183,16 @@ def test_a_long_requests_runs_are_max_run_tokens_and_decode_alone_between_the_sh
     fake.release.set()
 
     assert texts(long) == [f"S{i} X" for i in range(3)] and texts(shorts) == ["Q0 X", "Q1 X", "Q2 X"]
-    assert fake.batches()[1:] == [["s0 x"], ["q0 x", "q1 x", "q2 x"], ["s1 x", "s2 x"]]  # the last: nobody waits
+    assert fake.batches()[1:] == [["s0 x"], ["q0 x", "q1 x", "q2 x"], ["s1 x"], ["s2 x"]]
     batcher.stop()
 
 
-def test_a_long_request_alone_decodes_in_batches_of_the_whole_budget():
-    """Runs are short so that a short request waits little; with nobody waiting, they join up to the budget."""
+def test_a_long_request_alone_decodes_in_batches_of_the_whole_budget(monkeypatch):
+    """Runs are short so that a short request waits little; with no short request of late, they join up to the
+    budget."""
+    import tnmt.serve.batcher
+
+    monkeypatch.setattr(tnmt.serve.batcher, "QUIET_S", 0.0)  # the held request, a short one, is long ago
     fake = ScriptedTranslator(hold=True)
     batcher, _ = make_batcher(fake, max_batch_tokens=9, max_run_tokens=3)
     hold_worker(batcher, fake)

@@ -414,7 +414,7 @@ class ServeConfig:
     max_queue: int = field(default=1024, metadata=_help("sentences waiting per model (full: 503 + Retry-After)"))
     max_batch_tokens: int = field(default=4096, metadata=_help("source tokens decoded together at most"))
     max_run_tokens: int = field(
-        default=512,
+        default=128,
         metadata=_help(
             "source tokens of a long text (a document) decoded per turn: a shorter turn lets other requests in sooner"
         ),

@@ -31,6 +31,7 @@ Promises:
   so one decoder batch may mix directions and each sentence still gets what it would get alone.
 """
 
+import math
 import queue
 import threading
 import time
@@ -48,6 +49,9 @@ from tnmt.translate.translation import Translation
 from tnmt.translate.translator import Translator
 
 Result = TypeVar("Result")
+
+
+QUIET_S = 1.0  # no short request for this long: a long request's runs join into full batches
 
 
 class QueueFull(Exception):
@@ -97,6 +101,7 @@ class Batcher:
         self.max_queue, self.max_batch_tokens, self.max_wait = max_queue, max_batch_tokens, max_wait_ms / 1000
         self.max_run_tokens = min(max_run_tokens or max_batch_tokens, max_batch_tokens)
         self.batching, self.on_batch = batching, on_batch
+        self._last_short = -math.inf  # when a short request last arrived
         self._requests: queue.Queue[list[Job | SoloJob] | None] = queue.Queue()  # a request's jobs, or None = stop
         self._depth = 0  # sentences queued, under _lock
         self._lock = threading.Lock()
@@ -184,8 +189,9 @@ class Batcher:
                 runs = long.popleft()
                 batch = runs.popleft()
                 tokens = _tokens(batch)
-                while not short and runs and tokens + _tokens(runs[0]) <= self.max_batch_tokens:
-                    tokens += _tokens(runs[0])  # nobody else waits: the request's next runs join, to the budget
+                quiet = not short and time.monotonic() - self._last_short > QUIET_S
+                while quiet and runs and tokens + _tokens(runs[0]) <= self.max_batch_tokens:
+                    tokens += _tokens(runs[0])  # no other client of late: the request's next runs join, to the budget
                     batch = batch + runs.popleft()
                 if runs:  # its next run waits behind the other requests
                     long.append(runs)
@@ -207,6 +213,7 @@ class Batcher:
         runs = self._runs(jobs)
         if len(runs) == 1:
             short.append(runs[0])
+            self._last_short = time.monotonic()
         else:
             long.append(runs)
 
