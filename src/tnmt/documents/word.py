@@ -59,7 +59,7 @@ class _Paragraph:
         self.atoms.append((run, elements))
         self.items.append(Keep(len(self.atoms) - 1, breaks, stack))
 
-    def wrap(self, shell: etree._Element, before: list, after: list) -> int:
+    def wrap(self, shell: etree._Element | None, before: list, after: list) -> int:
         self.wrappers.append((shell, before, after))
         return len(self.wrappers) - 1
 
@@ -89,7 +89,7 @@ def read_docx(data: bytes, *, where: str) -> tuple[WordDocument, list[str]]:
             words = "".join(i.text for i in paragraph.items if isinstance(i, Text))
             if any(c.isalnum() for c in words):
                 read.paragraphs.append(paragraph)
-            elif any(c.isalnum() for c in "".join(element.itertext())):
+            elif any(c.isalpha() for c in _own_text(element)):
                 read.left.append(f"{name} paragraph {n}: its words are all kept (a field's result or a deletion)")
     fragments = [fragment(p.items, [_format(run) for run in p.runs]) for p in read.paragraphs]
     return read, fragments
@@ -104,6 +104,12 @@ def write_docx(read: WordDocument, fragments: list[str]) -> bytes:
     out = io.BytesIO()
     read.document.save(out)
     return out.getvalue()
+
+
+def _own_text(element: etree._Element) -> str:
+    """The text of a paragraph's own runs, deletions included: a text box's paragraphs inside it are their own."""
+    marks = element.iter(qn("w:t"), qn("w:delText"))  # what a reader sees: not a field's instruction
+    return "".join(t.text or "" for t in marks if next(t.iterancestors(qn("w:p"))) is element)
 
 
 def _text_parts(read: WordDocument, data: bytes, where: str) -> Iterator[tuple[str, etree._Element]]:
