@@ -180,7 +180,7 @@ def test_a_file_is_translated_in_the_format_its_name_says(tiny_translator):
     assert [c.index for c in srt.parse(srt_out)] == [1, 2]
     assert file_format("notes", "po").name == "po"
     with pytest.raises(
-        UserError, match=r"^x\.pdf: cannot tell its format from its name \(formats: docx, html, markdown, odt,"
+        UserError, match=r"^x\.pdf: cannot tell its format from its name \(formats: docx, html, markdown, odp, odt,"
     ):
         file_format("x.pdf")
     with pytest.raises(UserError, match=r"^a\.txt: not UTF-8 text \(byte 0\)"):

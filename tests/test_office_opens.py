@@ -1,6 +1,6 @@
 """Office suites are the judge of a written file (issue 80): Debian's LibreOffice, headless, opens every document tnmt
 writes (converted to PDF), from inputs built by the format's library and from the same inputs as LibreOffice itself
-writes them (its own .docx, .pptx and .odt: notes pages without a notes placeholder, its bookmarks and fields).
+writes them (its own .docx, .pptx, .odt and .odp: notes pages without a notes placeholder, its bookmarks and fields).
 Skipped, with one line, where `soffice` is not installed (`.ci/run` installs it)."""
 
 import shutil
@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from test_opendocument import presentation
 from test_slides import _presentation
 from test_word import BOOKMARK, DATE_FIELD, HYPERLINK, _document, _run
 
@@ -16,7 +17,12 @@ from tnmt.documents.formats import translate_file
 
 pytestmark = pytest.mark.skipif(shutil.which("soffice") is None, reason="LibreOffice (soffice) is not installed")
 SETTINGS = DecodeConfig(beam_size=2, max_len=12)
-FILTERS = {".docx": "docx:MS Word 2007 XML", ".pptx": "pptx:Impress MS PowerPoint 2007 XML", ".odt": "odt"}
+FILTERS = {
+    ".docx": "docx:MS Word 2007 XML",
+    ".pptx": "pptx:Impress MS PowerPoint 2007 XML",
+    ".odt": "odt",
+    ".odp": "odp",
+}
 
 
 def _odt() -> bytes:
@@ -55,7 +61,7 @@ def _inputs() -> dict[str, bytes]:
         BOOKMARK + _run("seven"),
         DATE_FIELD,
     )
-    return {"d.docx": word, "p.pptx": _presentation(notes_placeholder=False), "o.odt": _odt()}
+    return {"d.docx": word, "p.pptx": _presentation(notes_placeholder=False), "o.odt": _odt(), "s.odp": presentation()}
 
 
 def _convert(path: Path, target: str, profile: Path) -> Path:
@@ -70,7 +76,7 @@ def _convert(path: Path, target: str, profile: Path) -> Path:
     return written
 
 
-@pytest.mark.parametrize("name", ["d.docx", "p.pptx", "o.odt"])
+@pytest.mark.parametrize("name", ["d.docx", "p.pptx", "o.odt", "s.odp"])
 def test_libreoffice_opens_what_tnmt_writes_from_its_own_files_and_from_the_library_s(tiny_translator, tmp_path, name):
     profile = tmp_path / "profile"
     source = tmp_path / name

@@ -112,7 +112,7 @@ def letters(text: str) -> str:
 
 
 def test_each_paragraph_is_read_whole_cut_at_its_tabs_and_line_breaks_fields_kept():
-    from tnmt.documents.opendocument import read_odt
+    from tnmt.documents.opendocument import read_opendocument as read_odt
 
     pending = read_odt(document(), where="x.odt")
     assert [u.text for u in pending.units] == [
@@ -221,10 +221,10 @@ def test_entities_are_refused_by_each_layer_never_expanded(monkeypatch, case):
 
     data = bad_file(case)
     with pytest.raises(UserError, match=r"^x\.odt: .*declares entities"):  # the archive's check (archive.py)
-        opendocument.read_odt(data, where="x.odt")
+        opendocument.read_opendocument(data, where="x.odt")
     monkeypatch.setattr(opendocument, "check_archive", lambda *args, **kwargs: None)
     with pytest.raises(UserError, match=r"^x\.odt: not an OpenDocument text \(\w+\.xml: EntitiesForbidden"):
-        opendocument.read_odt(data, where="x.odt")  # this module's own parse before odfpy's
+        opendocument.read_opendocument(data, where="x.odt")  # this module's own parse before odfpy's
     with pytest.raises(ValueError, match="EntitiesForbidden"):
         load(io.BytesIO(data))  # and odfpy's parser (defusedxml.sax)
 
@@ -258,7 +258,7 @@ def test_notes_frames_and_annotations_are_kept_in_place_and_their_paragraphs_tra
     buffer = io.BytesIO()
     doc.save(buffer)
 
-    from tnmt.documents.opendocument import read_odt
+    from tnmt.documents.opendocument import read_opendocument as read_odt
 
     pending = read_odt(buffer.getvalue(), where="x.odt")
     assert [u.text for u in pending.units] == ["two hundred and seven", "five", "seven hundred", "two"]
@@ -270,3 +270,60 @@ def test_notes_frames_and_annotations_are_kept_in_place_and_their_paragraphs_tra
         assert len(outer.getElementsByType(kind)) == 1, kind  # each kept once, inside its paragraph
     assert letters(text(after.getElementsByType(NoteBody)[0])) == letters(translator.found[1])
     assert letters(text(after.getElementsByType(TextBox)[0])) == letters(translator.found[3])
+
+
+def presentation() -> bytes:
+    """An OpenDocument presentation: a slide with a text frame (a bold span, a page-number field) and notes."""
+    from odf.draw import Frame, Page, TextBox
+    from odf.opendocument import OpenDocumentPresentation
+    from odf.presentation import Notes
+    from odf.style import MasterPage, PageLayout
+
+    doc = OpenDocumentPresentation()
+    layout = PageLayout(name="pl")
+    doc.automaticstyles.addElement(layout)
+    master = MasterPage(name="Default", pagelayoutname=layout)
+    doc.masterstyles.addElement(master)
+    bold = Style(name=BOLD, family="text")
+    bold.addElement(TextProperties(fontweight="bold"))
+    doc.automaticstyles.addElement(bold)
+    page = Page(name="one", masterpagename=master)
+    frame = Frame(width="10cm", height="2cm", x="1cm", y="1cm")
+    box = TextBox()
+    p = P(text="two ")
+    p.addElement(Span(stylename=bold, text="hundred"))
+    p.addElement(PageNumber(selectpage="current", text="1"))
+    box.addElement(p)
+    frame.addElement(box)
+    page.addElement(frame)
+    notes = Notes()
+    notes_frame = Frame(width="10cm", height="2cm", x="1cm", y="1cm")
+    notes_box = TextBox()
+    notes_box.addElement(P(text="seven"))
+    notes_frame.addElement(notes_box)
+    notes.addElement(notes_frame)
+    page.addElement(notes)
+    doc.presentation.addElement(page)
+    buffer = io.BytesIO()
+    doc.save(buffer)
+    return buffer.getvalue()
+
+
+def test_a_presentation_s_slides_and_notes_are_translated_its_field_kept(tiny_translator):
+    from odf.draw import Page
+    from odf.presentation import Notes
+
+    from tnmt.documents.formats import read_file
+
+    source = presentation()
+    assert [u.text for u in read_file(source, "p.odp").units] == ["two hundred", "seven"]
+    translator = Recording(tiny_translator)
+    after = load(io.BytesIO(translate_file(translator, source, "p.odp", settings=SETTINGS)))
+    assert after.mimetype == "application/vnd.oasis.opendocument.presentation"
+    [page] = after.getElementsByType(Page)
+    [slide, note] = page.getElementsByType(P)
+    assert letters(text(slide)).replace("1", "") == letters(translator.found[0]).replace("1", "")
+    assert len(slide.getElementsByType(PageNumber)) == 1 and len(slide.getElementsByType(Span)) <= 1
+    assert letters(text(after.getElementsByType(Notes)[0])) == letters(translator.found[1])
+    with pytest.raises(UserError, match=r"^p\.odp: not an OpenDocument presentation \(its mimetype is"):
+        translate_file(tiny_translator, document(), "p.odp", settings=SETTINGS)  # a text named as a presentation

@@ -613,7 +613,21 @@ def test_frontend_settings_give_the_limit_and_preselect_auto(server):
         "suggestions": False,
         "filesTranslation": True,  # /translate_file (tnmt/documents)
         "supportedFilesFormat": [
-            *(".docx", ".htm", ".html", ".markdown", ".md", ".odt", ".po", ".pptx", ".srt", ".txt", ".vtt", ".xlf"),
+            *(
+                ".docx",
+                ".htm",
+                ".html",
+                ".markdown",
+                ".md",
+                ".odp",
+                ".odt",
+                ".po",
+                ".pptx",
+                ".srt",
+                ".txt",
+                ".vtt",
+                ".xlf",
+            ),
             ".xliff",
         ],
         "language": {"source": {"code": "auto", "name": "Auto Detect"}, "target": {"code": "it", "name": "Italian"}},

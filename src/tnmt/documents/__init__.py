@@ -13,7 +13,7 @@ Formats (`files.py` picks one by the file's extension; `tnmt translate --file`):
   fuzzy;
 - XLIFF 1.2 (`xliff.py`, parsed with `defusedxml`): targets filled, inline codes carried, state
   needs-review-translation;
-- Word (`word.py`, `python-docx`), PowerPoint (`slides.py`, `python-pptx`) and OpenDocument text
+- Word (`word.py`, `python-docx`), PowerPoint (`slides.py`, `python-pptx`) and OpenDocument text and presentations
   (`opendocument.py`, `odfpy`): each paragraph whole, its formatted runs, links and kept marks (bookmarks, fields,
   breaks) carried to the aligned words by tag transfer (`inline.py`, `units.marked`), the archive checked before it
   is opened (`archive.py`: zip bombs, paths outside it, entity declarations);

@@ -8,7 +8,7 @@ from pathlib import PurePath
 from tnmt.config import DecodeConfig
 from tnmt.documents.gettext import read_po, write_po
 from tnmt.documents.markdown import read_markdown
-from tnmt.documents.opendocument import read_odt
+from tnmt.documents.opendocument import read_opendocument
 from tnmt.documents.slides import read_pptx, write_pptx
 from tnmt.documents.subtitles import read_srt, read_vtt, write_srt, write_vtt
 from tnmt.documents.units import Pending, marked, unit, unmarked
@@ -51,7 +51,11 @@ def _read_markdown(data: bytes, name: str) -> Pending:
 
 
 def _read_odt(data: bytes, name: str) -> Pending:
-    return read_odt(data, where=name)
+    return read_opendocument(data, where=name, fmt="odt")
+
+
+def _read_odp(data: bytes, name: str) -> Pending:  # a presentation: its slides' and notes pages' frames
+    return read_opendocument(data, where=name, fmt="odp")
 
 
 def _read_vtt(data: bytes, name: str) -> Pending:
@@ -94,6 +98,7 @@ FORMATS = (
     Format("po", (".po",), "text/x-gettext-translation; charset=utf-8", _read_po),
     Format("docx", (".docx",), f"{_OFFICE}.wordprocessingml.document", _read_docx),
     Format("odt", (".odt",), "application/vnd.oasis.opendocument.text", _read_odt),
+    Format("odp", (".odp",), "application/vnd.oasis.opendocument.presentation", _read_odp),
     Format("pptx", (".pptx",), f"{_OFFICE}.presentationml.presentation", _read_pptx),
     Format("xliff", (".xlf", ".xliff"), "application/xliff+xml", _read_xliff),
 )

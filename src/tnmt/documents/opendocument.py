@@ -1,5 +1,6 @@
-"""OpenDocument text (.odt), read and written by `odfpy`: each paragraph and heading (of the body, its tables,
-lists, frames and notes, and of the page headers and footers) is translated whole, and its formatting follows the
+"""OpenDocument text (.odt) and presentations (.odp), read and written by `odfpy`: each paragraph and heading (of the
+body, its tables, lists, frames and notes, a presentation's slides and notes pages, and the page headers and
+footers) is translated whole, and its formatting follows the
 words as Word's does (documents/inline.py): the stretches inside a styled `text:span` or a `text:a` link whose
 formatting differs from the paragraph's commonest one become inline elements that tag transfer places on the
 aligned words, and each translated piece is written back inside copies of the spans and links it came from (the
@@ -45,8 +46,10 @@ from tnmt.documents.inline import Item, Keep, Text, fragment, items, plain_run
 from tnmt.documents.units import Pending, marked
 from tnmt.errors import UserError
 
-KIND = "an OpenDocument text"
-MIMETYPE = "application/vnd.oasis.opendocument.text"
+KINDS = {  # what each OpenDocument format is called in errors, and its mimetype
+    "odt": ("an OpenDocument text", "application/vnd.oasis.opendocument.text"),
+    "odp": ("an OpenDocument presentation", "application/vnd.oasis.opendocument.presentation"),
+}
 PARSED = {"content.xml", "styles.xml", "meta.xml", "settings.xml", "manifest.xml"}  # the parts odfpy parses
 MAX_DEPTH = 256  # odfpy writes XML recursively: deeper nesting would overflow Python's stack
 MAX_SPACES = 1000  # a larger text:s is no text (the paragraph is kept as it is)
@@ -163,22 +166,24 @@ def _within(parent: Element, chain: tuple[Element, ...]) -> Element:
     return parent
 
 
-def read_odt(data: bytes, *, where: str) -> Pending:
-    """The document waiting for its paragraphs' translations (each an inline-markup fragment).
+def read_opendocument(data: bytes, *, where: str, fmt: str = "odt") -> Pending:
+    """The document (`fmt`: "odt", a text, or "odp", a presentation: its slides' and notes' frames) waiting for its
+    paragraphs' translations (each an inline-markup fragment).
 
     Raises:
-        UserError: not an OpenDocument text, or XML it refuses to parse (named after `where`).
+        UserError: not a document of `fmt`, or XML it refuses to parse (named after `where`).
     """
-    check_archive(data, where=where, kind=KIND)
-    entries = _entries(data, where=where)
+    kind, mimetype = KINDS[fmt]
+    check_archive(data, where=where, kind=kind)
+    entries = _entries(data, where=where, kind=kind)
     try:
         document = load(io.BytesIO(data))
     except SAXException as error:  # a part that is not well-formed: named, with its line
-        raise UserError(f"{where}: not {KIND} ({malformed_part(data) or f'{type(error).__name__}: {error}'})") from None
+        raise UserError(f"{where}: not {kind} ({malformed_part(data) or f'{type(error).__name__}: {error}'})") from None
     except (KeyError, IndexError, TypeError, ValueError, zipfile.BadZipFile) as error:
-        raise UserError(f"{where}: not {KIND} ({type(error).__name__}: {error})") from None
-    if not document.mimetype.startswith(MIMETYPE):
-        raise UserError(f"{where}: not {KIND} (its mimetype is {document.mimetype!r})")
+        raise UserError(f"{where}: not {kind} ({type(error).__name__}: {error})") from None
+    if not document.mimetype.startswith(mimetype):
+        raise UserError(f"{where}: not {kind} (its mimetype is {document.mimetype!r})")
     paragraphs, left, counted = [], [], {}
     for part, element in _candidates(document):
         paragraph, counted[part] = _Paragraph(element, part), counted.get(part, 0) + 1
@@ -195,15 +200,15 @@ def read_odt(data: bytes, *, where: str) -> Pending:
     return marked([p.fragment() for p in paragraphs], write, left=left)
 
 
-def _entries(data: bytes, *, where: str) -> list[tuple[zipfile.ZipInfo, bytes]]:
+def _entries(data: bytes, *, where: str, kind: str) -> list[tuple[zipfile.ZipInfo, bytes]]:
     """Every entry of the archive with its content, the XML parts odfpy parses checked (module docstring)."""
     archive = zipfile.ZipFile(io.BytesIO(data))
     try:
         entries = [(info, archive.read(info)) for info in archive.infolist()]
     except (zipfile.BadZipFile, RuntimeError, NotImplementedError, OSError, EOFError, zlib.error) as error:
-        raise UserError(f"{where}: not {KIND} ({error})") from None
+        raise UserError(f"{where}: not {kind} ({error})") from None
     if "content.xml" not in {info.filename for info, _ in entries}:
-        raise UserError(f"{where}: not {KIND} (no content.xml)")
+        raise UserError(f"{where}: not {kind} (no content.xml)")
     for info, content in entries:
         if PurePosixPath(info.filename).name in PARSED:
             depth = 0
@@ -213,7 +218,7 @@ def _entries(data: bytes, *, where: str) -> list[tuple[zipfile.ZipInfo, bytes]]:
                     if depth > MAX_DEPTH:
                         raise ValueError(f"elements nested over {MAX_DEPTH} deep")
             except (ParseError, ValueError) as error:  # defusedxml's refusals are ValueErrors
-                raise UserError(f"{where}: not {KIND} ({info.filename}: {type(error).__name__}: {error})") from None
+                raise UserError(f"{where}: not {kind} ({info.filename}: {type(error).__name__}: {error})") from None
     return entries
 
 
