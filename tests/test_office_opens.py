@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_opendocument import presentation
+from test_opendocument import footnote, presentation
 from test_slides import _presentation
 from test_word import BOOKMARK, DATE_FIELD, HYPERLINK, _document, _run
 
@@ -31,7 +31,7 @@ def _odt() -> bytes:
 
     from odf.opendocument import OpenDocumentText
     from odf.style import Style, TextProperties
-    from odf.text import A, Note, NoteBody, NoteCitation, P, PageNumber, Span
+    from odf.text import A, P, PageNumber, Span
 
     doc = OpenDocumentText()
     bold = Style(name="Bold", family="text")
@@ -40,12 +40,7 @@ def _odt() -> bytes:
     p = P(text="two ")
     p.addElement(Span(stylename=bold, text="hundred"))
     p.addElement(A(href="https://example.com", type="simple", text=" and five"))
-    note = Note(noteclass="footnote", id="n1")
-    note.addElement(NoteCitation(text="1"))
-    body = NoteBody()
-    body.addElement(P(text="seven"))
-    note.addElement(body)
-    p.addElement(note)
+    p.addElement(footnote("seven"))
     doc.text.addElement(p)
     page = P(text="page ")
     page.addElement(PageNumber(selectpage="current", text="1"))

@@ -229,19 +229,26 @@ def test_entities_are_refused_by_each_layer_never_expanded(monkeypatch, case):
         load(io.BytesIO(data))  # and odfpy's parser (defusedxml.sax)
 
 
-def test_notes_frames_and_annotations_are_kept_in_place_and_their_paragraphs_translated(tiny_translator):
-    from odf.draw import Frame, TextBox
-    from odf.office import Annotation
+def footnote(words: str):
+    """A footnote (text:note) whose body is one paragraph of `words`."""
     from odf.text import Note, NoteBody, NoteCitation
 
-    doc = OpenDocumentText()
-    p = P(text="two hundred")
     note = Note(noteclass="footnote", id="n1")
     note.addElement(NoteCitation(text="1"))
     body = NoteBody()
-    body.addElement(P(text="five"))
+    body.addElement(P(text=words))
     note.addElement(body)
-    p.addElement(note)
+    return note
+
+
+def test_notes_frames_and_annotations_are_kept_in_place_and_their_paragraphs_translated(tiny_translator):
+    from odf.draw import Frame, TextBox
+    from odf.office import Annotation
+    from odf.text import Note, NoteBody
+
+    doc = OpenDocumentText()
+    p = P(text="two hundred")
+    p.addElement(footnote("five"))
     p.addText(" and seven")
     annotation = Annotation()
     annotation.addElement(P(text="seven hundred"))
