@@ -345,3 +345,18 @@ def test_a_document_s_deadline_grows_with_its_segments():
     with pytest.raises(ApiError) as late:
         asyncio.run(run(0.0))
     assert late.value.status == 504
+
+
+def test_a_later_share_waits_for_room_only_until_the_deadline():
+    async def run() -> None:
+        batcher = ScriptedBatcher()
+        batcher.max_queue = 4  # shares of 1
+        found = asyncio.ensure_future(translations(served(batcher), list("abc"), SETTINGS, deadline=Deadline(0.3)))
+        await queued(batcher, 2)
+        batcher.full = True  # and it stays full
+        batcher.futures[0].set_result("x")
+        await found
+
+    with pytest.raises(ApiError) as late:
+        asyncio.run(run())
+    assert late.value.status == 504

@@ -111,11 +111,6 @@ class _Items(HTMLParser):
                 return
         self._open.append(("other", None))
 
-    def handle_startendtag(self, tag: str, attrs: list) -> None:
-        self.handle_starttag(tag, attrs)
-        if _index(dict(attrs).get("data-keep")) is None and tag not in ("img", "br"):
-            self.handle_endtag(tag)
-
     def handle_endtag(self, tag: str) -> None:
         if self._open and tag not in ("img", "br"):
             self._open.pop()

@@ -6,13 +6,13 @@ batch of one. So every sentence of every request enters one bounded queue per mo
 tokens are gathered or `max_wait_ms` has passed, decodes them together and hands each result back through its
 future. A request over `max_run_tokens` (a long text, cut into sentences by translate/segment.py; a document) is a
 long request: it is decoded in runs of that many, each run a batch of its own, and while short requests wait the
-batches alternate, a batch of short requests, then one run of the next long request in turn; while nobody else
-waits, a long request's runs join into batches of up to `max_batch_tokens` (a document alone decodes as fast as with
-long runs). So a sentence that arrives while a document decodes waits for one run, a fraction of a second, never for
-the document, nor for a document's sentences decoding beside it; a long request's answer waits for all its runs.
-After a batch of one request (a lone client: nobody else sent anything while it was gathered and decoded) the next
-batch takes only what is queued already, so a lone client does not pay `max_wait_ms` on every request; the first
-batch of several brings the wait back.
+batches alternate, a batch of short requests, then one run of the next long request in turn; when no short request
+came for `QUIET_S`, a long request's runs join into batches of up to `max_batch_tokens` (a document alone decodes as
+fast as with long runs; a server with clients keeps its turns short). So a sentence that arrives while a document
+decodes waits for one run, a fraction of a second, never for the document, nor for a document's sentences decoding
+beside it; a long request's answer waits for all its runs. After a batch of one request (a lone client: nobody else
+sent anything while it was gathered and decoded) the next batch takes only what is queued already, so a lone client
+does not pay `max_wait_ms` on every request; the first batch of several brings the wait back.
 
 A sentence arrives prepared (`Translator.prepare`: its steering planned, what the model reads tokenised) by its
 pair's translator (`Translator.for_pair`) when its request arrives, so a bad steering entry is refused before

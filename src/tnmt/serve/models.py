@@ -263,7 +263,8 @@ async def translations(
     found: list[Translation] = []
     try:
         for at in range(0, len(prepared), share):
-            waiting.append(await _queued(model, prepared[at : at + share], settings, options, later=at > 0))
+            chunk, wait = prepared[at : at + share], {"deadline": deadline, "unavailable": unavailable}
+            waiting.append(await _queued(model, chunk, settings, options, later=at > 0, **wait))
             if len(waiting) == 2:
                 found += await _wait(waiting.pop(0), deadline=deadline, unavailable=unavailable, client=client)
         for futures in waiting:
@@ -276,18 +277,27 @@ async def translations(
 
 
 async def _queued(
-    model: ServedModel, share: Sequence[Prepared], settings: DecodeConfig, options: dict, *, later: bool
+    model: ServedModel,
+    share: Sequence[Prepared],
+    settings: DecodeConfig,
+    options: dict,
+    *,
+    later: bool,
+    deadline: Deadline,
+    unavailable: int,
 ) -> list[Future[Translation]]:
-    """One share of a request queued. A full queue refuses a request's first share (503); a `later` one waits
-    for room, as long as the request waits (its deadline and hang-up are watched by the share before it)."""
+    """One share of a request queued. A full queue refuses a request's first share (503); a `later` one waits for
+    room until the deadline (`unavailable` past it): the request has started, it is not cut for another's."""
+    if not later:
+        with _refused_when_full():
+            return model.batcher.submit(share, settings, **options)
     while True:
         try:
-            with _refused_when_full():
-                return model.batcher.submit(share, settings, **options)
-        except ApiError:
-            if not later:
-                raise
-            await asyncio.sleep(ROOM_WAIT_S)
+            return model.batcher.submit(share, settings, **options)
+        except QueueFull:
+            if deadline.left() == 0:
+                raise ApiError(unavailable, f"no translation within the deadline of {deadline.seconds:g} s") from None
+            await asyncio.sleep(min(ROOM_WAIT_S, deadline.left()))
 
 
 def queue_share(max_queue: int) -> int:
