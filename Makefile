@@ -9,7 +9,7 @@ setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,interop,align]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,interop,align,pdf]'
 	touch $@
 
 test: setup  ## lint + the whole test suite

@@ -615,12 +615,14 @@ def test_frontend_settings_give_the_limit_and_preselect_auto(server):
         "supportedFilesFormat": [
             *(
                 ".docx",
+                ".epub",
                 ".htm",
                 ".html",
                 ".markdown",
                 ".md",
                 ".odp",
                 ".odt",
+                ".pdf",
                 ".po",
                 ".pptx",
                 ".srt",

@@ -21,6 +21,7 @@ import random
 import re
 import sys
 import time
+import zipfile
 from collections.abc import Callable
 from html.parser import HTMLParser
 from pathlib import Path
@@ -124,6 +125,109 @@ def bold_odt(data: bytes) -> list[list[str]]:
     return found
 
 
+def build_odp(paragraphs: list[Part]) -> bytes:  # a slide of ten paragraphs in a text frame, as odt's spans
+    from odf.draw import Frame, Page, TextBox
+    from odf.opendocument import OpenDocumentPresentation
+    from odf.style import MasterPage, PageLayout, Style, TextProperties
+    from odf.text import P, Span
+
+    document = OpenDocumentPresentation()
+    layout = PageLayout(name="Layout")
+    document.automaticstyles.addElement(layout)
+    master = MasterPage(name="Master", pagelayoutname=layout)
+    document.masterstyles.addElement(master)
+    bold = Style(name="Bold", family="text")
+    bold.addElement(TextProperties(fontweight="bold"))
+    document.automaticstyles.addElement(bold)
+    for at in range(0, len(paragraphs), 10):
+        page = Page(masterpagename=master)
+        box = TextBox()
+        frame = Frame(width="24cm", height="16cm", x="1cm", y="1cm")
+        frame.addElement(box)
+        page.addElement(frame)
+        for before, word, after in paragraphs[at : at + 10]:
+            paragraph = P(text=before)
+            paragraph.addElement(Span(stylename=bold, text=word))
+            paragraph.addText(after)
+            box.addElement(paragraph)
+        document.presentation.addElement(page)
+    buffer = io.BytesIO()
+    document.write(buffer)
+    return buffer.getvalue()
+
+
+def bold_odp(data: bytes) -> list[list[str]]:
+    from odf import teletype
+    from odf.opendocument import load
+    from odf.text import P, Span
+
+    found = []
+    for paragraph in load(io.BytesIO(data)).presentation.getElementsByType(P):
+        spans = [s for s in paragraph.getElementsByType(Span) if s.getAttribute("stylename") == "Bold"]
+        found.append(" ".join(teletype.extractText(s) for s in spans).split())
+    return found
+
+
+def epub_book(pages: list[str], *, title: str = "Captions", extra: tuple[tuple[str, str, bytes], ...] = ()) -> bytes:
+    """An EPUB 3 book of XHTML pages (`pages`: each one's body), a navigation document listing them, its
+    `title`, and `extra` files of the manifest (name, media type, bytes), as a book's writer lays it out
+    (the `mimetype` first and stored, everything under OEBPS/)."""
+    page = '<?xml version="1.0" encoding="utf-8"?>\n<!DOCTYPE html>\n<html xmlns="http://www.w3.org/1999/xhtml"'
+    page += (
+        ' xmlns:epub="http://www.idpf.org/2007/ops"><head><title>{title}</title></head>\n<body>\n{body}</body></html>\n'
+    )
+    items = [f'<item id="p{k}" href="p{k}.xhtml" media-type="application/xhtml+xml"/>' for k in range(len(pages))]
+    items += [f'<item id="x{k}" href="{name}" media-type="{media}"/>' for k, (name, media, _) in enumerate(extra)]
+    links = "".join(f'<li><a href="p{k}.xhtml">Part {k + 1}</a></li>' for k in range(len(pages)))
+    nav = f'<nav epub:type="toc"><ol>{links}</ol></nav>\n'
+    package = f"""<?xml version="1.0" encoding="utf-8"?>
+<package xmlns="http://www.idpf.org/2007/opf" version="3.0" unique-identifier="id">
+  <metadata xmlns:dc="http://purl.org/dc/elements/1.1/">
+    <dc:identifier id="id">urn:uuid:00000000-0000-0000-0000-000000000000</dc:identifier>
+    <dc:title>{html.escape(title, quote=False)}</dc:title>
+    <dc:language>en</dc:language>
+  </metadata>
+  <manifest>
+    <item id="nav" href="nav.xhtml" media-type="application/xhtml+xml" properties="nav"/>
+    {"".join(items)}
+  </manifest>
+  <spine>{"".join(f'<itemref idref="p{k}"/>' for k in range(len(pages)))}</spine>
+</package>
+"""
+    container = """<?xml version="1.0"?>
+<container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container">
+  <rootfiles><rootfile full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/></rootfiles>
+</container>
+"""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as book:
+        book.writestr("mimetype", "application/epub+zip", compress_type=zipfile.ZIP_STORED)
+        book.writestr("META-INF/container.xml", container)
+        book.writestr("OEBPS/content.opf", package)
+        book.writestr("OEBPS/nav.xhtml", page.format(title="Contents", body=nav))
+        for k, body in enumerate(pages):
+            book.writestr(f"OEBPS/p{k}.xhtml", page.format(title=f"Part {k + 1}", body=body))
+        for name, _, data in extra:
+            book.writestr(f"OEBPS/{name}", data)
+    return buffer.getvalue()
+
+
+def build_epub(paragraphs: list[Part]) -> bytes:  # pages of a hundred paragraphs, each as in the HTML page
+    e = html.escape
+    return epub_book(
+        [
+            "".join(f"<p>{e(b)}<b>{e(w)}</b>{e(a)}</p>\n" for b, w, a in paragraphs[at : at + 100])
+            for at in range(0, len(paragraphs), 100)
+        ]
+    )
+
+
+def bold_epub(data: bytes) -> list[list[str]]:  # the pages' paragraphs in spine order
+    book = zipfile.ZipFile(io.BytesIO(data))
+    pages = sorted((n for n in book.namelist() if re.fullmatch(r"OEBPS/p\d+\.xhtml", n)), key=lambda n: int(n[7:-6]))
+    return [words for name in pages for words in bold_html(book.read(name))]
+
+
 def build_html(paragraphs: list[Part]) -> bytes:
     e = html.escape
     body = "".join(f"<p>{e(b)}<b>{e(w)}</b>{e(a)}</p>\n" for b, w, a in paragraphs)
@@ -207,6 +311,8 @@ FORMATS: dict[str, tuple[Callable[[list[Part]], bytes], Callable[[bytes], list[l
     "docx": (build_docx, bold_docx),
     "odt": (build_odt, bold_odt),
     "pptx": (build_pptx, bold_pptx),
+    "odp": (build_odp, bold_odp),
+    "epub": (build_epub, bold_epub),
     "html": (build_html, bold_html),
     "md": (build_md, bold_md),
     "xlf": (build_xliff, bold_xliff),

@@ -19,7 +19,9 @@ Formats (`files.py` picks one by the file's extension; `tnmt translate --file`):
   is opened (`archive.py`: zip bombs, paths outside it, entity declarations);
 - Markdown (`markdown.py`, `markdown-it-py`): paragraphs, headings and table cells translated, emphasis and links
   carried, code, URLs and every other byte kept;
-- HTML pages (the page whole: blocks' sentences, inline tags carried).
+- HTML pages (the page whole: blocks' sentences, inline tags carried);
+- EPUB books (`epub.py`): each XHTML page through the HTML path, the navigation and the titles; every other entry
+  of the archive and every other byte of the package document kept.
 
 Each translated document has a report per segment (`report.py`: confidence, warnings, glossary terms, splits).
 Served by `/v1/translate_file` (serve/files.py; the report with `evidence=true`), LibreTranslate's

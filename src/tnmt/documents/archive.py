@@ -1,4 +1,4 @@
-"""The checks a zip-based document (docx, pptx, odt) passes before its library opens it.
+"""The checks a zip-based document (docx, pptx, odt, odp, epub) passes before its library opens it.
 
 A server that opens files from the network must not be made to inflate a zip bomb or to trust an archive's
 names. So before python-docx or python-pptx reads a file, its zip directory is read (nothing inflated) and the
@@ -30,6 +30,7 @@ MAX_RATIO = 200  # uncompressed / compressed size of one entry (past a few kB)
 PROLOG_BYTES = 65_536  # of each XML entry read for a DTD: a DTD comes before the root element
 _DOCTYPE = re.compile(rb"<!DOCTYPE", re.IGNORECASE)
 _ENTITY = re.compile(rb"<!ENTITY", re.IGNORECASE)
+XML_PARTS = (".xml", ".rels", ".opf", ".ncx", ".xhtml", ".html", ".htm", ".svg")  # entries read for a DTD
 
 
 def check_archive(
@@ -66,7 +67,7 @@ def check_archive(
                 f" over {max_ratio} (a zip bomb?)"
             )
     for entry in entries:
-        xml = entry.filename.lower().endswith((".xml", ".rels"))
+        xml = entry.filename.lower().endswith(XML_PARTS)
         if xml and _declares_entities(_prolog(archive, entry, where, kind)):
             raise UserError(f"{where}: {entry.filename} declares entities: refused (they could expand)")
 

@@ -6,9 +6,11 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 from tnmt.config import DecodeConfig
+from tnmt.documents.epub import read_epub
 from tnmt.documents.gettext import read_po, write_po
 from tnmt.documents.markdown import read_markdown
 from tnmt.documents.opendocument import read_opendocument
+from tnmt.documents.pdf import read_pdf
 from tnmt.documents.slides import read_pptx, write_pptx
 from tnmt.documents.subtitles import read_srt, read_vtt, write_srt, write_vtt
 from tnmt.documents.units import Pending, marked, unit, unmarked
@@ -58,6 +60,14 @@ def _read_odp(data: bytes, name: str) -> Pending:  # a presentation: its slides'
     return read_opendocument(data, where=name, fmt="odp")
 
 
+def _read_epub(data: bytes, name: str) -> Pending:  # its XHTML pages, navigation and titles; the rest kept
+    return read_epub(data, where=name)
+
+
+def _read_pdf(data: bytes, name: str) -> Pending:  # each text block replaced in place (the `pdf` extra)
+    return read_pdf(data, where=name)
+
+
 def _read_vtt(data: bytes, name: str) -> Pending:
     captions, fragments = read_vtt(_text(data, name), where=name)
     return marked(fragments, lambda translated: write_vtt(captions, translated).encode())
@@ -100,6 +110,8 @@ FORMATS = (
     Format("odt", (".odt",), "application/vnd.oasis.opendocument.text", _read_odt),
     Format("odp", (".odp",), "application/vnd.oasis.opendocument.presentation", _read_odp),
     Format("pptx", (".pptx",), f"{_OFFICE}.presentationml.presentation", _read_pptx),
+    Format("epub", (".epub",), "application/epub+zip", _read_epub),
+    Format("pdf", (".pdf",), "application/pdf", _read_pdf),
     Format("xliff", (".xlf", ".xliff"), "application/xliff+xml", _read_xliff),
 )
 BY_NAME = {f.name: f for f in FORMATS}

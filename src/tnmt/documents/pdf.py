@@ -1,0 +1,146 @@
+"""PDF files: each block of text replaced in place by its translation, the rest of each page kept.
+
+A PDF has no paragraphs, only glyphs placed on a page; PyMuPDF (the `pdf` extra: `pip install 'tnmt[pdf]'`;
+AGPL-3.0, which is why it is not a core dependency) reads them back as blocks of lines of spans, each span with its
+font, size, colour and flags. A block is one unit: its lines joined (a word hyphenated across a line break joined
+again), its bold and italic spans as `<b>`/`<i>` where they differ from the block's commonest style, so tag transfer
+carries them to the translated words. Writing, the block's glyphs are redacted (nothing else: pictures and vector
+graphics under and around it stay) and the translation laid out in the same rectangle by PyMuPDF's HTML layout
+(`insert_htmlbox`) in the block's commonest size and colour and the nearest of the serif, sans-serif and monospace
+families, shrunk until it fits when it is longer than the source. Links are put back where they were (redaction
+drops them). Kept as they were, and named in the report's `left` with why: rotated or vertical text, and pages with no text to
+read (a scanned page is a picture). Every other block is rewritten in place, so no page needs another format.
+
+pypdf and pdfminer.six (BSD and MIT) were weighed: pdfminer.six reads the same blocks but writes nothing, and pypdf
+can neither remove a text's glyphs from a content stream nor lay out a paragraph, so neither can replace a block.
+"""
+
+import html
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from tnmt.documents.units import Pending, marked
+from tnmt.errors import UserError
+
+KIND = "a PDF document"
+_BOLD, _ITALIC, _SERIF, _MONO = 16, 2, 4, 8  # PyMuPDF's span flags
+_FAMILIES = (
+    ("monospace", ("courier", "mono", "consol", "code")),
+    ("sans-serif", ("helv", "arial", "sans", "verdana", "calibri", "segoe", "tahoma")),
+    ("serif", ("times", "serif", "roman", "georgia", "garamond", "cambria", "tiro", "minion")),
+)
+_CSS = "* {{margin: 0; padding: 0; line-height: 1.15; font-size: {size:.1f}pt; color: #{color:06x};"
+_CSS += " font-family: {family}}}"
+
+
+def _pymupdf() -> Any:
+    try:
+        import pymupdf
+    except ImportError:
+        raise UserError(
+            "PDF files need PyMuPDF: pip install 'tnmt[pdf]' (AGPL-3.0, so not installed by default)"
+        ) from None
+    return pymupdf
+
+
+def _style(span: dict[str, Any]) -> tuple[bool, bool]:
+    return bool(span["flags"] & _BOLD), bool(span["flags"] & _ITALIC)
+
+
+def _fragment(lines: Sequence[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    """A block's lines as one inline-markup fragment, and its commonest span (by characters: size, colour, font)."""
+    spans = [span for line in lines for span in line["spans"] if span["text"]]
+    weight: Counter[tuple[bool, bool]] = Counter()
+    for span in spans:
+        weight[_style(span)] += len(span["text"])
+    common = weight.most_common(1)[0][0]
+    main = max(spans, key=lambda span: (_style(span) == common, len(span["text"])))
+    pieces: list[str] = []
+    for k, line in enumerate(lines):
+        for span in line["spans"]:
+            text = html.escape(span["text"], quote=False)
+            bold, italic = _style(span)
+            if italic and not common[1]:
+                text = f"<i>{text}</i>"
+            if bold and not common[0]:
+                text = f"<b>{text}</b>"
+            pieces.append(text)
+        if k < len(lines) - 1:
+            pieces.append(_joint(pieces))
+    return "".join(pieces).strip(), main
+
+
+def _joint(pieces: list[str]) -> str:
+    """What joins a line to the next: nothing after a hyphenated word (its hyphen dropped), else a space."""
+    last = pieces[-1] if pieces else ""
+    if last.endswith("-") and len(last) > 1 and last[-2].isalpha():
+        pieces[-1] = last[:-1]
+        return ""
+    return " "
+
+
+def _family(span: dict[str, Any]) -> str:
+    """The CSS family nearest the span's font: by its name where it says (the flags of an embedded subset often
+    call Helvetica serifed), else by its flags."""
+    name = span["font"].lower()
+    for family, words in _FAMILIES:
+        if any(word in name for word in words):
+            return family
+    if span["flags"] & _MONO:
+        return "monospace"
+    return "serif" if span["flags"] & _SERIF else "sans-serif"
+
+
+def read_pdf(data: bytes, *, where: str) -> Pending:
+    """A PDF waiting for its text blocks' translations (the module docstring says what is replaced and kept).
+
+    Raises:
+        UserError: PyMuPDF is not installed, the file is not a PDF, or it is encrypted.
+    """
+    pymupdf = _pymupdf()
+    try:
+        document = pymupdf.open(stream=data, filetype="pdf")
+    except (RuntimeError, ValueError) as error:  # PyMuPDF's FileDataError is a RuntimeError
+        raise UserError(f"{where}: not {KIND} ({' '.join(str(error).split())})") from None
+    if document.needs_pass or document.is_encrypted:
+        raise UserError(f"{where}: the PDF is encrypted: tnmt cannot rewrite it")
+    blocks: list[tuple[int, tuple[float, ...], dict[str, Any]]] = []  # (page, rectangle, commonest span)
+    fragments: list[str] = []
+    left: list[str] = []
+    for number, page in enumerate(document, start=1):
+        found = page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT)["blocks"]
+        text_blocks = [
+            b for b in found if b["type"] == 0 and any(s["text"].strip() for ln in b["lines"] for s in ln["spans"])
+        ]
+        if not text_blocks:
+            left.append(f"page {number}: no text to read (a scanned page is a picture): kept as it was")
+        for k, block in enumerate(text_blocks, start=1):
+            if any(tuple(line["dir"]) != (1.0, 0.0) for line in block["lines"]):
+                left.append(f"page {number} block {k}: rotated or vertical text: kept as it was")
+                continue
+            fragment, main = _fragment(block["lines"])
+            if not any(ch.isalpha() for ch in fragment):
+                continue  # numbers and marks alone: nothing to translate
+            blocks.append((number - 1, tuple(block["bbox"]), main))
+            fragments.append(fragment)
+
+    def write(translated: list[str]) -> bytes:
+        by_page: dict[int, list[int]] = {}
+        for k, (page, _, _) in enumerate(blocks):
+            by_page.setdefault(page, []).append(k)
+        for number, indices in by_page.items():
+            page = document[number]
+            links = [{key: v for key, v in link.items() if key not in ("xref", "id")} for link in page.get_links()]
+            for k in indices:
+                page.add_redact_annot(pymupdf.Rect(blocks[k][1]))
+            page.apply_redactions(images=pymupdf.PDF_REDACT_IMAGE_NONE, graphics=pymupdf.PDF_REDACT_LINE_ART_NONE)
+            for k in indices:
+                _, rect, main = blocks[k]
+                css = _CSS.format(size=main["size"], color=main["color"], family=_family(main))
+                page.insert_htmlbox(pymupdf.Rect(rect), translated[k], css=css, scale_low=0)  # 0: any smaller size
+            for link in links:
+                page.insert_link(link)
+        return document.tobytes(garbage=3, deflate=True)
+
+    return marked(fragments, write, left=left)
