@@ -113,9 +113,9 @@ def _package_path(archive: zipfile.ZipFile, where: str) -> str:
     """The package document's path: the container's first rootfile of the OPF media type."""
     scan = _Scan(_member(archive, _CONTAINER, where), f"{where}: {_CONTAINER}", frozenset({_ROOTFILE})).run()
     for _, attrs in scan.elements:
-        if attrs.get("media-type", "application/oebps-package+xml") == "application/oebps-package+xml":
-            if "full-path" in attrs:
-                return attrs["full-path"]
+        media = attrs.get("media-type", "application/oebps-package+xml")
+        if media == "application/oebps-package+xml" and "full-path" in attrs:
+            return attrs["full-path"]
     raise UserError(f"{where}: not {KIND} ({_CONTAINER} names no package document)")
 
 

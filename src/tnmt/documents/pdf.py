@@ -8,8 +8,9 @@ carries them to the translated words. Writing, the block's glyphs are redacted (
 graphics under and around it stay) and the translation laid out in the same rectangle by PyMuPDF's HTML layout
 (`insert_htmlbox`) in the block's commonest size and colour and the nearest of the serif, sans-serif and monospace
 families, shrunk until it fits when it is longer than the source. Links are put back where they were (redaction
-drops them). Kept as they were, and named in the report's `left` with why: rotated or vertical text, and pages with no text to
-read (a scanned page is a picture). Every other block is rewritten in place, so no page needs another format.
+drops them). Kept as they were, and named in the report's `left` with why: rotated or vertical text, and pages
+with no text to read (a scanned page is a picture). Every other block is rewritten in place, so no page needs
+another format.
 
 pypdf and pdfminer.six (BSD and MIT) were weighed: pdfminer.six reads the same blocks but writes nothing, and pypdf
 can neither remove a text's glyphs from a content stream nor lay out a paragraph, so neither can replace a block.
