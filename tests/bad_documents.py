@@ -89,3 +89,12 @@ def malformed(archive: bytes, part: str) -> bytes:
     """`archive` with its XML `part` cut in half: still a valid zip, no longer well-formed XML."""
     body = zipfile.ZipFile(io.BytesIO(archive)).read(part)
     return edited(archive, **{part.replace("/", "_").replace(".", "_"): body[: len(body) // 2]})
+
+
+def encrypted_pdf() -> bytes:
+    """A one-page PDF encrypted with a password (AES-256)."""
+    import pymupdf
+
+    pdf = pymupdf.open()
+    pdf.new_page().insert_text((72, 72), "two hundred")
+    return pdf.tobytes(encryption=pymupdf.PDF_ENCRYPT_AES_256, user_pw="user", owner_pw="owner")

@@ -180,9 +180,9 @@ def test_a_file_is_translated_in_the_format_its_name_says(tiny_translator):
     assert [c.index for c in srt.parse(srt_out)] == [1, 2]
     assert file_format("notes", "po").name == "po"
     with pytest.raises(
-        UserError, match=r"^x\.pdf: cannot tell its format from its name \(formats: docx, html, markdown, odp, odt,"
+        UserError, match=r"^x\.rtf: cannot tell its format from its name \(formats: docx, epub, html, markdown, odp,"
     ):
-        file_format("x.pdf")
+        file_format("x.rtf")
     with pytest.raises(UserError, match=r"^a\.txt: not UTF-8 text \(byte 0\)"):
         translate_file(tiny_translator, b"\xff\xfe", "a.txt")
 
@@ -201,8 +201,8 @@ def test_the_cli_translates_a_file_into_another(tiny_checkpoint, tmp_path, capsy
     assert [s["source"] for s in segments] == ["two hundred and five", "seven"]
     cues = srt.parse(out.read_text(encoding="utf-8"))
     assert [" ".join(s["translation"].split()) for s in segments] == [" ".join(c.content.split()) for c in cues]
-    assert main(["translate", "--checkpoint", str(tiny_checkpoint), "--file", str(tmp_path / "x.pdf")]) == 2
-    assert "x.pdf: cannot tell its format from its name" in capsys.readouterr().err
+    assert main(["translate", "--checkpoint", str(tiny_checkpoint), "--file", str(tmp_path / "x.rtf")]) == 2
+    assert "x.rtf: cannot tell its format from its name" in capsys.readouterr().err
 
 
 def test_a_presentation_keeps_its_slides_and_runs_formatting(tiny_translator):
@@ -339,7 +339,7 @@ def test_the_server_translates_a_file_into_the_same_format(tiny_checkpoint):
         assert answer.status_code == 200, answer.text
         assert answer.headers["content-disposition"] == 'attachment; filename="talk.it.srt"'
         assert [c.index for c in srt.parse(answer.text)] == [1, 2]
-        refused = client.post("/v1/translate_file", files={"file": ("talk.pdf", b"%PDF")})
+        refused = client.post("/v1/translate_file", files={"file": ("talk.rtf", b"{\\rtf1}")})
         assert refused.status_code == 415 and "cannot tell its format" in refused.json()["error"]
         broken = client.post("/v1/translate_file", files={"file": ("d.docx", b"PK\x03\x04 broken")})
         assert broken.status_code == 422 and broken.json()["error"].startswith("d.docx: not a Word document")
@@ -367,7 +367,7 @@ def test_libretranslate_s_file_translation_answers_a_url_that_serves_the_file(ti
         assert download.status_code == 200 and [c.index for c in srt.parse(download.text)] == [1, 2]
         for bad in ("../../etc/passwd", "x" * 32 + ".talk.it.srt", "%2e%2e%2fapp.py"):
             assert client.get(f"/download_file/{bad}").status_code == 404
-        refused = client.post("/translate_file", data=body, files={"file": ("a.pdf", b"%PDF")})
+        refused = client.post("/translate_file", data=body, files={"file": ("a.rtf", b"{\\rtf1}")})
         assert refused.status_code == 400 and "cannot tell its format" in refused.json()["error"]
 
 

@@ -6,6 +6,7 @@ import io
 import zipfile
 from xml.etree import ElementTree
 
+import bad_documents as docs
 import pytest
 
 from benchmarks.quality.documents import epub_book
@@ -32,7 +33,7 @@ NCX = b"""<?xml version="1.0" encoding="UTF-8"?>
 
 def book(**replace: bytes) -> bytes:
     """A book of PAGES with a style sheet, a picture and an EPUB 2 NCX; `replace`: entries given other bytes
-    ("OEBPS/content.opf"), or added at the end."""
+    (`OEBPS_content_opf` names OEBPS/content.opf, as in bad_documents.edited), or added (named as they are)."""
     data = epub_book(
         PAGES,
         title="seven & five",
@@ -43,14 +44,8 @@ def book(**replace: bytes) -> bytes:
         ),
     )
     if not replace:
-        return data
-    source, out = zipfile.ZipFile(io.BytesIO(data)), io.BytesIO()
-    with zipfile.ZipFile(out, "w") as edited:
-        for info in source.infolist():
-            edited.writestr(info, replace.pop(info.filename, source.read(info)))
-        for name, data in replace.items():
-            edited.writestr(name, data)
-    return out.getvalue()
+        return data  # as the book's writer laid it out: the mimetype stored
+    return docs.edited(data, **replace)
 
 
 def opf(data: bytes) -> bytes:
@@ -110,7 +105,7 @@ def test_a_spine_page_that_is_not_xhtml_and_a_missing_page_are_named_in_left():
     )
     package = package.replace(b"<spine>", b'<spine><itemref idref="svg"/><itemref idref="nowhere"/>')
     svg = b'<svg xmlns="http://www.w3.org/2000/svg"><text>seven</text></svg>'
-    left = read_epub(book(**{"OEBPS/content.opf": package, "OEBPS/cover.svg": svg}), where="b.epub").left
+    left = read_epub(book(**{"OEBPS_content_opf": package, "OEBPS/cover.svg": svg}), where="b.epub").left
     assert "OEBPS/cover.svg: a spine page of type image/svg+xml: kept as it was (tnmt translates XHTML)" in left
     assert any("'nowhere'" in line and "manifest lacks" in line for line in left)
     assert "OEBPS/gone.xhtml: in the manifest, not in the archive" in left
@@ -120,16 +115,16 @@ def test_a_spine_page_that_is_not_xhtml_and_a_missing_page_are_named_in_left():
     ("replace", "message"),
     [
         (
-            {"META-INF/container.xml": b"<container/>"},
+            {"META-INF_container_xml": b"<container/>"},
             "b.epub: not an EPUB book (META-INF/container.xml names no package document)",
         ),
         (
-            {"OEBPS/content.opf": b"<package><metadata>"},
+            {"OEBPS_content_opf": b"<package><metadata>"},
             "b.epub: OEBPS/content.opf: not well-formed XML (no element found: line 1, column 19)",
         ),
-        ({"OEBPS/p0.xhtml": "<p>caf\xe9</p>".encode("latin-1")}, "b.epub: OEBPS/p0.xhtml is not UTF-8 text (byte 6)"),
+        ({"OEBPS_p0_xhtml": "<p>caf\xe9</p>".encode("latin-1")}, "b.epub: OEBPS/p0.xhtml is not UTF-8 text (byte 6)"),
         (
-            {"OEBPS/toc.ncx": b'<!DOCTYPE ncx [<!ENTITY a "aaaa">]><ncx/>'},
+            {"OEBPS_toc_ncx": b'<!DOCTYPE ncx [<!ENTITY a "aaaa">]><ncx/>'},
             "b.epub: OEBPS/toc.ncx declares entities: refused (they could expand)",
         ),
     ],
@@ -144,12 +139,4 @@ def test_a_file_that_is_not_a_zip_or_lacks_a_container_is_not_a_book():
     with pytest.raises(UserError, match=r"^b.epub: not an EPUB book \("):
         read_epub(b"not a zip", where="b.epub")
     with pytest.raises(UserError, match=r"^b.epub: not an EPUB book \(no META-INF/container.xml in the archive\)$"):
-        read_epub(zipfile_of(("mimetype", b"application/epub+zip")), where="b.epub")
-
-
-def zipfile_of(*entries: tuple[str, bytes]) -> bytes:
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w") as archive:
-        for name, data in entries:
-            archive.writestr(name, data)
-    return out.getvalue()
+        read_epub(docs.zipped(("mimetype", b"application/epub+zip")), where="b.epub")

@@ -21,6 +21,8 @@ from pathlib import Path
 import bad_documents as docs
 import pytest
 
+from benchmarks.quality.documents import epub_book
+
 DOC = Path(__file__).resolve().parent.parent / "docs" / "errors.md"
 NOTHING = "(nothing)"
 
@@ -304,7 +306,7 @@ INPUTS: dict[str, Callable[[Path, Path], None]] = {
     "replay-one-language": lambda d, ckpt: kept_run(d, ckpt),
     "replay-no-metrics": lambda d, ckpt: kept_run(d, ckpt),
     # documents
-    "file-unknown-format": lambda d, _: write(d, "report.pdf", b"%PDF-1.7"),
+    "file-unknown-format": lambda d, _: write(d, "report.rtf", b"{\\rtf1 one}"),
     "file-format-unknown": lambda d, _: write(d, "report.txt", "one\n"),
     "file-missing": lambda d, _: None,
     "file-empty-docx": lambda d, _: write(d, "d.docx", b""),
@@ -326,6 +328,14 @@ INPUTS: dict[str, Callable[[Path, Path], None]] = {
     ),
     "file-srt-not-subtitles": lambda d, _: write(d, "talk.srt", "one two\nthree\n"),
     "file-vtt-empty": lambda d, _: write(d, "talk.vtt", ""),
+    "file-epub-no-container": lambda d, _: write(d, "book.epub", docs.zipped(("mimetype", b"application/epub+zip"))),
+    "file-epub-page-latin1": lambda d, _: write(
+        d, "book.epub", docs.edited(epub_book(["<p>one</p>"]), OEBPS_p0_xhtml="<p>caf\xe9</p>".encode("latin-1"))
+    ),
+    "file-epub-package-broken": lambda d, _: write(d, "book.epub", docs.malformed(epub_book([]), "OEBPS/content.opf")),
+    "file-pdf-not-pdf": lambda d, _: write(d, "report.pdf", "one two\n"),
+    "file-pdf-encrypted": lambda d, _: write(d, "report.pdf", docs.encrypted_pdf()),
+    "file-pdf-no-pymupdf": lambda d, _: write(d, "report.pdf", b"%PDF-1.7"),
     "file-out-is-directory": lambda d, _: (write(d, "in.txt", "one\n"), (d / "out").mkdir()),
     "file-report-without-file": lambda d, _: write(d, "in.txt", "one\n"),
     "file-empty-txt": lambda d, _: write(d, "in.txt", ""),
@@ -337,6 +347,7 @@ INPUTS: dict[str, Callable[[Path, Path], None]] = {
 MISSING_MODULES = {
     "prepare-guided-alignment-no-eflomal": "eflomal",
     "prepare-guided-alignment-no-eflomal-six-directions": "eflomal",
+    "file-pdf-no-pymupdf": "pymupdf",
 }
 
 
@@ -433,8 +444,8 @@ def upload(client, name: str, data: bytes, path: str = "/v1/translate_file", **f
 
 
 SPECIAL_REQUESTS: dict[str, Callable] = {
-    "http-file-unknown-format": lambda c, _: upload(c, "report.pdf", b"%PDF-1.7"),
-    "http-file-format-unknown": lambda c, _: upload(c, "report.txt", b"one", format="pdf"),
+    "http-file-unknown-format": lambda c, _: upload(c, "report.rtf", b"{\\rtf1 one}"),
+    "http-file-format-unknown": lambda c, _: upload(c, "report.txt", b"one", format="rtf"),
     "http-file-not-a-document": lambda c, _: upload(c, "d.docx", b"\x89PNG\r\n\x1a\n" + bytes(100)),
     "http-file-zip-bomb": lambda c, _: upload(c, "d.docx", docs.zipped(("word/document.xml", b"\0" * 2_000_000))),
     "http-file-malformed-xml": lambda c, _: upload(c, "d.docx", docs.malformed(docs.word("two"), "word/document.xml")),
@@ -451,7 +462,7 @@ SPECIAL_REQUESTS: dict[str, Callable] = {
     "libre-file-malformed-xml": lambda c, _: upload(
         c, "p.pptx", docs.malformed(docs.presentation(), "ppt/presentation.xml"), "/translate_file"
     ),
-    "libre-file-unknown-format": lambda c, _: upload(c, "report.pdf", b"%PDF-1.7", "/translate_file"),
+    "libre-file-unknown-format": lambda c, _: upload(c, "report.rtf", b"{\\rtf1 one}", "/translate_file"),
     "http-body-too-large": lambda c, _: c.post("/v1/translate", json={"text": "x" * 3000}),
     "http-chunked-body": lambda c, _: c.post("/v1/translate", content=iter([b'{"text": ', b'"one"}'])),
     "http-too-many-texts": lambda c, _: c.post("/v1/translate", json={"text": ["one"] * 5}),

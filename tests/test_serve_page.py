@@ -1253,9 +1253,9 @@ def test_a_document_translated_in_the_files_view_downloads_with_its_report(serve
     assert ".srt" in page.locator("#files-input").get_attribute("accept").split(",")
 
     page.locator("#files-input").set_input_files(
-        files=[{"name": "r.pdf", "mimeType": "application/pdf", "buffer": b"%PDF"}]
+        files=[{"name": "r.rtf", "mimeType": "application/rtf", "buffer": b"{\\rtf1}"}]
     )
-    expect(page.locator("#files-error")).to_contain_text("r.pdf: the server does not translate this format")
+    expect(page.locator("#files-error")).to_contain_text("r.rtf: the server does not translate this format")
     assert not sent  # refused here
 
     (tmp_path / "talk.srt").write_text(subtitles)
