@@ -345,6 +345,53 @@ def test_the_server_translates_a_file_into_the_same_format(tiny_checkpoint):
         assert broken.status_code == 422 and broken.json()["error"].startswith("d.docx: not a Word document")
 
 
+def test_an_upload_s_progress_is_read_under_its_token_while_it_is_translated(tiny_checkpoint, monkeypatch):
+    import asyncio
+    import threading
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from tnmt.config import ServeConfig
+    from tnmt.serve import files
+    from tnmt.serve.app import create_app
+    from tnmt.serve.models import load_models
+
+    gate, real = threading.Event(), files.translations
+
+    async def held(*args, progress, **kwargs):  # the document cut into 2 segments, then held until the test says
+        progress(0, 2)
+        while not gate.is_set():
+            await asyncio.sleep(0.01)
+        return await real(*args, progress=progress, **kwargs)
+
+    monkeypatch.setattr(files, "translations", held)
+    config, token = ServeConfig(), "0123456789abcdef"
+    with TestClient(create_app(load_models([tiny_checkpoint], config), config)) as client:
+        upload = {"file": ("talk.srt", SUBTITLES.encode())}
+        answers = []
+        sender = threading.Thread(
+            target=lambda: answers.append(client.post("/v1/translate_file", files=upload, data={"progress": token}))
+        )
+        sender.start()
+        path = f"/v1/translate_file/progress/{token}"
+        while (seen := client.get(path)).status_code == 404 or seen.json()["segments"] == 0:
+            assert sender.is_alive()
+            time.sleep(0.01)
+        assert seen.json() == {"done": 0, "segments": 2}
+        taken = client.post("/v1/translate_file", files=upload, data={"progress": token})
+        assert taken.status_code == 422 and "not one in use" in taken.json()["error"]
+        gate.set()
+        sender.join(60)
+        assert answers[0].status_code == 200 and [c.index for c in srt.parse(answers[0].text)] == [1, 2]
+        gone = client.get(path)  # answered: forgotten
+        assert gone.status_code == 404 and gone.json() == {
+            "error": f"progress {token!r}: no upload of this token is being translated"
+        }
+        bad = client.post("/v1/translate_file", files=upload, data={"progress": "../x"})
+        assert bad.status_code == 422 and bad.json()["error"].startswith("progress: a token of 8 to 64 letters")
+
+
 def test_libretranslate_s_file_translation_answers_a_url_that_serves_the_file(tiny_checkpoint):
     from fastapi.testclient import TestClient
 

@@ -457,6 +457,11 @@ SPECIAL_REQUESTS: dict[str, Callable] = {
     "http-replay-too-long": lambda c, _: c.post("/v1/replay", json={"text": "one " * 60}),
     "http-file-glossary-not-json": lambda c, _: upload(c, "in.txt", b"one", glossary="one=uno"),
     "http-file-glossary-shape": lambda c, _: upload(c, "in.txt", b"one", glossary='[{"source": "one"}]'),
+    "http-file-progress-token": lambda c, _: upload(c, "in.txt", b"one", progress="short"),
+    "http-file-epub-no-package": lambda c, _: upload(
+        c, "b.epub", docs.edited(epub_book([]), **{"META-INF_container_xml": b"<container/>"})
+    ),
+    "http-file-pdf-not-pdf": lambda c, _: upload(c, "report.pdf", b"one two\n"),
     "http-file-missing": lambda c, _: c.post("/v1/translate_file", data={"source": "en", "target": "it"}),
     "libre-file-not-a-document": lambda c, _: upload(c, "d.docx", b"\x89PNG" + bytes(100), "/translate_file"),
     "libre-file-malformed-xml": lambda c, _: upload(

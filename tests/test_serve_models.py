@@ -299,11 +299,20 @@ def test_text_work_runs_off_the_event_loop_and_counts_against_the_deadline():
 
 
 def test_a_large_request_goes_a_share_at_a_time_and_a_later_share_waits_for_room():
+    progress = []
+
     async def run() -> list:
         batcher = ScriptedBatcher()
         batcher.max_queue = 8  # shares of 2
         found = asyncio.ensure_future(
-            translations(served(batcher), list("abcde"), SETTINGS, deadline=Deadline(10), client=Client())
+            translations(
+                served(batcher),
+                list("abcde"),
+                SETTINGS,
+                deadline=Deadline(10),
+                client=Client(),
+                progress=lambda done, total: progress.append((done, total)),
+            )
         )
         await queued(batcher, 4)
         await asyncio.sleep(0.05)
@@ -320,6 +329,7 @@ def test_a_large_request_goes_a_share_at_a_time_and_a_later_share_waits_for_room
         return await found
 
     assert asyncio.run(run()) == ["x", "x", "y", "y", "y"]
+    assert progress == [(0, 5), (2, 5), (4, 5), (5, 5)]  # once cut, then after each share decoded
 
 
 def test_a_full_queue_refuses_a_request_s_first_share():

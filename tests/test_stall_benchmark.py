@@ -11,7 +11,7 @@ def test_the_light_client_and_the_load_report_beside_a_document_upload(tiny_chec
     monkeypatch.setattr(stall, "read_sentences", lambda language="en": ["two hundred", "seven"])
     server, port = start_server(tiny_checkpoint, [], threads=1, log=tmp_path / "log", timeout=120)
     try:
-        heavy = ("/v1/translate_file", *stall._multipart("a.txt", b"two hundred. seven\n" * 50))
+        heavy = ("/v1/translate_file", *stall.multipart("a.txt", b"two hundred. seven\n" * 50))
         seen = stall.beside(port, heavy, every=0.1, timeout=60)
         assert seen["heavy_status"] == 200 and seen["light_answers"] >= 5 and seen["light_errors"] == []
         args = argparse.Namespace(concurrency=2, load_seconds=1.0, upload_every=0.5, heavy_timeout=60)

@@ -173,12 +173,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def rss_mb(pid: int) -> float:
-    """VmRSS of a process, in MiB."""
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """VmRSS of a process (`field="VmHWM"`: its peak so far), in MiB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for process {pid}")
+    raise RuntimeError(f"no {field} for process {pid}")
 
 
 def cpu_s(pid: int) -> float:

@@ -26,6 +26,7 @@ uploads at most 1.5x the p99 without; the server stops within a few seconds of f
 """
 
 import argparse
+import contextlib
 import json
 import signal
 import statistics
@@ -34,6 +35,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 from benchmarks.common.host import describe
@@ -42,27 +44,34 @@ from benchmarks.speed.serve import read_sentences, start_server
 LIGHT = json.dumps({"text": "A dog runs."}).encode()
 
 
-def _post(port: int, path: str, body: bytes, content_type: str, timeout: float) -> tuple[int, float]:
-    """(status, seconds) of one POST; a status of 0 is a connection error or a timeout."""
+def send(port: int, path: str, body: bytes, content_type: str, timeout: float) -> tuple[int, bytes]:
+    """(status, body) of one POST; a status of 0 is a connection error or a timeout."""
     request = urllib.request.Request(
         f"http://127.0.0.1:{port}{path}", data=body, headers={"Content-Type": content_type}, method="POST"
     )
-    start = time.monotonic()
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            response.read()
-            return response.status, time.monotonic() - start
+            return response.status, response.read()
     except urllib.error.HTTPError as error:
-        error.read()
-        return error.code, time.monotonic() - start
+        return error.code, error.read()
     except (urllib.error.URLError, TimeoutError, ConnectionError):
-        return 0, time.monotonic() - start
+        return 0, b""
 
 
-def _multipart(name: str, data: bytes) -> tuple[bytes, str]:
+def post(port: int, path: str, body: bytes, content_type: str, timeout: float) -> tuple[int, float]:
+    """(status, seconds) of one POST (`send`)."""
+    start = time.monotonic()
+    status, _ = send(port, path, body, content_type, timeout)
+    return status, time.monotonic() - start
+
+
+def multipart(name: str, data: bytes, **fields: str) -> tuple[bytes, str]:
+    """A form of file `name` (`data`) and `fields`: (body, content type)."""
     boundary = uuid.uuid4().hex
+    field = '--{}\r\nContent-Disposition: form-data; name="{}"\r\n\r\n{}\r\n'
+    head = "".join(field.format(boundary, k, v) for k, v in fields.items())
     head = (
-        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
+        f'{head}--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
         "Content-Type: application/octet-stream\r\n\r\n"
     ).encode()
     return head + data + f"\r\n--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
@@ -79,8 +88,8 @@ def heavy_requests() -> dict[str, tuple[str, bytes, str]]:
     libre = json.dumps({"q": ["a" * 10_000] * 64, "source": "en", "target": "de"}).encode()
     return {
         "libre-64x10k": ("/translate", libre, "application/json"),
-        "file-40k-word": ("/v1/translate_file", *_multipart("word.txt", b"a" * 40_000)),
-        "file-2mb-sentences": ("/v1/translate_file", *_multipart("big.txt", "\n".join(lines).encode())),
+        "file-40k-word": ("/v1/translate_file", *multipart("word.txt", b"a" * 40_000)),
+        "file-2mb-sentences": ("/v1/translate_file", *multipart("big.txt", "\n".join(lines).encode())),
     }
 
 
@@ -97,44 +106,55 @@ def scaled_requests() -> dict[str, tuple[str, bytes, str]]:
         bold = " ".join(f"<b>{words[n % len(words)]}</b>" for n in range(4_000 * scale))
         requests[f"txt one long word {40_000 * scale}"] = (
             "/v1/translate_file",
-            *_multipart("w.txt", b"a" * 40_000 * scale),
+            *multipart("w.txt", b"a" * 40_000 * scale),
         )
         requests[f"txt sentences {40_000 * scale}"] = (
             "/v1/translate_file",
-            *_multipart("s.txt", "\n".join(text).encode()),
+            *multipart("s.txt", "\n".join(text).encode()),
         )
         page = f"<html><body><p>{bold}</p></body></html>".encode()
-        requests[f"html bold words {4_000 * scale}"] = ("/v1/translate_file", *_multipart("b.html", page))
+        requests[f"html bold words {4_000 * scale}"] = ("/v1/translate_file", *multipart("b.html", page))
     return requests
 
 
-def beside(port: int, heavy: tuple[str, bytes, str], *, every: float, timeout: float) -> dict:
-    """The heavy request, with the light client sending beside it from a second before until it is answered."""
-    latencies, errors, done = [], [], threading.Event()
+@contextlib.contextmanager
+def light_client(port: int, *, every: float, timeout: float) -> Iterator[dict]:
+    """A single-sentence client sending every `every` s from a second before the block until it ends; the dict
+    it yields gets its latencies' summary (`light_answers`, `light_errors`, p50, p99, worst) when it ends."""
+    latencies, errors, done, seen = [], [], threading.Event(), {}
 
     def light() -> None:
         while not done.is_set():
-            status, seconds = _post(port, "/v1/translate", LIGHT, "application/json", timeout=timeout)
+            status, seconds = post(port, "/v1/translate", LIGHT, "application/json", timeout=timeout)
             (latencies if status == 200 else errors).append(seconds if status == 200 else status)
             time.sleep(max(0.0, every - seconds))
 
     client = threading.Thread(target=light)
     client.start()
     time.sleep(1.0)
-    status, seconds = _post(port, *heavy, timeout=timeout)
-    done.set()
-    client.join()
-    return {
-        "heavy_status": status,
-        "heavy_s": round(seconds, 2),
-        "light_answers": len(latencies),
-        "light_errors": errors,
-        "light_p50_s": round(statistics.median(latencies), 3) if latencies else None,
-        "light_worst_s": round(max(latencies), 3) if latencies else None,
-    }
+    try:
+        yield seen
+    finally:
+        done.set()
+        client.join()
+        ordered = sorted(latencies)
+        seen |= {
+            "light_answers": len(latencies),
+            "light_errors": errors,
+            "light_p50_s": round(statistics.median(ordered), 3) if ordered else None,
+            "light_p99_s": round(ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))], 3) if ordered else None,
+            "light_worst_s": round(ordered[-1], 3) if ordered else None,
+        }
 
 
-def _word_document(paragraphs: int) -> bytes:
+def beside(port: int, heavy: tuple[str, bytes, str], *, every: float, timeout: float) -> dict:
+    """The heavy request, with the light client sending beside it from a second before until it is answered."""
+    with light_client(port, every=every, timeout=timeout) as seen:
+        status, seconds = post(port, *heavy, timeout=timeout)
+    return {"heavy_status": status, "heavy_s": round(seconds, 2), **seen}
+
+
+def word_document(paragraphs: int) -> bytes:
     import io
 
     import docx
@@ -152,21 +172,21 @@ def under_load(port: int, args: argparse.Namespace, *, uploads: bool) -> dict:
     uploaded beside them."""
     sentences, latencies, errors = read_sentences("en"), [], []
     stop = time.monotonic() + args.load_seconds
-    document = _multipart("report.docx", _word_document(300)) if uploads else None
+    document = multipart("report.docx", word_document(300)) if uploads else None
     uploaded: list[tuple[int, float]] = []
 
     def client(k: int) -> None:
         n = k
         while time.monotonic() < stop:
             body = json.dumps({"text": sentences[n % len(sentences)]}).encode()
-            status, seconds = _post(port, "/v1/translate", body, "application/json", timeout=args.heavy_timeout)
+            status, seconds = post(port, "/v1/translate", body, "application/json", timeout=args.heavy_timeout)
             (latencies if status == 200 else errors).append(seconds if status == 200 else status)
             n += args.concurrency
 
     def uploader() -> None:
         while time.monotonic() < stop:
             started = time.monotonic()
-            uploaded.append(_post(port, "/v1/translate_file", *document, timeout=args.heavy_timeout))
+            uploaded.append(post(port, "/v1/translate_file", *document, timeout=args.heavy_timeout))
             time.sleep(max(0.0, args.upload_every - (time.monotonic() - started)))
 
     threads = [threading.Thread(target=client, args=(k,)) for k in range(args.concurrency)]
@@ -188,7 +208,7 @@ def under_load(port: int, args: argparse.Namespace, *, uploads: bool) -> dict:
 def stop_during(server, port: int, heavy: tuple[str, bytes, str], timeout: float) -> dict:
     """SIGTERM half a second into a heavy request: seconds until the server exits, and its exit code."""
     answer: dict = {}
-    sender = threading.Thread(target=lambda: answer.update(status=_post(port, *heavy, timeout=timeout)[0]))
+    sender = threading.Thread(target=lambda: answer.update(status=post(port, *heavy, timeout=timeout)[0]))
     sender.start()
     time.sleep(0.5)
     start = time.monotonic()

@@ -7,11 +7,13 @@ do (serve/models.py's `translations`: shared batches, the deadline, a share of t
 document is read and written in the text workers' pool (a large one takes a moment), within the request's
 deadline, which grows with the document's segments (`timeout_per_segment_s`). Its upload is held to `max_file_bytes`
 (serve/app.py) and its archive to the limits of documents/archive.py; its size is bounded by those, not by the
-queue.
+queue. A client that names its upload with a `progress` token (the page does) can follow it on
+`GET /v1/translate_file/progress/{token}` while it is translated: its segments decoded and its segments in all.
 """
 
 import base64
 import json
+import re
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
@@ -31,6 +33,7 @@ from tnmt.serve.steering_fields import SteeringFields
 from tnmt.translate.steering import Steering
 
 FILE_PATHS = ("/v1/translate_file", "/translate_file")  # the routes that take a document (`max_file_bytes`)
+PROGRESS_TOKEN = re.compile(r"[A-Za-z0-9_-]{8,64}")  # a client's name for its upload: a random id (the page's UUID)
 
 
 @dataclass(frozen=True)
@@ -80,10 +83,11 @@ async def translated_document(
     *,
     refused: int,
     steering: Steering | None = None,
+    progress: dict[str, int] | None = None,
 ) -> Translated:
     """The document translated by `model` and written in its format (in the text workers' pool), within its
     deadline (`timeout_s`, and `timeout_per_segment_s` for each segment: a document's time grows with its size); a
-    steering entry that cannot be met is `refused`."""
+    steering entry that cannot be met is `refused`. `progress` is kept up to date: `done` and `segments`."""
     pending = document.pending
     found = await translations(
         model,
@@ -94,6 +98,7 @@ async def translated_document(
         steering=pending.steering(steering),
         refused=refused,
         grow_s=config.timeout_per_segment_s,
+        progress=None if progress is None else lambda done, total: progress.update(done=done, segments=total),
     )
     out = await text_work(lambda: pending.write(found), document.deadline, refused=refused)
     stem, suffix = PurePath(document.name).stem, PurePath(document.name).suffix or document.fmt.extensions[0]
@@ -103,8 +108,9 @@ async def translated_document(
 
 
 def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
-    """`/v1/translate_file` over `models`."""
+    """`/v1/translate_file` over `models`, and the progress of the uploads that named a token."""
     api = APIRouter()
+    following: dict[str, dict[str, int]] = {}  # progress token -> {"done", "segments"}, while its upload runs
 
     @api.post("/v1/translate_file")
     async def translate_file(
@@ -116,20 +122,40 @@ def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
         evidence: bool = Form(False),  # noqa: B008
         glossary: str | None = Form(None),  # noqa: B008
         do_not_translate: str | None = Form(None),  # noqa: B008
+        progress: str | None = Form(None),  # noqa: B008
     ) -> Any:
         """The document `file` translated in its own format (`format` when its name does not say it), answered as
         a file named after it with the target language (`report.de.docx`); with `evidence`, as JSON: `filename`,
         `media_type`, `file` (base64) and `report` (a segment each: confidence, warnings, terms met, split).
-        `glossary` and `do_not_translate` are JSON, as /v1/translate takes them, and apply to every segment."""
+        `glossary` and `do_not_translate` are JSON, as /v1/translate takes them, and apply to every segment.
+        `progress`: a token (8 to 64 letters, digits, `-` or `_`) its progress can be read under while it runs."""
+        if progress is not None and (not PROGRESS_TOKEN.fullmatch(progress) or progress in following):
+            raise ApiError(422, "progress: a token of 8 to 64 letters, digits, '-' or '_', not one in use")
         model = pick(models, source, target)
         steering = _steering(config, glossary=glossary, do_not_translate=do_not_translate)
-        document = await read_upload(file, format, config, unsupported=415, refused=422)
-        done = await translated_document(model, document, config, http, refused=422, steering=steering)
+        counts = {"done": 0, "segments": 0}
+        if progress is not None:
+            following[progress] = counts
+        try:
+            document = await read_upload(file, format, config, unsupported=415, refused=422)
+            done = await translated_document(
+                model, document, config, http, refused=422, steering=steering, progress=counts
+            )
+        finally:
+            if progress is not None:
+                del following[progress]
         if evidence:
             encoded = base64.b64encode(done.data).decode("ascii")
             return {"filename": done.name, "media_type": done.fmt.media_type, "file": encoded, "report": done.report}
         disposition = f'attachment; filename="{_safe(done.name)}"'
         return Response(done.data, media_type=done.fmt.media_type, headers={"Content-Disposition": disposition})
+
+    @api.get("/v1/translate_file/progress/{token}")
+    async def file_progress(token: str) -> dict[str, int]:
+        """The upload named `token`: its segments decoded (`done`) and in all (`segments`, 0 until it is read)."""
+        if token not in following:
+            raise ApiError(404, f"progress {token!r}: no upload of this token is being translated")
+        return dict(following[token])
 
     return api
 

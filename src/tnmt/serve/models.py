@@ -243,12 +243,14 @@ async def translations(
     steering: list[Steering | None] | None = None,
     refused: int = 422,
     grow_s: float = 0.0,
+    progress: Callable[[int, int], object] | None = None,
 ) -> list[Translation]:
     """The texts' translations by the model's batcher, within the deadline (`unavailable` past it): each text cut
     into sentences (unless `settings.segment` is false), the sentences queued, and each text's sentences joined
     back (translate/whole.py), the cutting and joining in the text workers' pool. A steering entry that cannot be
     met is refused with `refused` and the entry named, before anything is queued. `grow_s`: seconds the deadline
-    grows by for each segment (a document's: its time grows with its size).
+    grows by for each segment (a document's: its time grows with its size). `progress(segments decoded, segments)`
+    is called once they are cut and after each share is decoded.
 
     A request of more sentences than a share of the queue (`queue_share`: a document) is queued a share at a time,
     the next share once the one before it is decoded, so it never holds more than two shares of the queue and its
@@ -258,6 +260,8 @@ async def translations(
     split = await text_work(lambda: model.translator.split(texts, steering, settings), **work)
     share, prepared = queue_share(model.batcher.max_queue), split.prepared
     deadline.grow(grow_s * len(prepared))
+    report = progress or (lambda done, total: None)
+    report(0, len(prepared))
     options = {"n_best": n_best, "attention": attention}
     waiting: list[list[Future[Translation]]] = []
     found: list[Translation] = []
@@ -267,8 +271,10 @@ async def translations(
             waiting.append(await _queued(model, chunk, settings, options, later=at > 0, **wait))
             if len(waiting) == 2:
                 found += await _wait(waiting.pop(0), deadline=deadline, unavailable=unavailable, client=client)
+                report(len(found), len(prepared))
         for futures in waiting:
             found += await _wait(futures, deadline=deadline, unavailable=unavailable, client=client)
+            report(len(found), len(prepared))
     finally:
         for futures in waiting:  # past the deadline, or the client gone: the shares not decoded are dropped
             for future in futures:

@@ -4,8 +4,9 @@
 // Promises to the user:
 // - nothing is sent until a file is dropped or chosen; a file of a format the server does not read, or over its
 //   max_file_bytes, is refused here in words, before it is sent;
-// - the upload's progress is shown, then "translating" until the answer; a newer file cancels the older one, and a
-//   late answer to an older file never replaces a newer one;
+// - the upload's progress is shown, then the translation's in segments (the server's count for the upload's random
+//   token, asked every PROGRESS_MS) until the answer; a newer file cancels the older one, and a late answer to an
+//   older file never replaces a newer one;
 // - the translation is offered under the server's name for it (report.de.docx) from the answer itself (a blob in
 //   this browser: nothing is kept on the server);
 // - the report lists the segments with their confidence as a percentage, their warnings in words, the glossary
@@ -17,13 +18,14 @@ import { currentModel, server } from "./settings.js";
 import { $, count, make, percent, sentence } from "./util.js";
 
 const REPORT_ROWS = 20; // rows of the report shown before "Show every segment"
+const PROGRESS_MS = 500; // between two questions about a translation's progress
 
 const el = {
   drop: $("files-drop"), input: $("files-input"), formats: $("files-formats"), progress: $("files-progress"),
   status: $("files-status"), error: $("files-error"), result: $("files-result"), download: $("files-download"),
   summary: $("files-summary"), rows: $("files-rows"), more: $("files-more"), caption: $("files-caption"),
 };
-const state = { request: null, seq: 0, url: null, segments: [] };
+const state = { request: null, seq: 0, url: null, segments: [], polling: null };
 
 export function wireFiles() {
   el.input.addEventListener("change", () => {
@@ -54,6 +56,7 @@ export function showFileFormats() {
 
 function send(file) {
   if (state.request) state.request.abort();
+  clearInterval(state.polling);
   state.seq += 1;
   const seq = state.seq;
   el.error.textContent = "";
@@ -71,6 +74,8 @@ function send(file) {
   form.append("evidence", "true");
   const { glossary } = steering();
   if (glossary) form.append("glossary", JSON.stringify(glossary));
+  const token = randomToken();
+  form.append("progress", token);
   const request = new XMLHttpRequest();
   state.request = request;
   request.open("POST", "/v1/translate_file");
@@ -84,8 +89,10 @@ function send(file) {
   });
   request.upload.addEventListener("load", () => {
     if (seq !== state.seq) return;
-    el.progress.removeAttribute("value"); // the model's work has no steps to count: indeterminate
-    el.status.textContent = `Translating ${file.name} (${model.source} → ${model.target})…`;
+    el.progress.removeAttribute("value"); // indeterminate until the server has read the document
+    const translating = `Translating ${file.name} (${model.source} → ${model.target})`;
+    el.status.textContent = `${translating}…`;
+    state.polling = setInterval(() => follow(seq, token, translating), PROGRESS_MS);
   });
   request.addEventListener("load", () => {
     if (seq !== state.seq) return;
@@ -115,8 +122,30 @@ function refused(file) {
   return "";
 }
 
+/** 128 random bits in hex: the upload's name for its progress (crypto.randomUUID needs a secure context). */
+function randomToken() {
+  return Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** The server's count of the upload's segments decoded, on the progress bar and in words. */
+async function follow(seq, token, translating) {
+  let counts;
+  try {
+    const answer = await fetch(`/v1/translate_file/progress/${token}`);
+    if (!answer.ok) return; // not read yet, or already answered
+    counts = await answer.json();
+  } catch {
+    return; // the answer to the upload says what went wrong
+  }
+  if (seq !== state.seq || !state.request || !counts.segments) return;
+  el.progress.value = counts.done / counts.segments;
+  el.status.textContent = `${translating}: ${counts.done.toLocaleString("en")} of ${count(counts.segments, "segment", "segments")}…`;
+}
+
 function finish(seq) {
   if (seq !== state.seq) return;
+  clearInterval(state.polling);
+  state.polling = null;
   state.request = null;
   el.progress.hidden = true;
   el.status.textContent = "";
@@ -137,6 +166,7 @@ function show(body) {
     `${warned} with warnings`,
     summary.split ? `${summary.split} cut (too long)` : "",
     summary.terms_missed ? count(summary.terms_missed, "glossary term missed", "glossary terms missed") : "",
+    summary.left ? `${count(summary.left, "piece", "pieces")} kept as written (${body.report.left[0]}…)` : "",
   ].filter(Boolean).join(", ");
   state.segments = [...segments].sort((a, b) => a.confidence - b.confidence || a.index - b.index);
   renderRows(state.segments.slice(0, REPORT_ROWS));
