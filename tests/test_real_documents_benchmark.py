@@ -33,8 +33,11 @@ def test_a_file_is_measured_paragraph_by_paragraph(tiny_translator, tmp_path):
     document.add_paragraph("5")  # no words: not counted
     path = tmp_path / "d.docx"
     document.save(path)
-    found = measure(tiny_translator, path)
+    found = measure(tiny_translator, path, tmp_path / "out.docx")
     assert found["paragraphs"] == 1 and "mismatch" not in found
     assert len(found["unchanged"]) <= 1
+    assert len(docx.Document(tmp_path / "out.docx").paragraphs) == 2  # the translation, written where told
+    assert "word/settings.xml" not in found["rewritten"]  # a part without text python-docx writes back as it was
     (tmp_path / "x.docx").write_bytes(b"not a zip")
-    assert measure(tiny_translator, tmp_path / "x.docx")["refused"].startswith("x.docx: not a Word document")
+    refused = measure(tiny_translator, tmp_path / "x.docx", tmp_path / "x.out.docx")
+    assert refused["refused"].startswith("x.docx: not a Word document") and not (tmp_path / "x.out.docx").exists()

@@ -1,16 +1,18 @@
 """Formatting on the right words in documents: a bold word's translation bold, format by format (issue 66).
 
     python -m benchmarks.quality.documents --checkpoint /work/outputs/base45/best [--limit 1000] [--seed 0]
+        [--formats docx,odt,...]
 
 The markup benchmark's dictionary test (benchmarks/quality/markup.py), in documents: the English test captions
 of test_2016_flickr (`TNMT_DATA_DIR` or ../shared/data/multi30k beside the repository) with a dictionary word
 whose translation the model's plain output holds exactly once (`markup.dictionary_hits`) get that word bold, one
-caption per paragraph (cue, message, unit), in a document of each format with inline formatting: Word, OpenDocument,
-PowerPoint, HTML, Markdown, XLIFF (a `<g>` code) and WebVTT (a `<b>` tag), each built with the format's own
-library. Each document goes through `tnmt.documents.formats.translate_file` and is read back with the same library:
-the bold words of each paragraph must be exactly the German word (`held_share`, the target: >= 0.90;
-`contains_share`: it is among them; `emptied_share`: the bold came back without words). The seconds each format
-took are beside those of the same sentences as plain text. Writes benchmarks/results/documents_bold.json.
+caption per paragraph (cue, message, unit), in a document of each format with inline formatting: Word, OpenDocument
+text and presentations, PowerPoint, EPUB (pages of a hundred paragraphs), HTML, Markdown, XLIFF (a `<g>` code) and
+WebVTT (a `<b>` tag), each built with the format's own library (EPUB's with zipfile: `epub_book`). Each document
+goes through `tnmt.documents.formats.translate_file` and is read back with the same library: the bold words of
+each paragraph must be exactly the German word (`held_share`, the target: >= 0.90; `contains_share`: it is among
+them; `emptied_share`: the bold came back without words). The seconds each format took are beside those of the
+same sentences as plain text. Writes benchmarks/results/documents_bold.json.
 """
 
 import argparse
@@ -332,8 +334,8 @@ def judge(bold: list[list[str]], expected: list[str]) -> dict:
     return {name: round(count / n, 4) for name, count in shares.items()}
 
 
-def run(translator, sources: list[str], *, seed: int) -> dict:
-    """Every format of `FORMATS` through translate_file (see the module docstring)."""
+def run(translator, sources: list[str], *, seed: int, formats: tuple[str, ...] = tuple(FORMATS)) -> dict:
+    """Each format of `formats` (`FORMATS`' names) through translate_file (see the module docstring)."""
     from tnmt.documents.formats import translate_file
 
     plain = translator.translate(sources)
@@ -343,7 +345,8 @@ def run(translator, sources: list[str], *, seed: int) -> dict:
     start = time.perf_counter()
     translator.translate([b + w + a for b, w, a in paragraphs])
     result = {"cases": len(hits), "plain_seconds": round(time.perf_counter() - start, 2), "formats": {}}
-    for name, (build, bold) in FORMATS.items():
+    for name in formats:
+        build, bold = FORMATS[name]
         data = build(paragraphs)
         start = time.perf_counter()
         out = translate_file(translator, data, f"captions.{name}")
@@ -359,6 +362,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=0, help="the first N captions only (0: all)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--formats", default=",".join(FORMATS), help="the formats to run, comma-separated")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "results" / "documents_bold.json"))
     args = parser.parse_args()
 
@@ -374,7 +378,10 @@ def main() -> None:
     command = " ".join(["python -m benchmarks.quality.documents", *sys.argv[1:]])
     result = {"command": command, "host": describe(), "checkpoint": args.checkpoint, "seed": args.seed}
     result["threads"] = args.threads
-    result |= run(translator, sources, seed=args.seed)
+    formats = tuple(args.formats.split(","))
+    if unknown := sorted(set(formats) - set(FORMATS)):
+        raise SystemExit(f"--formats: {', '.join(unknown)}: not one of {', '.join(FORMATS)}")
+    result |= run(translator, sources, seed=args.seed, formats=formats)
     Path(args.out).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k != "host"}, indent=1))
 

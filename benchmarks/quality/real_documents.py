@@ -10,13 +10,19 @@ that holds text: Word's body, headers, footers, footnotes, endnotes and comments
 pages; OpenDocument's content.xml and styles.xml), each paragraph's own text (a text box's paragraphs inside it are
 paragraphs of their own): a paragraph with words (two letters in a row) comes back translated when its text
 changed. Per format: files, files refused (a 4xx-style one-line error, with it), paragraphs with words, the share
-translated, and each one that came back unchanged, with whether the report's `left` names its part.
+translated, and each one that came back unchanged, with whether the report's `left` names its part; the archive
+entries without text that came back with other bytes (`rewritten`: what the format's library re-serialises on
+save). With `--office`, Debian's LibreOffice converts every input and every translation to PDF (headless, in
+batches), and each output whose input opens must open (`outputs_open` of `inputs_open`).
 """
 
 import argparse
 import io
 import json
 import re
+import shutil
+import subprocess
+import tempfile
 import time
 import zipfile
 from collections import Counter
@@ -41,6 +47,7 @@ PARTS = {  # the archive entries that hold text, the paragraph element, and the 
     ),
     ".pptx": (re.compile(r"ppt/(slides/slide|notesSlides/notesSlide)\d+\.xml$"), f"{{{A}}}p", (f"{{{A}}}t",)),
     ".odt": (re.compile(r"(content|styles)\.xml$"), (f"{{{TEXT}}}p", f"{{{TEXT}}}h"), None),
+    ".odp": (re.compile(r"(content|styles)\.xml$"), (f"{{{TEXT}}}p", f"{{{TEXT}}}h"), None),
 }
 
 
@@ -74,14 +81,43 @@ def _own_text(p: etree._Element, tags: tuple[str, ...], texts: tuple[str, ...] |
     return "".join(out)
 
 
-def measure(translator: Translator, path: Path) -> dict:
-    """One file: refused (with why), or its paragraphs with words and those that came back unchanged."""
+def rewritten(data: bytes, out: bytes, suffix: str) -> list[str]:
+    """The entries of the archive that hold no text (not a part of `PARTS`) yet came back with other bytes."""
+    before, after = zipfile.ZipFile(io.BytesIO(data)), zipfile.ZipFile(io.BytesIO(out))
+    names = set(after.namelist())
+    return [
+        name
+        for name in before.namelist()
+        if not PARTS[suffix][0].search(name) and name in names and before.read(name) != after.read(name)
+    ]
+
+
+def office_opens(paths: list[Path], work: Path) -> set[Path]:
+    """The `paths` Debian's LibreOffice converts to PDF (headless, 20 files a call, one profile; each copied under
+    a name of its own first, so that a.docx and a.pptx do not make one a.pdf)."""
+    copies, made = work / "files", work / "pdf"
+    copies.mkdir(parents=True)
+    named = {copies / f"{k:04d}{path.suffix}": path for k, path in enumerate(paths)}
+    for copy, path in named.items():
+        shutil.copyfile(path, copy)
+    profile = f"-env:UserInstallation=file://{work / 'profile'}"
+    batch = list(named)
+    for at in range(0, len(batch), 20):
+        command = ["soffice", "--headless", profile, "--convert-to", "pdf", "--outdir", str(made)]
+        subprocess.run([*command, *map(str, batch[at : at + 20])], capture_output=True, timeout=900, check=False)
+    return {path for copy, path in named.items() if (made / f"{copy.stem}.pdf").is_file()}
+
+
+def measure(translator: Translator, path: Path, keep: Path) -> dict:
+    """One file: refused (with why), or its paragraphs with words and those that came back unchanged (its
+    translation written to `keep`)."""
     data = path.read_bytes()
     try:
         pending = read_file(data, path.name)
         out = pending.write(pending.translations(translator))
     except UserError as error:
         return {"file": path.name, "refused": str(error)}
+    keep.write_bytes(out)
     before, after = paragraphs(data, path.suffix), paragraphs(out, path.suffix)
     words = sum(bool(WORDS.search(text)) for _, text in before)
     if [p for p, _ in before] != [p for p, _ in after]:  # a paragraph lost or added: the file is not comparable
@@ -91,7 +127,12 @@ def measure(translator: Translator, path: Path) -> dict:
         for (part, text), (_, new) in zip(before, after, strict=True)
         if WORDS.search(text) and text == new
     ]
-    return {"file": path.name, "paragraphs": words, "unchanged": unchanged}
+    return {
+        "file": path.name,
+        "paragraphs": words,
+        "unchanged": unchanged,
+        "rewritten": rewritten(data, out, path.suffix),
+    }
 
 
 def main() -> None:
@@ -99,10 +140,23 @@ def main() -> None:
     parser.add_argument("--checkpoint", type=Path, required=True)
     parser.add_argument("--corpus", type=Path, required=True)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/real_documents.json"))
+    parser.add_argument("--office", action="store_true", help="LibreOffice converts inputs and outputs to PDF")
     args = parser.parse_args()
+    if args.office and shutil.which("soffice") is None:
+        raise SystemExit("--office: soffice (LibreOffice) is not installed")
     translator = Translator.from_checkpoint(args.checkpoint)
     files = sorted(p for p in args.corpus.rglob("*") if p.suffix in PARTS)
-    start, results = time.monotonic(), [measure(translator, path) for path in files]
+    work = Path(tempfile.mkdtemp(prefix="real_documents_"))
+    outputs = [work / "out" / f"{k:04d}{path.suffix}" for k, path in enumerate(files)]
+    outputs[0].parent.mkdir()
+    start = time.monotonic()
+    results = [measure(translator, path, out) for path, out in zip(files, outputs, strict=True)]
+    if args.office:
+        opened_in = office_opens(files, work / "in")
+        opened_out = office_opens([out for out in outputs if out.exists()], work / "translated")
+        for path, out, r in zip(files, outputs, results, strict=True):
+            r["input_opens"], r["output_opens"] = path in opened_in, out in opened_out
+    shutil.rmtree(work)
     summary = {}
     for suffix in PARTS:
         mine = [r for r in results if r["file"].endswith(suffix)]
@@ -117,7 +171,11 @@ def main() -> None:
             "translated_share": round(1 - unchanged / total, 4) if total else None,
             "unchanged_named_in_left": sum(u["named"] for r in read for u in r["unchanged"]),
             "refusals": dict(Counter(r["refused"].split(": ", 1)[-1][:60] for r in mine if "refused" in r)),
+            "rewritten": dict(Counter(re.sub(r"\d+", "N", n) for r in read for n in r["rewritten"])),
         }
+        if args.office:
+            opens = [r for r in read if r["input_opens"]]
+            summary[suffix] |= {"inputs_open": len(opens), "outputs_open": sum(r["output_opens"] for r in opens)}
     out = {"host": describe(), "checkpoint": str(args.checkpoint), "seconds": round(time.monotonic() - start, 1)}
     out |= {"summary": summary, "files": results}
     args.out.parent.mkdir(parents=True, exist_ok=True)
