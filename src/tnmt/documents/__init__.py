@@ -21,7 +21,9 @@ Formats (`files.py` picks one by the file's extension; `tnmt translate --file`):
   carried, code, URLs and every other byte kept;
 - HTML pages (the page whole: blocks' sentences, inline tags carried);
 - EPUB books (`epub.py`): each XHTML page through the HTML path, the navigation and the titles; every other entry
-  of the archive and every other byte of the package document kept.
+  of the archive and every other byte of the package document kept;
+- PDF files (`pdf.py`, PyMuPDF: the optional `pdf` extra, AGPL-3.0): each block of text replaced in place, in its
+  size, colour and family, shrunk to fit; links and pictures kept.
 
 Each translated document has a report per segment (`report.py`: confidence, warnings, glossary terms, splits).
 Served by `/v1/translate_file` (serve/files.py; the report with `evidence=true`), LibreTranslate's

@@ -94,6 +94,7 @@ class _Scan:
 
         parser.StartElementHandler, parser.EndElementHandler, parser.CharacterDataHandler = start, end, text
         parser.CommentHandler = parser.ProcessingInstructionHandler = lambda *_: after_tag()
+        parser.StartCdataSectionHandler = after_tag  # a title in CDATA: replaced from its "<![CDATA["
         parser.EntityDeclHandler = refuse
         try:
             parser.Parse(self.data, True)
