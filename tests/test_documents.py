@@ -544,3 +544,25 @@ def test_xliff_with_entities_is_refused_not_expanded():
         read_xliff(bomb, where="b.xlf")
     with pytest.raises(UserError, match=r"^c\.xlf: not an XLIFF 1\.2 file"):
         read_xliff(b"<root/>", where="c.xlf")
+
+
+def test_office_parts_the_translation_did_not_touch_keep_their_bytes(tiny_translator):
+    import io
+    import zipfile
+
+    import pptx
+
+    from tnmt.documents.formats import translate_file
+
+    deck = pptx.Presentation()
+    deck.slides.add_slide(deck.slide_layouts[1]).shapes.title.text = "two hundred"
+    buffer = io.BytesIO()
+    deck.save(buffer)
+    for name, source, text in (
+        ("d.docx", docs.word("two"), "word/document.xml"),
+        ("p.pptx", buffer.getvalue(), "ppt/slides/slide1.xml"),
+    ):
+        before = zipfile.ZipFile(io.BytesIO(source))
+        after = zipfile.ZipFile(io.BytesIO(translate_file(tiny_translator, source, name, settings=SETTINGS)))
+        assert sorted(after.namelist()) == sorted(before.namelist())  # in the order the library writes them
+        assert [n for n in before.namelist() if before.read(n) != after.read(n)] == [text]  # only the text's part

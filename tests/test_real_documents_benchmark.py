@@ -1,10 +1,12 @@
 """benchmarks/quality/real_documents.py: a paragraph's own text (nested paragraphs apart), and a file measured."""
 
 import io
+import shutil
 
 import docx
+import pytest
 
-from benchmarks.quality.real_documents import measure, paragraphs
+from benchmarks.quality.real_documents import measure, office_opens, paragraphs
 
 
 def test_a_text_box_s_paragraph_is_its_own(tmp_path):
@@ -41,3 +43,12 @@ def test_a_file_is_measured_paragraph_by_paragraph(tiny_translator, tmp_path):
     (tmp_path / "x.docx").write_bytes(b"not a zip")
     refused = measure(tiny_translator, tmp_path / "x.docx", tmp_path / "x.out.docx")
     assert refused["refused"].startswith("x.docx: not a Word document") and not (tmp_path / "x.out.docx").exists()
+
+
+@pytest.mark.skipif(shutil.which("soffice") is None, reason="LibreOffice (soffice) is not installed")
+def test_office_opens_names_the_files_libreoffice_converts(tmp_path):
+    good, broken = tmp_path / "a.docx", tmp_path / "b" / "a.docx"  # one name twice: each is converted
+    docx.Document().save(good)
+    broken.parent.mkdir()
+    broken.write_bytes(b"PK\x03\x04 not a document")
+    assert office_opens([good, broken], tmp_path / "work") == {good}

@@ -1,19 +1,20 @@
 """Does every paragraph of a real office document come back translated? Coverage on files tnmt did not make (issue 80).
 
-    python -m benchmarks.quality.real_documents --checkpoint CKPT --corpus DIR [--out FILE]
+    python -m benchmarks.quality.real_documents --checkpoint CKPT --corpus DIR [--office] [--out FILE]
 
-DIR holds .docx, .pptx and .odt files from outside the project (the note names where they came from: the test files
-of python-docx, python-pptx and odfpy, written by Word, PowerPoint, OpenOffice and LibreOffice; they are not
-committed). Each goes through `tnmt.documents.formats` with the checkpoint's model, as `tnmt translate --file`
-does. Then the paragraphs of the file and of its translation are read straight from their XML parts (every part
-that holds text: Word's body, headers, footers, footnotes, endnotes and comments; PowerPoint's slides and notes
-pages; OpenDocument's content.xml and styles.xml), each paragraph's own text (a text box's paragraphs inside it are
-paragraphs of their own): a paragraph with words (two letters in a row) comes back translated when its text
-changed. Per format: files, files refused (a 4xx-style one-line error, with it), paragraphs with words, the share
-translated, and each one that came back unchanged, with whether the report's `left` names its part; the archive
-entries without text that came back with other bytes (`rewritten`: what the format's library re-serialises on
-save). With `--office`, Debian's LibreOffice converts every input and every translation to PDF (headless, in
-batches), and each output whose input opens must open (`outputs_open` of `inputs_open`).
+DIR holds .docx, .pptx, .odt and .odp files from outside the project (the note names where they came from: the test
+files of python-docx, python-pptx and odfpy, written by Word, PowerPoint, OpenOffice and LibreOffice; they are not
+committed). Each goes through `tnmt.documents.formats` with the checkpoint's model, as `tnmt translate --file` does.
+Then the paragraphs of the file and of its translation are read straight from their XML parts (every part that holds
+text: Word's body, headers, footers, footnotes, endnotes and comments; PowerPoint's slides and notes pages;
+OpenDocument's content.xml and styles.xml, not an embedded object's, which is kept byte for byte), each paragraph's
+own text (a text box's paragraphs inside it are paragraphs of their own): a paragraph with words (two letters in a
+row) comes back translated when its text changed. Per format: files, files refused (a 4xx-style one-line error, with
+it), paragraphs with words, the share translated, and each one that came back unchanged, with whether the report's
+`left` names its part; the archive entries without text that came back with other bytes (`rewritten`: what the
+format's library re-serialises on save). With `--office`, Debian's LibreOffice converts every input and every
+translation to PDF (headless, in batches), and each output whose input opens must open (`outputs_open` of
+`inputs_open`).
 """
 
 import argparse
@@ -46,8 +47,8 @@ PARTS = {  # the archive entries that hold text, the paragraph element, and the 
         (f"{{{W}}}t",),
     ),
     ".pptx": (re.compile(r"ppt/(slides/slide|notesSlides/notesSlide)\d+\.xml$"), f"{{{A}}}p", (f"{{{A}}}t",)),
-    ".odt": (re.compile(r"(content|styles)\.xml$"), (f"{{{TEXT}}}p", f"{{{TEXT}}}h"), None),
-    ".odp": (re.compile(r"(content|styles)\.xml$"), (f"{{{TEXT}}}p", f"{{{TEXT}}}h"), None),
+    ".odt": (re.compile(r"^(content|styles)\.xml$"), (f"{{{TEXT}}}p", f"{{{TEXT}}}h"), None),
+    ".odp": (re.compile(r"^(content|styles)\.xml$"), (f"{{{TEXT}}}p", f"{{{TEXT}}}h"), None),
 }
 
 

@@ -87,6 +87,42 @@ def open_archive(data: bytes, load: Callable[[IO[bytes]], T], *, where: str, kin
         raise UserError(f"{where}: not {kind} ({malformed_part(data) or _library_reason(error)})") from None
 
 
+def keep_untouched(original: bytes, written: bytes) -> bytes:
+    """`written` (the archive a library saved from `original`) with the original bytes of every entry it wrote back
+    the same: python-docx and python-pptx re-serialise every XML part they loaded (styles, settings, relationships,
+    masters, layouts, charts) on save, which changes quoting, declarations and whitespace, not content. An XML entry
+    is the same when both parse to one canonical form (C14N, whitespace between elements dropped, as the libraries
+    drop it); any other entry when its bytes are. Entries keep the written archive's order and compression."""
+    source, saved = zipfile.ZipFile(io.BytesIO(original)), zipfile.ZipFile(io.BytesIO(written))
+    names = set(source.namelist())
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        for info in saved.infolist():
+            data = saved.read(info)
+            if info.filename in names and info.filename.lower().endswith(XML_PARTS):
+                before = source.read(info.filename)
+                data = before if before == data or _same_xml(before, data) else data
+            archive.writestr(info, data)
+    return out.getvalue()
+
+
+def _same_xml(a: bytes, b: bytes) -> bool:
+    """Whether two XML parts have one canonical form (a part that does not parse is the same as none)."""
+    canonical = _canonical(a)
+    return canonical is not None and canonical == _canonical(b)
+
+
+def _canonical(xml: bytes) -> bytes | None:
+    """An XML part's canonical form, None when it does not parse."""
+    from lxml import etree  # python-docx's own parser: there whenever a document library is
+
+    try:
+        root = etree.fromstring(xml, etree.XMLParser(remove_blank_text=True, resolve_entities=False, no_network=True))
+    except etree.XMLSyntaxError:
+        return None
+    return etree.tostring(root, method="c14n")
+
+
 def malformed_part(data: bytes) -> str | None:
     """Which XML part of a checked archive is not well-formed, and where ("word/document.xml is not well-formed
     XML (mismatched tag: line 2, column 14)"); None when each is. Read only once a library has refused the

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 from tnmt.config import DecodeConfig
+from tnmt.documents.archive import keep_untouched
 from tnmt.documents.epub import read_epub
 from tnmt.documents.gettext import read_po, write_po
 from tnmt.documents.markdown import read_markdown
@@ -90,12 +91,12 @@ def _read_xliff(data: bytes, name: str) -> Pending:
 
 def _read_docx(data: bytes, name: str) -> Pending:  # paragraphs of formatted runs, links, fields, marks
     document, fragments = read_docx(data, where=name)
-    return marked(fragments, lambda translated: write_docx(document, translated), left=document.left)
+    return marked(fragments, lambda found: keep_untouched(data, write_docx(document, found)), left=document.left)
 
 
 def _read_pptx(data: bytes, name: str) -> Pending:
     presentation, paragraphs, fragments = read_pptx(data, where=name)
-    return marked(fragments, lambda translated: write_pptx(presentation, paragraphs, translated))
+    return marked(fragments, lambda found: keep_untouched(data, write_pptx(presentation, paragraphs, found)))
 
 
 _OFFICE = "application/vnd.openxmlformats-officedocument"
