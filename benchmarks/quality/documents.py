@@ -115,13 +115,13 @@ def build_odt(paragraphs: list[Part]) -> bytes:
     return buffer.getvalue()
 
 
-def bold_odt(data: bytes) -> list[list[str]]:
+def bold_odt(data: bytes, body: str = "text") -> list[list[str]]:  # body: the document's "text" or "presentation"
     from odf import teletype
     from odf.opendocument import load
     from odf.text import P, Span
 
     found = []
-    for paragraph in load(io.BytesIO(data)).text.getElementsByType(P):
+    for paragraph in getattr(load(io.BytesIO(data)), body).getElementsByType(P):
         spans = [s for s in paragraph.getElementsByType(Span) if s.getAttribute("stylename") == "Bold"]
         found.append(" ".join(teletype.extractText(s) for s in spans).split())
     return found
@@ -159,15 +159,7 @@ def build_odp(paragraphs: list[Part]) -> bytes:  # a slide of ten paragraphs in 
 
 
 def bold_odp(data: bytes) -> list[list[str]]:
-    from odf import teletype
-    from odf.opendocument import load
-    from odf.text import P, Span
-
-    found = []
-    for paragraph in load(io.BytesIO(data)).presentation.getElementsByType(P):
-        spans = [s for s in paragraph.getElementsByType(Span) if s.getAttribute("stylename") == "Bold"]
-        found.append(" ".join(teletype.extractText(s) for s in spans).split())
-    return found
+    return bold_odt(data, body="presentation")
 
 
 def epub_book(pages: list[str], *, title: str = "Captions", extra: tuple[tuple[str, str, bytes], ...] = ()) -> bytes:
