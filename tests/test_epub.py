@@ -1,8 +1,10 @@
 """tnmt/documents/epub.py: EPUB books translated page by page on the tiny en -> it model, in reading order, with
 the navigation and titles; every other entry and every other byte of the package document kept; bad books named."""
 
+import gc
 import html
 import io
+import time
 import zipfile
 from xml.etree import ElementTree
 
@@ -15,6 +17,8 @@ from tnmt.documents.epub import read_epub
 from tnmt.documents.formats import translate_file
 from tnmt.documents.inline import XML_INVALID
 from tnmt.errors import UserError
+from tnmt.translate.evidence import Evidence
+from tnmt.translate.translation import Translation
 
 SETTINGS = DecodeConfig(beam_size=2, max_len=12)
 STYLE = b"p { color: #123456 }\n"
@@ -140,3 +144,32 @@ def test_a_file_that_is_not_a_zip_or_lacks_a_container_is_not_a_book():
         read_epub(b"not a zip", where="b.epub")
     with pytest.raises(UserError, match=r"^b.epub: not an EPUB book \(no META-INF/container.xml in the archive\)$"):
         read_epub(docs.zipped(("mimetype", b"application/epub+zip")), where="b.epub")
+
+
+def _read_and_write(data: bytes) -> bytes:
+    pending = read_epub(data, where="b.epub")
+    said = Translation("a", [], 0.0, 0.0, evidence=Evidence([(0, 0)], [1.0], 1.0, []))
+    return pending.write([said] * len(pending.units))
+
+
+def test_reading_and_writing_a_book_grows_linearly_in_its_package():
+    """A package document of 10x the manifest items and spine entries costs under 20x: every look-up between
+    the manifest, the spine and the pages is a set's, not a list's (quadratic in the items; an archive's entry
+    limit bounds its pages, but nothing bounds the items a package document may name)."""
+
+    def seconds(items: int) -> float:
+        data = book()
+        named = "".join(f'<item id="i{k}" href="i{k}.png" media-type="image/png"/>' for k in range(items))
+        package = opf(data).replace(b"</manifest>", f"{named}</manifest>".encode())
+        package = package.replace(
+            b"</spine>", "".join(f'<itemref idref="i{k}"/>' for k in range(items)).encode() + b"</spine>"
+        )
+        data = docs.edited(data, OEBPS_content_opf=package)
+        gc.collect()
+        start = time.perf_counter()
+        _read_and_write(data)
+        return time.perf_counter() - start
+
+    small = min(seconds(3_000) for _ in range(2))
+    large = seconds(30_000)
+    assert large < 20 * small + 0.05, f"3,000 items: {small:.3f} s, 30,000 items: {large:.3f} s"

@@ -160,20 +160,20 @@ def read_epub(data: bytes, *, where: str) -> Pending:
             order.append(attrs.get("idref", ""))
         elif name == spine_tag:
             toc = attrs.get("toc")  # EPUB 2: the NCX's id
-    left, pages, ncx = [], [], None
-    for item in [*order, *(i for i in manifest if i not in order)]:
+    left, pages, ncx = [], {}, None  # pages: a dict, ordered and with a constant-time membership test
+    in_spine = set(order)
+    for item in [*order, *(i for i in manifest if i not in in_spine)]:
         path, media = manifest.get(item, ("", ""))
-        if item in order and item not in manifest:
+        if item in in_spine and item not in manifest:
             left.append(f"{opf_path}: the spine names {item!r}, which the manifest lacks")
         elif path not in names:
             if media in _XHTML or media == _NCX:
                 left.append(f"{path}: in the manifest, not in the archive")
         elif media in _XHTML:
-            if path not in pages:
-                pages.append(path)
+            pages[path] = None
         elif media == _NCX or item == toc:
             ncx = path
-        elif item in order:
+        elif item in in_spine:
             left.append(f"{path}: a spine page of type {media or 'unknown'}: kept as it was (tnmt translates XHTML)")
     parts: dict[str, _Scan] = {opf_path: package}
     if ncx is not None:
