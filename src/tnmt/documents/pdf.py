@@ -17,6 +17,7 @@ can neither remove a text's glyphs from a content stream nor lay out a paragraph
 """
 
 import html
+import io
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -33,6 +34,7 @@ _FAMILIES = (
 )
 _CSS = "* {{margin: 0; padding: 0; line-height: 1.15; font-size: {size:.1f}pt; color: #{color:06x};"
 _CSS += " font-family: {family}}}"
+MOST_REDACTIONS = 64  # per page: _bands says why
 
 
 def _pymupdf() -> Any:
@@ -93,6 +95,72 @@ def _family(span: dict[str, Any]) -> str:
     return "serif" if span["flags"] & _SERIF else "sans-serif"
 
 
+def _overlap(a: Sequence[float], b: Sequence[float]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def _bands(rects: list[tuple[float, ...]], kept: list[tuple[float, ...]]) -> list[tuple[float, ...]]:
+    """The rectangles to redact for `rects`: taken top to bottom in at most about `MOST_REDACTIONS` bands, each
+    the union of its blocks; a band that would touch a block kept as it was (`kept`) halved until it does not, down
+    to single blocks. Why: MuPDF tests each glyph of the page against each redaction, so a page of thousands of
+    blocks redacted one by one costs the square of its blocks."""
+    order = sorted(rects, key=lambda r: (r[1], r[0]))
+    out: list[tuple[float, ...]] = []
+
+    def add(group: list[tuple[float, ...]]) -> None:
+        union = tuple(f(r[i] for r in group) for i, f in enumerate((min, min, max, max)))
+        if len(group) == 1 or not any(_overlap(union, k) for k in kept):
+            out.append(union)
+        else:
+            add(group[: len(group) // 2])
+            add(group[len(group) // 2 :])
+
+    size = -(-len(order) // MOST_REDACTIONS)
+    for at in range(0, len(order), size):
+        add(order[at : at + size])
+    return out
+
+
+def _remove_text(pymupdf: Any, page: Any, rects: list[tuple[float, ...]]) -> None:
+    """The glyphs touching each rectangle removed from `page`, its pictures and vector graphics kept: MuPDF's
+    redaction, through its own binding (`pymupdf.mupdf`). Why not `add_redact_annot` and `apply_redactions`:
+    PyMuPDF names each annotation by searching a list of the page's names for a free one, and loads every one again
+    to apply them, so a page of a thousand blocks took many seconds (cubic in its blocks)."""
+    mupdf = pymupdf.mupdf
+    low = mupdf.pdf_page_from_fz_page(page.this)
+    for x0, y0, x1, y1 in rects:
+        mupdf.pdf_set_annot_rect(mupdf.pdf_create_annot(low, mupdf.PDF_ANNOT_REDACT), mupdf.FzRect(x0, y0, x1, y1))
+    options = mupdf.PdfRedactOptions()
+    options.black_boxes, options.text = 0, mupdf.PDF_REDACT_TEXT_REMOVE
+    options.image_method, options.line_art = mupdf.PDF_REDACT_IMAGE_NONE, mupdf.PDF_REDACT_LINE_ART_NONE
+    mupdf.pdf_redact_page(low.doc(), low, options)  # it deletes the redaction annotations it applied
+
+
+def _lay_out(pymupdf: Any, page: Any, placed: list[tuple[tuple[float, ...], str, dict[str, Any]]]) -> None:
+    """Each (rectangle, translated fragment, commonest span) laid out in its rectangle on `page`, shrunk until it
+    fits: every block drawn on one scratch page of the page's size, which is then put on the page once.
+
+    Why not `insert_htmlbox` per block: each call puts a page of its own on the target, and each such put rescans
+    every resource the target holds, the earlier blocks' among them; a page of a thousand blocks took minutes."""
+    scratch = io.BytesIO()
+    writer = pymupdf.DocumentWriter(scratch)
+    device = writer.begin_page(page.rect)
+    no_overflow = pymupdf.mupdf.FZ_PLACE_STORY_FLAG_NO_OVERFLOW  # a word wider than the box shrinks the text
+    for rect, text, main in placed:
+        box = pymupdf.Rect(rect)
+        css = _CSS.format(size=main["size"], color=main["color"], family=_family(main))
+        story = pymupdf.Story(html=text, user_css="body {margin: 1px}" + css)
+        # laid out in a rectangle of the block's shape grown until the text fits, then drawn scaled back down
+        fit = story.fit_scale(pymupdf.Rect(0, 0, box.width, box.height), scale_min=1, flags=no_overflow)
+        story.reset()
+        story.place(fit.rect, flags=no_overflow)
+        scale = 1 / fit.parameter
+        story.draw(device, pymupdf.Matrix(scale, 0, 0, scale, box.x0, box.y0))
+    writer.end_page()
+    writer.close()
+    page.show_pdf_page(page.rect, pymupdf.open("pdf", scratch.getvalue()), 0)
+
+
 def read_pdf(data: bytes, *, where: str) -> Pending:
     """A PDF waiting for its text blocks' translations (the module docstring says what is replaced and kept).
 
@@ -107,6 +175,7 @@ def read_pdf(data: bytes, *, where: str) -> Pending:
     if document.needs_pass or document.is_encrypted:
         raise UserError(f"{where}: the PDF is encrypted: tnmt cannot rewrite it")
     blocks: list[tuple[int, tuple[float, ...], dict[str, Any]]] = []  # (page, rectangle, commonest span)
+    kept: dict[int, list[tuple[float, ...]]] = {}  # page -> the rectangles of its text blocks kept as they were
     fragments: list[str] = []
     left: list[str] = []
     for number, page in enumerate(document, start=1):
@@ -117,12 +186,13 @@ def read_pdf(data: bytes, *, where: str) -> Pending:
         if not text_blocks:
             left.append(f"page {number}: no text to read (a scanned page is a picture): kept as it was")
         for k, block in enumerate(text_blocks, start=1):
-            if any(tuple(line["dir"]) != (1.0, 0.0) for line in block["lines"]):
-                left.append(f"page {number} block {k}: rotated or vertical text: kept as it was")
-                continue
             fragment, main = _fragment(block["lines"])
-            if not any(ch.isalpha() for ch in fragment):
-                continue  # numbers and marks alone: nothing to translate
+            rotated = any(tuple(line["dir"]) != (1.0, 0.0) for line in block["lines"])
+            if rotated:
+                left.append(f"page {number} block {k}: rotated or vertical text: kept as it was")
+            if rotated or not any(ch.isalpha() for ch in fragment):  # numbers and marks alone: nothing to translate
+                kept.setdefault(number - 1, []).append(tuple(block["bbox"]))
+                continue
             blocks.append((number - 1, tuple(block["bbox"]), main))
             fragments.append(fragment)
 
@@ -133,13 +203,8 @@ def read_pdf(data: bytes, *, where: str) -> Pending:
         for number, indices in by_page.items():
             page = document[number]
             links = [{key: v for key, v in link.items() if key not in ("xref", "id")} for link in page.get_links()]
-            for k in indices:
-                page.add_redact_annot(pymupdf.Rect(blocks[k][1]))
-            page.apply_redactions(images=pymupdf.PDF_REDACT_IMAGE_NONE, graphics=pymupdf.PDF_REDACT_LINE_ART_NONE)
-            for k in indices:
-                _, rect, main = blocks[k]
-                css = _CSS.format(size=main["size"], color=main["color"], family=_family(main))
-                page.insert_htmlbox(pymupdf.Rect(rect), translated[k], css=css, scale_low=0)  # 0: any smaller size
+            _remove_text(pymupdf, page, _bands([blocks[k][1] for k in indices], kept.get(number, [])))
+            _lay_out(pymupdf, page, [(blocks[k][1], translated[k], blocks[k][2]) for k in indices])
             for link in links:
                 page.insert_link(link)
         return document.tobytes(garbage=3, deflate=True)
