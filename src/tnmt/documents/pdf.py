@@ -6,11 +6,11 @@ font, size, colour and flags. A block is one unit: its lines joined (a word hyph
 again), its bold and italic spans as `<b>`/`<i>` where they differ from the block's commonest style, so tag transfer
 carries them to the translated words. Writing, the block's glyphs are redacted (nothing else: pictures and vector
 graphics under and around it stay) and the translation laid out in the same rectangle by PyMuPDF's HTML layout
-(`insert_htmlbox`) in the block's commonest size and colour and the nearest of the serif, sans-serif and monospace
-families, shrunk until it fits when it is longer than the source. Links are put back where they were (redaction
-drops them). Kept as they were, and named in the report's `left` with why: rotated or vertical text, and pages
-with no text to read (a scanned page is a picture). Every other block is rewritten in place, so no page needs
-another format.
+(its `Story`, as `insert_htmlbox` uses it) in the block's commonest size and colour and the nearest of the serif,
+sans-serif and monospace families, shrunk until it fits when it is longer than the source. Links are put back where
+they were (redaction drops them). Kept as they were, and named in the report's `left` with why: rotated or
+vertical text, and pages with no text to read (a scanned page is a picture). Every other block is rewritten in
+place, so no page needs another format. A page costs in proportion to its blocks (`_lay_out`, `_bands`).
 
 pypdf and pdfminer.six (BSD and MIT) were weighed: pdfminer.six reads the same blocks but writes nothing, and pypdf
 can neither remove a text's glyphs from a content stream nor lay out a paragraph, so neither can replace a block.
