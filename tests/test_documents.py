@@ -566,3 +566,29 @@ def test_office_parts_the_translation_did_not_touch_keep_their_bytes(tiny_transl
         after = zipfile.ZipFile(io.BytesIO(translate_file(tiny_translator, source, name, settings=SETTINGS)))
         assert sorted(after.namelist()) == sorted(before.namelist())  # in the order the library writes them
         assert [n for n in before.namelist() if before.read(n) != after.read(n)] == [text]  # only the text's part
+
+
+def test_content_types_and_relationships_in_another_order_keep_their_bytes(tiny_translator):
+    """Word and PowerPoint list content types and relationships as sets; python-docx writes its content types
+    anew, sorted, so a file that lists them in another order (Word's own does) gets its bytes back, not a copy
+    sorted; a part whose entries differ is not one of them (the test above: only the text's part changes)."""
+    import io
+    import re
+    import zipfile
+
+    from tnmt.documents.formats import translate_file
+
+    source = zipfile.ZipFile(io.BytesIO(docs.word("two")))
+    types, rels = source.read("[Content_Types].xml"), source.read("_rels/.rels")
+
+    def reversed_children(xml: bytes) -> bytes:
+        head, body, tail = re.match(rb"(.*?<(?:Types|Relationships)[^>]*>)(.*)(</[^>]+>\s*)$", xml, re.S).groups()
+        children = re.findall(rb"<[^>]+/>", body)
+        return head + b"\r\n" + b"".join(reversed(children)) + tail
+
+    reordered = docs.edited(
+        docs.word("two"), **{"[Content_Types]_xml": reversed_children(types), "_rels__rels": reversed_children(rels)}
+    )
+    after = zipfile.ZipFile(io.BytesIO(translate_file(tiny_translator, reordered, "d.docx", settings=SETTINGS)))
+    assert after.read("[Content_Types].xml") == reversed_children(types) != types
+    assert after.read("_rels/.rels") == reversed_children(rels)

@@ -92,7 +92,9 @@ def keep_untouched(original: bytes, written: bytes) -> bytes:
     the same: python-docx and python-pptx re-serialise every XML part they loaded (styles, settings, relationships,
     masters, layouts, charts) on save, which changes quoting, declarations and whitespace, not content. An XML entry
     is the same when both parse to one canonical form (C14N, whitespace between elements dropped, as the libraries
-    drop it); any other entry when its bytes are. Entries keep the written archive's order and compression."""
+    drop it; in the package's content types and relationships, whose entries are sets (ECMA-376 part 2), in any
+    order: python-docx writes its content types anew, sorted); any other entry when its bytes are. Entries keep the
+    written archive's order and compression."""
     source, saved = zipfile.ZipFile(io.BytesIO(original)), zipfile.ZipFile(io.BytesIO(written))
     names = set(source.namelist())
     out = io.BytesIO()
@@ -101,26 +103,32 @@ def keep_untouched(original: bytes, written: bytes) -> bytes:
             data = saved.read(info)
             if info.filename in names and info.filename.lower().endswith(XML_PARTS):
                 before = source.read(info.filename)
-                data = before if before == data or _same_xml(before, data) else data
+                unordered = info.filename == "[Content_Types].xml" or info.filename.endswith(".rels")
+                data = before if before == data or _same_xml(before, data, unordered=unordered) else data
             archive.writestr(info, data)
     return out.getvalue()
 
 
-def _same_xml(a: bytes, b: bytes) -> bool:
-    """Whether two XML parts have one canonical form (a part that does not parse is the same as none)."""
-    canonical = _canonical(a)
-    return canonical is not None and canonical == _canonical(b)
+def _same_xml(a: bytes, b: bytes, *, unordered: bool = False) -> bool:
+    """Whether two XML parts have one canonical form (a part that does not parse is the same as none);
+    `unordered`: the root's children compared as a set."""
+    canonical = _canonical(a, unordered)
+    return canonical is not None and canonical == _canonical(b, unordered)
 
 
-def _canonical(xml: bytes) -> bytes | None:
-    """An XML part's canonical form, None when it does not parse."""
+def _canonical(xml: bytes, unordered: bool) -> bytes | list[bytes] | None:
+    """An XML part's canonical form (with `unordered`, its root's attributes and its children's canonical forms,
+    sorted), None when it does not parse."""
     from lxml import etree  # python-docx's own parser: there whenever a document library is
 
     try:
         root = etree.fromstring(xml, etree.XMLParser(remove_blank_text=True, resolve_entities=False, no_network=True))
     except etree.XMLSyntaxError:
         return None
-    return etree.tostring(root, method="c14n")
+    if not unordered:
+        return etree.tostring(root, method="c14n")
+    children = sorted(etree.tostring(child, method="c14n") for child in root)
+    return [root.tag.encode(), repr(sorted(root.attrib.items())).encode(), *children]
 
 
 def malformed_part(data: bytes) -> str | None:
