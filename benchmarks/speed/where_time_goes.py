@@ -25,6 +25,7 @@ allocations and wrappers: the per-operator overhead). Results: benchmarks/result
 
 import argparse
 import contextlib
+import importlib
 import json
 import statistics
 import sys
@@ -91,7 +92,7 @@ def _owner(name: str, translator):
     if name == "tokenizer":
         return translator.tokenizer
     module, _, attribute = name.partition(":")
-    found = sys.modules[module] if module in sys.modules else __import__(module, fromlist=["_"])
+    found = importlib.import_module(module)
     return getattr(found, attribute) if attribute else found
 
 
