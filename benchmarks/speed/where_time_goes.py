@@ -11,8 +11,10 @@ time only (the decoder steps' time is not also the search's):
 - text in: segmentation (`Reader.layout`: lines, sentences, parts too long), kept-span scanning (`kept_spans`,
   `find_kept`), steering planning (`plan`), tokenisation (`encode_source_pieces`), the rest of `Reader.split`;
 - the search: the encoder (`ModelDoor.encode`), decoder steps (`BoundDecoder.features`: embeddings, layers, final
-  norm), the output projection (`BoundDecoder.project`), the log-softmax over the vocabulary, and search
-  bookkeeping (what `ModelDoor.search` spends outside those: picking tokens, beam reorder, finished hypotheses);
+  norm), the output projection (`BoundDecoder.project`), the log-softmax over the vocabulary, the cache's reorder
+  (`KVCache.reorder`: finished rows dropped, beams reordered), the length and EOS rules (`TokenRules.apply_`), choosing
+  the tokens (`top_k`), and the rest of the search's bookkeeping (what `ModelDoor.search` spends outside those:
+  beam scores, finished hypotheses, the steps' history);
 - text out: detokenisation (`decode_target`), joining segments back into texts (`Split.joined`);
 - evidence: the teacher-forced pass and the alignment read from it (`ModelDoor.teacher_forced`, `explain`);
 - other: what `translate` spends outside all of these (batching by length, building the results).
@@ -56,6 +58,9 @@ PHASES = [  # (phase, owner, attribute): what is wrapped; an owner is a class, a
     ("text in: the rest of the split", "tnmt.translate.reading:Reader", "split"),
     ("search: encoder", "tnmt.translate.door:ModelDoor", "encode"),
     ("search: decoder steps", "tnmt.model:BoundDecoder", "features"),
+    ("search: cache reorder", "tnmt.blocks.kv_cache:KVCache", "reorder"),
+    ("search: length and EOS rules", "tnmt.decode.rules:TokenRules", "apply_"),
+    ("search: choosing tokens (top-k)", "tnmt.decode.top_k", "top_k"),
     ("search: bookkeeping", "tnmt.translate.door:ModelDoor", "search"),
     ("text out: detokenisation", "tokenizer", "decode_target"),
     ("text out: joining", "tnmt.translate.whole:Split", "joined"),
@@ -201,6 +206,7 @@ def main() -> None:
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--configs", default=",".join(c[0] for c in CONFIGS), help="comma-separated names")
     parser.add_argument(
         "--out", type=Path, default=Path(__file__).resolve().parents[1] / "results" / "where_time_goes.json"
     )
@@ -214,7 +220,7 @@ def main() -> None:
     texts = read(data_dir() / "test_2016_flickr.en.gz")
     report = {"command": " ".join(["python -m benchmarks.speed.where_time_goes", *sys.argv[1:]]), "host": describe()}
     report.update(checkpoint=str(args.checkpoint), threads=args.threads, runs=args.runs, configurations={})
-    for config in CONFIGS:
+    for config in [c for c in CONFIGS if c[0] in args.configs.split(",")]:
         run_once(translator, config, texts)  # warm-up
         plain = [run_once(translator, config, texts) for _ in range(args.runs)]
         split: list[dict[str, float]] = []
