@@ -489,6 +489,26 @@ def test_the_report_names_glossary_terms_met_and_placeholders_kept(tiny_translat
     assert report["summary"]["terms_missed"] == 0
 
 
+def test_the_report_names_every_segment_that_came_back_as_it_was_with_why():
+    """A paragraph of a URL alone comes back as written, and one the model wrote back unchanged too: neither is
+    silent (`left`), and a segment without letters ("2024") or translated is not named."""
+    from tnmt.documents.report import segment_report
+    from tnmt.translate.evidence import Evidence
+    from tnmt.translate.translation import Translation
+
+    units = [unit("see https://example.com/a"), unit("https://example.com/a"), unit("Cover"), unit("2024")]
+    said = [("vedi https://example.com/a", [5, 6]), ("https://example.com/a", []), ("Cover", [7]), ("2024", [8])]
+    # no tokens: the model read nothing of the URL alone
+    found = [Translation(text, ids, 0.0, 0.0, evidence=Evidence([], [], 0.9, [])) for text, ids in said]
+    report = segment_report(units, found, ["word/document.xml paragraph 3: a field's result"])
+    assert report["left"] == [
+        "word/document.xml paragraph 3: a field's result",
+        "segment 1 ('https://example.com/a'): came back as it was: only strings kept as written (a URL, an address)",
+        "segment 2 ('Cover'): came back as it was: the model wrote it back as it was",
+    ]
+    assert report["summary"]["left"] == 3
+
+
 def test_an_html_page_keeps_its_markup_and_translates_its_text(tiny_translator):
     from html.parser import HTMLParser
 

@@ -18,9 +18,11 @@ from tnmt.translate.translation import Translation
 
 def segment_report(units: list[Unit], found: list[Translation], left: Sequence[str] = ()) -> dict[str, Any]:
     """The report of a document whose `units` were translated as `found` (one translation per unit, in order):
-    `segments` in document order, `left` (each piece with words not translated, with why: never silent), and a
-    `summary` (counts, the mean and lowest confidence, warnings by code)."""
+    `segments` in document order, `left` (each piece with words not translated, with why: never silent; the
+    reader's, then each segment that came back as it was), and a `summary` (counts, the mean and lowest
+    confidence, warnings by code)."""
     segments = [_segment(k, u, t) for k, (u, t) in enumerate(zip(units, found, strict=True))]
+    left = [*left, *(line for k, (u, t) in enumerate(zip(units, found, strict=True)) if (line := _unchanged(k, u, t)))]
     confidences = [s["confidence"] for s in segments]
     warnings: Counter[str] = Counter(code for s in segments for code in s["warnings"])
     return {
@@ -41,6 +43,16 @@ def segment_report(units: list[Unit], found: list[Translation], left: Sequence[s
 def lowest(report: dict[str, Any], n: int) -> list[dict[str, Any]]:
     """The report's `n` least confident segments, the least first (document order among equals)."""
     return sorted(report["segments"], key=lambda s: (s["confidence"], s["index"]))[:n]
+
+
+def _unchanged(index: int, unit: Unit, found: Translation) -> str | None:
+    """Why segment `index` came back as it was, when it has words and did: the model read nothing of it but
+    strings kept as written (a URL, an e-mail address, a placeholder), or it wrote the words back itself."""
+    if found.text.strip() != unit.text.strip() or not any(ch.isalpha() for ch in unit.text):
+        return None
+    why = "the model wrote it back as it was" if found.tokens else "only strings kept as written (a URL, an address)"
+    shown = unit.text if len(unit.text) <= 40 else unit.text[:39] + "…"
+    return f"segment {index} ({shown!r}): came back as it was: {why}"
 
 
 def _segment(index: int, unit: Unit, found: Translation) -> dict[str, Any]:
