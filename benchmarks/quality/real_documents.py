@@ -33,6 +33,7 @@ from lxml import etree
 
 from benchmarks.common.host import describe
 from tnmt.documents.formats import read_file
+from tnmt.documents.report import segment_report
 from tnmt.errors import UserError
 from tnmt.translate.translator import Translator
 
@@ -109,13 +110,20 @@ def office_opens(paths: list[Path], work: Path) -> set[Path]:
     return {path for copy, path in named.items() if (made / f"{copy.stem}.pdf").is_file()}
 
 
+def _names(line: str, part: str, text: str) -> bool:
+    """Whether a `left` line names a paragraph: the reader's name its part ("content.xml paragraph 5: ..."), the
+    report's a segment that came back as it was by its text ("segment 3 ('Cover'): ...")."""
+    return line.startswith(f"{part} ") or (line.startswith("segment ") and text.strip()[:30] in line)
+
+
 def measure(translator: Translator, path: Path, keep: Path) -> dict:
     """One file: refused (with why), or its paragraphs with words and those that came back unchanged (its
     translation written to `keep`)."""
     data = path.read_bytes()
     try:
         pending = read_file(data, path.name)
-        out = pending.write(pending.translations(translator))
+        found = pending.translations(translator)
+        out = pending.write(found)
     except UserError as error:
         return {"file": path.name, "refused": str(error)}
     keep.write_bytes(out)
@@ -123,8 +131,9 @@ def measure(translator: Translator, path: Path, keep: Path) -> dict:
     words = sum(bool(WORDS.search(text)) for _, text in before)
     if [p for p, _ in before] != [p for p, _ in after]:  # a paragraph lost or added: the file is not comparable
         return {"file": path.name, "paragraphs": words, "unchanged": [], "mismatch": len(after) - len(before)}
+    left = segment_report(pending.units, found, pending.left)["left"]  # the reader's, then unchanged segments
     unchanged = [
-        {"part": part, "text": text[:120], "named": any(line.startswith(f"{part} ") for line in pending.left)}
+        {"part": part, "text": text[:120], "named": any(_names(line, part, text) for line in left)}
         for (part, text), (_, new) in zip(before, after, strict=True)
         if WORDS.search(text) and text == new
     ]
