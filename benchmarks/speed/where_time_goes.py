@@ -168,7 +168,7 @@ def step_operators(translator, batch: int, texts: list[str]) -> dict:
             translator.translations(chunk, settings)
     finally:
         type(translator.door.decoder).features = features
-    inside = [e for e in prof.events() if _within(e, prof)]
+    inside = [e for e in prof.events() if _within(e)]
     ops = [e for e in inside if e.name.startswith(("aten::", "mkldnn::", "quantized::")) and _is_top(e)]
     kinds: dict[str, float] = defaultdict(float)
     for event in ops:
@@ -185,7 +185,7 @@ def step_operators(translator, batch: int, texts: list[str]) -> dict:
     }
 
 
-def _within(event, prof) -> bool:
+def _within(event) -> bool:
     """Whether `event` ran inside a "decoder step" range."""
     parent = event.cpu_parent
     while parent is not None:

@@ -100,11 +100,13 @@ async def translated_document(
         grow_s=config.timeout_per_segment_s,
         progress=None if progress is None else lambda done, total: progress.update(done=done, segments=total),
     )
-    out = await text_work(lambda: pending.write(found), document.deadline, refused=refused)
-    stem, suffix = PurePath(document.name).stem, PurePath(document.name).suffix or document.fmt.extensions[0]
-    return Translated(
-        out, document.fmt, f"{stem}.{model.target}{suffix}", segment_report(pending.units, found, pending.left)
+    out, report = await text_work(  # the report too: a pass over every segment's text, not for the event loop
+        lambda: (pending.write(found), segment_report(pending.units, found, pending.left)),
+        document.deadline,
+        refused=refused,
     )
+    stem, suffix = PurePath(document.name).stem, PurePath(document.name).suffix or document.fmt.extensions[0]
+    return Translated(out, document.fmt, f"{stem}.{model.target}{suffix}", report)
 
 
 def router(models: list[ServedModel], config: ServeConfig) -> APIRouter:
