@@ -441,6 +441,7 @@ WRITERS = {
     "explain": NO_DIRECTORY,
     "inspect": NO_DIRECTORY,
     "replay": NO_DIRECTORY,
+    "shortlist": NO_DIRECTORY,
 }
 
 

@@ -275,6 +275,7 @@ BASE: dict[str, dict[str, list[str]]] = {
     "data": {"dataset": ["multi30k"], "out": ["--out", "data"], "source": ["--from", "{empty}"]},
     "quickstart": {"offline": ["--offline"], "steps": ["--steps", "1"], "out": ["--out", "qs"]},
     "average": {"checkpoints": ["{ckpt}"], "out": ["--out", "averaged"]},
+    "shortlist": {"checkpoint": ["{ckpt}"], "prepared": ["--prepared", "{empty}"]},
     "translate": {"checkpoint": ["--checkpoint", "{ckpt}"]},
     "evaluate": {"checkpoint": ["--checkpoint", "{ckpt}"], "src": ["--src", "{src}"], "ref": ["--ref", "{ref}"]},
     "attention": {"checkpoint": ["--checkpoint", "{ckpt}"], "sentence": ["one"]},

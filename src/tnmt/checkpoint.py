@@ -6,6 +6,8 @@
                              "languages": {"source": "en", "target": "de"} when known, or for a
                              multilingual model "directions": ["en-de", "de-en", ...]}
       source.spm, target.spm, tokenizer.json   the subword tokenizer (see data/tokenizer.py)
+      shortlist.safetensors the vocabulary shortlist learned from the training pairs (data/shortlist.py),
+                            when the checkpoint has one
       optimizer.safetensors + trainer_state.json   only in training checkpoints: Adam moments,
                             step, data position, RNG state and metrics, so `--resume` continues exactly;
                             with an EMA of the weights (train/ema.py) model.safetensors holds the average
@@ -38,6 +40,7 @@ from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
 from tnmt.config import DecodeConfig, ModelConfig, is_language_code, parse
+from tnmt.data.shortlist import Shortlist
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.directions import Direction, direction_name, parse_direction
 from tnmt.errors import UserError
@@ -69,6 +72,7 @@ class Checkpoint:
     trainer_state: dict[str, Any] = field(default_factory=dict)
     optimizer_state: dict[str, Any] | None = None
     training_weights: dict[str, torch.Tensor] | None = None  # when the model's weights are an EMA of them
+    shortlist: Shortlist | None = None  # the vocabulary shortlist, when the checkpoint has one
 
 
 def save_checkpoint(
@@ -81,13 +85,14 @@ def save_checkpoint(
     optimizer: torch.optim.Optimizer | None = None,
     trainer_state: dict[str, Any] | None = None,
     training_weights: dict[str, torch.Tensor] | None = None,
+    shortlist: Shortlist | None = None,
 ) -> Path:
     """Write a complete checkpoint directory at `path`, replacing an earlier checkpoint there atomically.
 
     `decode` (the recipe's [decode] table) becomes the checkpoint's default decoding; None = `DecodeConfig()`.
     `directions` ((source, target) pairs) let a server know which pairs the model translates.
     `training_weights` (a state_dict; with `optimizer` only): the weights training continues from when
-    `model` holds an average of them.
+    `model` holds an average of them. `shortlist`: the vocabulary shortlist a search may project onto.
 
     Raises:
         UserError: `path` holds something other than a checkpoint (nothing is written).
@@ -97,6 +102,8 @@ def save_checkpoint(
         atomic_write_bytes(tmp / WEIGHTS_FILE, save_tensors(_unique_tensors(model.state_dict())))
         write_model_json(tmp / CONFIG_FILE, model.config, decode or DecodeConfig(), directions)
         tokenizer.save(tmp)
+        if shortlist is not None:
+            shortlist.save(tmp)
         if optimizer is not None:
             tensors, structure = _flatten_optimizer(optimizer.state_dict())
             tensors["rng.torch"] = torch.get_rng_state()
@@ -195,6 +202,8 @@ def load_checkpoint(path: str | os.PathLike[str], *, map_location: str = "cpu", 
     model.eval()
     tokenizer = Tokenizer.load(path)
     checkpoint = Checkpoint(model=model, tokenizer=tokenizer, path=path, decode=decode, directions=directions)
+    vocabularies = {"source_vocab_size": config.src_vocab_size, "target_vocab_size": config.tgt_vocab_size}
+    checkpoint.shortlist = Shortlist.load(path, **vocabularies)
     if training and (path / "trainer_state.json").exists():
         state = read_json(path / "trainer_state.json")
         tensors = _read_tensors(path / "optimizer.safetensors", map_location)
@@ -240,7 +249,9 @@ def average_checkpoints(paths: list[Path], out: Path) -> Path:
         for k, v in other.model.state_dict().items():
             total[k] += v.double()
     first.model.load_state_dict({k: (v / len(paths)).to(torch.float32) for k, v in total.items()})
-    return save_checkpoint(out, first.model, first.tokenizer, decode=first.decode, directions=first.directions)
+    return save_checkpoint(
+        out, first.model, first.tokenizer, decode=first.decode, directions=first.directions, shortlist=first.shortlist
+    )
 
 
 def _directions(described: dict[str, Any], where: Path) -> tuple[Direction, ...]:

@@ -119,6 +119,17 @@ def _add_training_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--steps", type=int, default=0, help="cap training at this many updates (smoke tests)")
     p.set_defaults(run=_quickstart)
 
+    p = sub.add_parser(
+        "shortlist",
+        help="learn a checkpoint's vocabulary shortlist from its prepared corpus (tnmt train does it)",
+        description="Count which target pieces each source piece leads to in the prepared training pairs and "
+        "write CHECKPOINT/shortlist.safetensors (data/shortlist.py); a search then projects onto the pieces "
+        "its sources can lead to (--no-shortlist: onto all).",
+    )
+    p.add_argument("checkpoint", type=_path, help="a checkpoint directory (or a best/last link)")
+    p.add_argument("--prepared", required=True, type=_path, help="the prepared corpus it was trained on")
+    p.set_defaults(run=_shortlist)
+
     p = sub.add_parser("average", help="average the weights of checkpoints (section 6.1)")
     p.add_argument("checkpoints", nargs="+", type=_path)
     p.add_argument("--out", required=True, type=_path)
@@ -629,6 +640,26 @@ def _average(args: argparse.Namespace, _: list[str]) -> int:
 
     out = average_checkpoints(args.checkpoints, args.out)
     print(f"averaged {len(args.checkpoints)} checkpoints into {out}")
+    return 0
+
+
+def _shortlist(args: argparse.Namespace, _: list[str]) -> int:
+    from tnmt.checkpoint import load_checkpoint
+    from tnmt.data.prepared import PreparedPairs
+    from tnmt.data.shortlist import Shortlist
+
+    checkpoint = load_checkpoint(args.checkpoint, training=False)
+    if not (args.prepared / "manifest.json").is_file():
+        raise UserError(f"{args.prepared}: not a prepared corpus (no manifest.json)")
+    prepared = PreparedPairs(args.prepared)
+    if prepared.tokenizer().fingerprint() != checkpoint.tokenizer.fingerprint():
+        raise UserError(f"{args.prepared}: encoded with another tokenizer than {args.checkpoint}'s")
+    config = checkpoint.model.config
+    shortlist = Shortlist.learn_from(
+        prepared, source_vocab_size=config.src_vocab_size, target_vocab_size=config.tgt_vocab_size
+    )
+    shortlist.save(checkpoint.path.resolve())
+    print(f"learned a shortlist from {len(prepared)} pairs into {checkpoint.path / 'shortlist.safetensors'}")
     return 0
 
 

@@ -340,6 +340,10 @@ class DecodeConfig:
         default=True, metadata=_help("never repeat an n-gram (n <= 4) a third time in a row, unless the source does")
     )
     batch_size: int = field(default=64, metadata=_help("sentences decoded together"))
+    shortlist: bool = field(
+        default=False,
+        metadata=_help("project onto the pieces the sources can lead to (the checkpoint's vocabulary shortlist)"),
+    )
     segment: bool = field(
         default=True,
         metadata=_help("split each text into sentences and lines, translate them, join them back; false = as given"),
@@ -366,7 +370,7 @@ class DecodeConfig:
         for name in ("length_ratio_min", "length_ratio_max"):
             value = getattr(self, name)
             _check(self, name, math.isfinite(value) and value >= 0, "a finite number >= 0")
-        for name in ("block_loops", "segment"):
+        for name in ("block_loops", "shortlist", "segment"):
             _check(self, name, isinstance(getattr(self, name), bool), "true or false")
         layer_ok = _is_int(self.alignment_layer) and self.alignment_layer != 0
         _check(self, "alignment_layer", layer_ok, "a layer number (1 = the first, -1 = the last), not 0")

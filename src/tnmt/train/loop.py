@@ -275,6 +275,7 @@ def _save(run: Run) -> None:
             optimizer=run.optimizer,
             trainer_state=asdict(state),
             training_weights=training_weights,
+            shortlist=run.shortlist,
         )
     update_link(out.last, path)
     best = out.checkpoint(state.best_step)

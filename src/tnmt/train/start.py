@@ -23,6 +23,7 @@ from tnmt.data.dataset import EncodedPairs, TrainingPairs, encode, fit_pairs, re
 from tnmt.data.multiway import MultiwayPairs, prepare_multiway, read_multiway_split
 from tnmt.data.prepare import prepare
 from tnmt.data.prepared import PreparedPairs
+from tnmt.data.shortlist import Shortlist
 from tnmt.data.tokenizer import Tokenizer
 from tnmt.device import MixedPrecision
 from tnmt.errors import UserError
@@ -85,6 +86,7 @@ class Run:
     precision: MixedPrecision
     scaler: torch.amp.GradScaler  # loss scaling for fp16; a pass-through otherwise
     ema: WeightAverage | None  # what validation, checkpoints and translation use when train.ema_decay is set
+    shortlist: Shortlist | None = None  # learned from the training pairs, carried by every checkpoint (rank 0's)
 
 
 def start_run(
@@ -116,6 +118,8 @@ def start_run(
         tokenizer = train_data.tokenizer()
         model = Transformer(recipe.model_config(tokenizer))
     recipe = _guided_decode(recipe, model.config.n_decoder_layers)
+    vocabularies = {"source_vocab_size": model.config.src_vocab_size, "target_vocab_size": model.config.tgt_vocab_size}
+    shortlist = Shortlist.learn_from(train_data, **vocabularies) if world.is_main else None  # what checkpoints carry
     translated = None  # resuming after self-distillation or diversification: the translations written then
     if state.distilled_pairs > 0:
         translated = prepare_distilled(recipe, tokenizer, model.config.max_len)
@@ -153,6 +157,7 @@ def start_run(
         precision=precision,
         scaler=scaler,
         ema=ema,
+        shortlist=shortlist,
     )
 
 

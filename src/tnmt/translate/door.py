@@ -5,7 +5,9 @@ Everything a `Translator` asks of the model goes through a `ModelDoor`: `search`
 a look inside). Both read sources as prepared (translate/prepared.py), start each sentence's decoder from its own
 start token (BOS, or a multilingual model's target-language tag), and run the decoder that translates: bound to
 the model once when its weights are frozen, on copies laid out for the step's products (translate/frozen.py), so
-what a feature shows is the pass that translated.
+what a feature shows is the pass that translated. A search of a frozen model with a vocabulary shortlist
+(data/shortlist.py, `DecodeConfig.shortlist`) projects onto the pieces its batch can lead to; the
+teacher-forced pass projects onto the whole vocabulary, so the evidence weighs each output against every piece.
 """
 
 from collections.abc import Sequence
@@ -15,12 +17,13 @@ import torch
 
 from tnmt.blocks.record import Recorder
 from tnmt.config import DecodeConfig
+from tnmt.data.shortlist import Shortlist
 from tnmt.decode.constraints import Constraints
 from tnmt.decode.hypothesis import Hypothesis
 from tnmt.decode.search import search
 from tnmt.decode.trace import SearchRecorder
 from tnmt.model import BoundDecoder, EncodedSource, Transformer
-from tnmt.translate.frozen import OutputProjection, transposed_linear
+from tnmt.translate.frozen import OutputProjection, ShortlistProjection, transposed_linear
 from tnmt.translate.prepared import Source
 from tnmt.translate.quantize import quantize_int8
 
@@ -39,10 +42,20 @@ class ForcedPass(NamedTuple):
 class ModelDoor:
     """A model (put in eval mode) bound for decoding; see the module docstring."""
 
-    def __init__(self, model: Transformer, *, eos_id: int, quantize: str = "none", frozen: bool = False) -> None:
+    def __init__(
+        self,
+        model: Transformer,
+        *,
+        eos_id: int,
+        quantize: str = "none",
+        frozen: bool = False,
+        shortlist: Shortlist | None = None,
+    ) -> None:
         """`quantize="int8"` quantises the model now (translate/quantize.py): a copy of its own, so frozen too.
         `frozen=True` promises that the model's weights do not change while the door is used (its owner loaded
-        them): the decoder is then bound once, on copies of its weights laid out for the products."""
+        them): the decoder is then bound once, on copies of its weights laid out for the products, and a
+        `shortlist` (the checkpoint's) lets a search project onto its candidates (a door that is not frozen
+        ignores it: its copies would go stale)."""
         if quantize not in QUANTIZE:
             raise ValueError(f"quantize must be one of {QUANTIZE}, got {quantize!r}")
         self.device = next(model.parameters()).device
@@ -54,6 +67,9 @@ class ModelDoor:
         usable = self.frozen and OutputProjection.usable(self.model)
         self._projection = OutputProjection(self.model) if usable else None
         self.decoder = self.bind() if self.frozen else None  # else bound per search, as the weights may change
+        self.shortlist = shortlist if self.frozen else None
+        output = self.model.output  # (V, D): a Linear layer, or int8's, whose float weights the shortlist copies
+        self._output_weight = output.weight if isinstance(output.weight, torch.Tensor) else output.weight().dequantize()
 
     def bind(self, record: Recorder | None = None) -> BoundDecoder:
         """The decoder as this door runs it (`Transformer.incremental_decoder`): on the frozen weights' copies
@@ -90,12 +106,31 @@ class ModelDoor:
                 encoded,
                 settings,
                 n_best=n_best,
-                decoder=self.decoder,
+                decoder=self._search_decoder(sources, settings, constraints),
                 constraints=constraints,
                 starts=torch.tensor([s.start for s in sources], device=self.device),
                 recorder=recorder,
             )
         return encoded, found
+
+    def _search_decoder(
+        self, sources: Sequence[Source], settings: DecodeConfig, constraints: Sequence[Constraints] | None
+    ) -> BoundDecoder | None:
+        """The decoder a search of `sources` runs: with the shortlist's projection onto their candidates (EOS and
+        every id the constraints may write among them) when it is on and narrows the vocabulary."""
+        if self.shortlist is None or not settings.shortlist:
+            return self.decoder
+        named = {self.eos_id}
+        for c in constraints or ():
+            named.update(c.prefix)
+            named.update(i for forms in c.required for form in forms for i in form)
+        ids = torch.tensor([i for source in sources for i in source.ids], dtype=torch.long, device=self.device)
+        candidates = self.shortlist.candidates(ids, named)
+        if candidates is None:
+            return self.decoder
+        return self.decoder._replace(
+            project=ShortlistProjection(self._output_weight, self.model.logits_bias, candidates)
+        )
 
     def teacher_forced(
         self,

@@ -85,3 +85,23 @@ def transposed_linear(module: nn.Module, rows: slice | None = None) -> Linear:
 
 def _float_cpu_linear(module: nn.Module) -> bool:
     return type(module) is nn.Linear and module.weight.device.type == "cpu" and module.weight.dtype == torch.float32
+
+
+class ShortlistProjection:
+    """`Transformer.project` onto a batch's candidate pieces (data/shortlist.py): features (M, D) -> logits (M, V),
+    -inf outside the candidates (K,); the product runs on a (D, K) copy of their weights, made once per search."""
+
+    def __init__(self, weight: Tensor, bias: Tensor | None, candidates: Tensor) -> None:
+        """`weight` (V, D) and `bias` (V,) of the full projection (copied for the candidates (K,), once per
+        search), which must not change while this object is used."""
+        self.ids = candidates
+        self.weight = weight.detach().index_select(0, candidates).t().contiguous()  # (D, K), the product's layout
+        self.bias = None if bias is None else bias.detach().index_select(0, candidates)  # (K,)
+        self.vocab_size = weight.size(0)
+
+    def __call__(self, features: Tensor) -> Tensor:
+        small = (
+            torch.mm(features, self.weight) if self.bias is None else torch.addmm(self.bias, features, self.weight)
+        )  # (M, K)
+        logits = small.new_full((features.size(0), self.vocab_size), float("-inf"))
+        return logits.index_copy_(1, self.ids, small)  # (M, V)

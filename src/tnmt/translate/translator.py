@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from tnmt.checkpoint import load_checkpoint
 from tnmt.config import DecodeConfig
+from tnmt.data.shortlist import Shortlist
 from tnmt.decode.trace import Trace
 from tnmt.directions import Direction, check_pair, direction_name
 from tnmt.errors import UserError
@@ -44,12 +45,14 @@ class Translator:
         quantize: str = "none",
         frozen: bool = False,
         directions: Sequence[Direction] = (),
+        shortlist: Shortlist | None = None,
     ) -> None:
-        """`decode` (default `DecodeConfig()`): every call's default settings; `quantize`, `frozen`: as the door's
-        (translate/door.py: int8 weights; weights that do not change, bound once); `directions`: the (source,
-        target) pairs the model was trained on (a checkpoint's), () when not known."""
+        """`decode` (default `DecodeConfig()`): every call's default settings; `quantize`, `frozen`, `shortlist`: as
+        the door's (translate/door.py: int8 weights; weights that do not change, bound once; the vocabulary
+        shortlist); `directions`: the (source, target) pairs the model was trained on (a checkpoint's), () when not
+        known."""
         self.decode = decode or DecodeConfig()
-        self.door = ModelDoor(model, eos_id=tokenizer.eos_id, quantize=quantize, frozen=frozen)
+        self.door = ModelDoor(model, eos_id=tokenizer.eos_id, quantize=quantize, frozen=frozen, shortlist=shortlist)
         self.model, self.device, self.quantize = self.door.model, self.door.device, quantize
         self.tokenizer = tokenizer
         self.directions = tuple(directions)
@@ -70,7 +73,15 @@ class Translator:
         checkpoint = load_checkpoint(path, map_location=device, training=False)
         model = checkpoint.model.to(device).requires_grad_(False)  # ours alone, never trained
         tokenizer, directions = checkpoint.tokenizer, checkpoint.directions
-        return cls(model, tokenizer, checkpoint.decode, quantize=quantize, frozen=True, directions=directions)
+        return cls(
+            model,
+            tokenizer,
+            checkpoint.decode,
+            quantize=quantize,
+            frozen=True,
+            directions=directions,
+            shortlist=checkpoint.shortlist,
+        )
 
     @property
     def multilingual(self) -> bool:
